@@ -1,0 +1,54 @@
+// Error reporting: LOCKSTEP_ENFORCE* for broken invariants (file:line, "a vs b"), typed exceptions for
+// failures a user can fix (bad input, I/O). The CLI catches Error and prints its message as one line.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace lockstep {
+
+// Base of every error lockstep throws on purpose.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A file, database or socket could not be read or written.
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Input that parses but is wrong: a flag, a shape, a corrupt record or checkpoint.
+class InvalidInput : public Error {
+ public:
+  using Error::Error;
+};
+
+[[noreturn]] void ThrowEnforce(const char* file, int line, const std::string& condition, const std::string& message);
+
+}  // namespace lockstep
+
+#define LOCKSTEP_ENFORCE(condition, ...)                                                           \
+  do {                                                                                             \
+    if (!(condition)) ::lockstep::ThrowEnforce(__FILE__, __LINE__, #condition, fmt::format("" __VA_ARGS__)); \
+  } while (0)
+
+#define LOCKSTEP_ENFORCE_BINARY_(op, a, b, ...)                                                    \
+  do {                                                                                             \
+    const auto& lockstep_a_ = (a);                                                                 \
+    const auto& lockstep_b_ = (b);                                                                 \
+    if (!(lockstep_a_ op lockstep_b_))                                                             \
+      ::lockstep::ThrowEnforce(__FILE__, __LINE__, #a " " #op " " #b,                              \
+                               fmt::format("{} vs {}. ", lockstep_a_, lockstep_b_) +               \
+                                   fmt::format("" __VA_ARGS__));                                   \
+  } while (0)
+
+#define LOCKSTEP_ENFORCE_EQ(a, b, ...) LOCKSTEP_ENFORCE_BINARY_(==, a, b, __VA_ARGS__)
+#define LOCKSTEP_ENFORCE_NE(a, b, ...) LOCKSTEP_ENFORCE_BINARY_(!=, a, b, __VA_ARGS__)
+#define LOCKSTEP_ENFORCE_LT(a, b, ...) LOCKSTEP_ENFORCE_BINARY_(<, a, b, __VA_ARGS__)
+#define LOCKSTEP_ENFORCE_LE(a, b, ...) LOCKSTEP_ENFORCE_BINARY_(<=, a, b, __VA_ARGS__)
+#define LOCKSTEP_ENFORCE_GT(a, b, ...) LOCKSTEP_ENFORCE_BINARY_(>, a, b, __VA_ARGS__)
+#define LOCKSTEP_ENFORCE_GE(a, b, ...) LOCKSTEP_ENFORCE_BINARY_(>=, a, b, __VA_ARGS__)

@@ -1,0 +1,67 @@
+// Operator base and the (type, device, engine) registry.
+#include "lockstep/core/operator.h"
+
+#include <map>
+#include <tuple>
+
+#include "lockstep/core/schema.h"
+
+namespace lockstep {
+
+namespace {
+using RegistryKey = std::tuple<std::string, int, std::string>;
+std::map<RegistryKey, OperatorFactory>& Factories() {
+  static std::map<RegistryKey, OperatorFactory> factories;
+  return factories;
+}
+}  // namespace
+
+Operator::Operator(const OperatorDef& def, Workspace* ws) : def_(def), ws_(ws) {
+  const OpSchema* schema = SchemaRegistry::Find(def.type());
+  LOCKSTEP_ENFORCE(schema != nullptr, "operator '{}' has an implementation but no schema", def.type());
+  schema->Verify(def);
+  for (const auto& name : def.input()) inputs_.push_back(ws->CreateBlob(name));
+  for (const auto& name : def.output()) outputs_.push_back(ws->CreateBlob(name));
+}
+
+const Tensor& Operator::Input(int i) const {
+  const Tensor* tensor = inputs_.at(i);
+  if (!tensor->defined())
+    throw InvalidInput(fmt::format("{}: input '{}' has not been set (feed it or run the net that fills it first)",
+                                   DescribeOperator(def_), def_.input(i)));
+  return *tensor;
+}
+
+void OperatorRegistry::Register(const std::string& type, DeviceType device, const std::string& engine,
+                                OperatorFactory factory) {
+  RegistryKey key{type, static_cast<int>(device), engine};
+  LOCKSTEP_ENFORCE(!Factories().count(key), "operator '{}' (engine '{}') registered twice", type, engine);
+  Factories()[key] = std::move(factory);
+}
+
+bool OperatorRegistry::Has(const std::string& type, DeviceType device) {
+  return Factories().count({type, static_cast<int>(device), ""}) > 0;
+}
+
+std::vector<std::string> OperatorRegistry::Types(DeviceType device) {
+  std::vector<std::string> types;
+  for (const auto& entry : Factories())
+    if (std::get<1>(entry.first) == static_cast<int>(device) && std::get<2>(entry.first).empty())
+      types.push_back(std::get<0>(entry.first));
+  return types;
+}
+
+std::unique_ptr<Operator> CreateOperator(const OperatorDef& def, Workspace* ws) {
+  int device = def.device_option().device_type();
+  auto& factories = Factories();
+  auto it = factories.find({def.type(), device, def.engine()});
+  if (it == factories.end()) it = factories.find({def.type(), device, ""});
+  if (it == factories.end()) {
+    auto known = OperatorRegistry::Types(static_cast<DeviceType>(device));
+    throw InvalidInput(fmt::format("unknown operator type '{}' on {}; known types: {}", def.type(),
+                                   DeviceOf(def).ToString(), fmt::join(known, ", ")));
+  }
+  return it->second(def, ws);
+}
+
+}  // namespace lockstep

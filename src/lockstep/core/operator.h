@@ -1,0 +1,90 @@
+// Operator: one node of the graph bound to its workspace blobs. Construction resolves blobs, checks the schema
+// and reads arguments; Run() only computes. Implementations register per (type, device, engine).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep.pb.h"
+#include "lockstep/core/net_def.h"
+#include "lockstep/core/schema.h"
+#include "lockstep/core/tensor.h"
+#include "lockstep/core/workspace.h"
+
+namespace lockstep {
+
+class Operator {
+ public:
+  Operator(const OperatorDef& def, Workspace* ws);
+  virtual ~Operator() = default;
+  virtual void Run() = 0;
+
+  const OperatorDef& def() const { return def_; }
+  int InputSize() const { return static_cast<int>(inputs_.size()); }
+  int OutputSize() const { return static_cast<int>(outputs_.size()); }
+
+ protected:
+  // Inputs must exist and hold data when the operator runs.
+  const Tensor& Input(int i) const;
+  Tensor* Output(int i) { return outputs_.at(i); }
+  const std::string& InputName(int i) const { return def_.input(i); }
+  const std::string& OutputName(int i) const { return def_.output(i); }
+  bool IsInplace(int input, int output) const { return inputs_.at(input) == outputs_.at(output); }
+  Device device() const { return DeviceOf(def_); }
+
+  int64_t IntArg(const std::string& name, int64_t default_value) const {
+    return GetIntArgument(def_, name, default_value);
+  }
+  float FloatArg(const std::string& name, float default_value) const {
+    return GetFloatArgument(def_, name, default_value);
+  }
+  std::string StringArg(const std::string& name, const std::string& default_value) const {
+    return GetStringArgument(def_, name, default_value);
+  }
+  std::vector<int64_t> IntsArg(const std::string& name, const std::vector<int64_t>& default_value = {}) const {
+    return GetIntsArgument(def_, name, default_value);
+  }
+
+  OperatorDef def_;
+  Workspace* ws_;
+
+ private:
+  std::vector<Tensor*> inputs_;
+  std::vector<Tensor*> outputs_;
+};
+
+using OperatorFactory = std::function<std::unique_ptr<Operator>(const OperatorDef&, Workspace*)>;
+
+class OperatorRegistry {
+ public:
+  // Refuses a second registration of the same (type, device, engine).
+  static void Register(const std::string& type, DeviceType device, const std::string& engine,
+                       OperatorFactory factory);
+  static bool Has(const std::string& type, DeviceType device);
+  static std::vector<std::string> Types(DeviceType device);
+};
+
+// Creates the operator for def: the requested engine if registered, else the default engine of its device.
+// An unknown type is an error that lists the known ones.
+std::unique_ptr<Operator> CreateOperator(const OperatorDef& def, Workspace* ws);
+
+template <class OperatorClass>
+struct OperatorRegisterer {
+  OperatorRegisterer(const char* type, DeviceType device, const char* engine) {
+    OperatorRegistry::Register(type, device, engine, [](const OperatorDef& def, Workspace* ws) {
+      return std::unique_ptr<Operator>(new OperatorClass(def, ws));
+    });
+  }
+};
+
+}  // namespace lockstep
+
+#define LOCKSTEP_REGISTER_OPERATOR_(type, device, engine, ...)                                    \
+  static ::lockstep::OperatorRegisterer<__VA_ARGS__> LOCKSTEP_SCHEMA_NAME_(registerer_##type##_, \
+                                                                         __COUNTER__)(#type, device, engine)
+#define LOCKSTEP_REGISTER_CPU_OPERATOR(type, ...) \
+  LOCKSTEP_REGISTER_OPERATOR_(type, ::lockstep::DeviceType::kCpu, "", __VA_ARGS__)
+#define LOCKSTEP_REGISTER_CPU_OPERATOR_WITH_ENGINE(type, engine, ...) \
+  LOCKSTEP_REGISTER_OPERATOR_(type, ::lockstep::DeviceType::kCpu, #engine, __VA_ARGS__)

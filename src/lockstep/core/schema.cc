@@ -1,0 +1,112 @@
+// Schema registry and checks.
+#include "lockstep/core/schema.h"
+
+#include <memory>
+
+#include "lockstep/core/net_def.h"
+
+namespace lockstep {
+
+OpSchema& OpSchema::NumInputs(int min, int max) {
+  min_inputs_ = min;
+  max_inputs_ = max;
+  return *this;
+}
+
+OpSchema& OpSchema::NumOutputs(int min, int max) {
+  min_outputs_ = min;
+  max_outputs_ = max;
+  return *this;
+}
+
+OpSchema& OpSchema::AllowInplace(std::set<std::pair<int, int>> pairs) {
+  allow_inplace_ = std::move(pairs);
+  return *this;
+}
+
+OpSchema& OpSchema::EnforceInplace(std::set<std::pair<int, int>> pairs) {
+  enforce_inplace_ = std::move(pairs);
+  return *this;
+}
+
+OpSchema& OpSchema::ShapeFunction(ShapeInference function) {
+  infer_ = std::move(function);
+  return *this;
+}
+
+OpSchema& OpSchema::IdentityShape() {
+  return ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
+    std::vector<TensorShape> out;
+    for (int i = 0; i < def.output_size(); ++i) out.push_back(in.at(i));
+    return out;
+  });
+}
+
+static std::string Range(int min, int max) {
+  if (min == max) return std::to_string(min);
+  if (max == INT_MAX) return fmt::format("at least {}", min);
+  return fmt::format("{} to {}", min, max);
+}
+
+void OpSchema::Verify(const OperatorDef& def) const {
+  auto fail = [&](const std::string& what) {
+    throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
+  };
+  if (def.input_size() < min_inputs_ || def.input_size() > max_inputs_)
+    fail(fmt::format("takes {} inputs, got {}", Range(min_inputs_, max_inputs_), def.input_size()));
+  if (def.output_size() < min_outputs_ || def.output_size() > max_outputs_)
+    fail(fmt::format("takes {} outputs, got {}", Range(min_outputs_, max_outputs_), def.output_size()));
+  for (auto [in, out] : enforce_inplace_) {
+    if (in < def.input_size() && out < def.output_size() && def.input(in) != def.output(out))
+      fail(fmt::format("output {} must be the same blob as input {} (in-place)", out, in));
+  }
+  for (int in = 0; in < def.input_size(); ++in) {
+    for (int out = 0; out < def.output_size(); ++out) {
+      if (def.input(in) != def.output(out)) continue;
+      if (!allow_inplace_.count({in, out}) && !enforce_inplace_.count({in, out}))
+        fail(fmt::format("output {} may not overwrite input {} ('{}'): use another blob name", out, in,
+                         def.input(in)));
+    }
+  }
+}
+
+std::vector<TensorShape> OpSchema::InferShapes(const OperatorDef& def, const std::vector<TensorShape>& in) const {
+  if (!infer_) throw InvalidInput(fmt::format("operator {} has no shape function", type_));
+  return infer_(def, in);
+}
+
+static std::map<std::string, std::unique_ptr<OpSchema>>& Schemas() {
+  static std::map<std::string, std::unique_ptr<OpSchema>> schemas;
+  return schemas;
+}
+
+OpSchema& SchemaRegistry::Register(const std::string& type) {
+  auto& schemas = Schemas();
+  LOCKSTEP_ENFORCE(!schemas.count(type), "schema for operator '{}' registered twice", type);
+  return *(schemas[type] = std::make_unique<OpSchema>(type));
+}
+
+const OpSchema* SchemaRegistry::Find(const std::string& type) {
+  auto it = Schemas().find(type);
+  return it == Schemas().end() ? nullptr : it->second.get();
+}
+
+std::map<std::string, TensorShape> InferNetShapes(const NetDef& net, std::map<std::string, TensorShape> shapes) {
+  for (const auto& op : net.op()) {
+    const OpSchema* schema = SchemaRegistry::Find(op.type());
+    if (!schema) throw InvalidInput(fmt::format("unknown operator type '{}'", op.type()));
+    std::vector<TensorShape> inputs;
+    for (const auto& name : op.input()) {
+      auto it = shapes.find(name);
+      if (it == shapes.end())
+        throw InvalidInput(fmt::format("{}: shape of input '{}' is unknown", DescribeOperator(op), name));
+      inputs.push_back(it->second);
+    }
+    auto outputs = schema->InferShapes(op, inputs);
+    LOCKSTEP_ENFORCE_EQ(outputs.size(), static_cast<size_t>(op.output_size()), "shape function of {}", op.type());
+    for (int i = 0; i < op.output_size(); ++i) shapes[op.output(i)] = outputs[i];
+  }
+  return shapes;
+}
+
+}  // namespace lockstep

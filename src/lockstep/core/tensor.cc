@@ -1,0 +1,110 @@
+// Tensor storage: 64-byte aligned buffers, grown only when a shape needs more bytes.
+#include "lockstep/core/tensor.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace lockstep {
+
+size_t ElementSize(DataType type) {
+  switch (type) {
+    case DataType::kFloat: return 4;
+    case DataType::kInt32: return 4;
+    case DataType::kUInt8: return 1;
+    case DataType::kInt64: return 8;
+    case DataType::kUndefined: return 0;
+  }
+  return 0;
+}
+
+const char* DataTypeName(DataType type) {
+  switch (type) {
+    case DataType::kFloat: return "float32";
+    case DataType::kInt32: return "int32";
+    case DataType::kUInt8: return "uint8";
+    case DataType::kInt64: return "int64";
+    case DataType::kUndefined: return "undefined";
+  }
+  return "unknown";
+}
+
+std::string Device::ToString() const {
+  return fmt::format("{}:{}", type == DeviceType::kCpu ? "cpu" : "gpu", id);
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::string out = "(";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + ")";
+}
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    LOCKSTEP_ENFORCE_GE(d, 0, "negative dimension in shape {}", ShapeToString(shape));
+    n *= d;
+  }
+  return n;
+}
+
+void Tensor::Resize(const Shape& shape, DataType type) {
+  int64_t numel = NumElements(shape);
+  size_t bytes = numel * ElementSize(type);
+  if (bytes > capacity_ || !storage_) {
+    // Round up so that odd sizes still leave vector kernels an aligned tail.
+    size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    void* memory = std::aligned_alloc(64, rounded);
+    LOCKSTEP_ENFORCE(memory != nullptr, "out of memory allocating {} bytes for a tensor of shape {}", rounded,
+                     ShapeToString(shape));
+    storage_.reset(static_cast<uint8_t*>(memory), [](uint8_t* p) { std::free(p); });
+    capacity_ = rounded;
+  }
+  shape_ = shape;
+  numel_ = numel;
+  dtype_ = type;
+}
+
+void Tensor::ShareData(const Tensor& other) {
+  storage_ = other.storage_;
+  capacity_ = other.capacity_;
+  shape_ = other.shape_;
+  numel_ = other.numel_;
+  dtype_ = other.dtype_;
+}
+
+void Tensor::CopyFrom(const Tensor& other) {
+  if (this == &other) return;
+  Resize(other.shape_, other.dtype_);
+  if (nbytes() > 0 && raw_data() != other.raw_data()) std::memcpy(raw_data(), other.raw_data(), nbytes());
+}
+
+void Tensor::Zero() {
+  if (nbytes() > 0) std::memset(raw_data(), 0, nbytes());
+}
+
+int64_t Tensor::dim(int i) const {
+  if (i < 0) i += ndim();
+  LOCKSTEP_ENFORCE(i >= 0 && i < ndim(), "axis {} out of range for a tensor of shape {}", i,
+                   ShapeToString(shape_));
+  return shape_[i];
+}
+
+int64_t Tensor::SizeFromDim(int axis) const {
+  int64_t n = 1;
+  for (int i = axis; i < ndim(); ++i) n *= shape_[i];
+  return n;
+}
+
+int64_t Tensor::SizeToDim(int axis) const {
+  int64_t n = 1;
+  for (int i = 0; i < axis && i < ndim(); ++i) n *= shape_[i];
+  return n;
+}
+
+void Tensor::CheckType(DataType type) const {
+  LOCKSTEP_ENFORCE(dtype_ == type, "tensor holds {} but was read as {}", DataTypeName(dtype_),
+                   DataTypeName(type));
+}
+
+}  // namespace lockstep

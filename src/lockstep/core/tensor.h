@@ -1,0 +1,87 @@
+// Tensor: a dtype, a shape and a contiguous row-major buffer on one device. Resize keeps the buffer when it
+// is large enough, so the steady-state training step never allocates.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/core/enforce.h"
+
+namespace lockstep {
+
+// Values follow TensorProto.DataType.
+enum class DataType : int { kUndefined = 0, kFloat = 1, kInt32 = 2, kUInt8 = 6, kInt64 = 10 };
+
+size_t ElementSize(DataType type);
+const char* DataTypeName(DataType type);
+template <typename T>
+DataType DataTypeOf();
+template <> inline DataType DataTypeOf<float>() { return DataType::kFloat; }
+template <> inline DataType DataTypeOf<int32_t>() { return DataType::kInt32; }
+template <> inline DataType DataTypeOf<uint8_t>() { return DataType::kUInt8; }
+template <> inline DataType DataTypeOf<int64_t>() { return DataType::kInt64; }
+
+enum class DeviceType : int { kCpu = 0, kCuda = 1 };
+
+struct Device {
+  DeviceType type = DeviceType::kCpu;
+  int id = 0;
+  bool operator==(const Device& other) const { return type == other.type && id == other.id; }
+  std::string ToString() const;  // "cpu:0"
+};
+
+using Shape = std::vector<int64_t>;
+std::string ShapeToString(const Shape& shape);  // "(2, 3)"
+int64_t NumElements(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(const Shape& shape, DataType type) { Resize(shape, type); }
+
+  // Sets the shape and dtype; reallocates only when the buffer is too small (contents are then undefined).
+  void Resize(const Shape& shape, DataType type = DataType::kFloat);
+  // Makes this tensor an alias of other's buffer (same bytes; used when buffers are shared on purpose).
+  void ShareData(const Tensor& other);
+  void CopyFrom(const Tensor& other);
+  void Zero();
+
+  DataType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t dim(int i) const;
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return numel_ * ElementSize(dtype_); }
+  bool defined() const { return dtype_ != DataType::kUndefined; }
+  const Device& device() const { return device_; }
+  // Product of the dims from axis on (and before axis), as Caffe2's size_from_dim / size_to_dim.
+  int64_t SizeFromDim(int axis) const;
+  int64_t SizeToDim(int axis) const;
+
+  void* raw_data() { return storage_.get(); }
+  const void* raw_data() const { return storage_.get(); }
+  template <typename T>
+  T* data() {
+    CheckType(DataTypeOf<T>());
+    return reinterpret_cast<T*>(storage_.get());
+  }
+  template <typename T>
+  const T* data() const {
+    CheckType(DataTypeOf<T>());
+    return reinterpret_cast<const T*>(storage_.get());
+  }
+
+ private:
+  void CheckType(DataType type) const;
+
+  DataType dtype_ = DataType::kUndefined;
+  Shape shape_;
+  int64_t numel_ = 0;
+  size_t capacity_ = 0;
+  std::shared_ptr<uint8_t> storage_;
+  Device device_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,106 @@
+// Implementation of the shared test helpers.
+#include "test_util.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace lockstep::testing {
+
+Tensor RandomTensor(const Shape& shape, unsigned seed, float low, float high) {
+  Tensor tensor(shape, DataType::kFloat);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(low, high);
+  float* data = tensor.data<float>();
+  for (int64_t i = 0; i < tensor.numel(); ++i) data[i] = dist(rng);
+  return tensor;
+}
+
+Tensor TensorFromValues(const Shape& shape, const std::vector<float>& values) {
+  Tensor tensor(shape, DataType::kFloat);
+  EXPECT_EQ(tensor.numel(), static_cast<int64_t>(values.size()));
+  std::memcpy(tensor.data<float>(), values.data(), values.size() * sizeof(float));
+  return tensor;
+}
+
+void Feed(Workspace* ws, const std::string& name, const Tensor& value) { ws->CreateBlob(name)->CopyFrom(value); }
+
+std::vector<float> Values(const Tensor& tensor) {
+  const float* data = tensor.data<float>();
+  return std::vector<float>(data, data + tensor.numel());
+}
+
+void ExpectNear(const Tensor& actual, const Tensor& expected, float tolerance) {
+  ASSERT_EQ(ShapeToString(actual.shape()), ShapeToString(expected.shape()));
+  const float* a = actual.data<float>();
+  const float* b = expected.data<float>();
+  for (int64_t i = 0; i < actual.numel(); ++i) {
+    float scale = std::max({1.0f, std::fabs(a[i]), std::fabs(b[i])});
+    ASSERT_LE(std::fabs(a[i] - b[i]), tolerance * scale) << "at flat index " << i << ": " << a[i] << " vs " << b[i];
+  }
+}
+
+void RunOp(Workspace* ws, const OperatorDef& def) { CreateOperator(def, ws)->Run(); }
+
+void CheckGradient(const OperatorDef& op, const std::map<std::string, Tensor>& inputs, GradientCheckOptions options) {
+  Workspace ws;
+  for (const auto& [name, value] : inputs) Feed(&ws, name, value);
+  if (options.inputs_to_check.empty())
+    for (int i = 0; i < op.input_size(); ++i)
+      if (ws.Blob(op.input(i)).dtype() == DataType::kFloat) options.inputs_to_check.push_back(i);
+  if (options.outputs_with_grad.empty()) options.outputs_with_grad = {0};
+
+  auto forward = CreateOperator(op, &ws);
+  forward->Run();
+
+  // Output gradients: fixed random weights of the scalar L.
+  GradientContext context{op, std::vector<std::string>(op.output_size()), std::vector<std::string>(op.input_size())};
+  std::vector<Tensor> weights(op.output_size());
+  for (int k : options.outputs_with_grad) {
+    weights[k] = RandomTensor(ws.Blob(op.output(k)).shape(), 1000 + k);
+    context.output_grads[k] = op.output(k) + "_check_grad";
+    Feed(&ws, context.output_grads[k], weights[k]);
+  }
+  for (int i : options.inputs_to_check) context.input_grads[i] = op.input(i) + "_check_grad";
+
+  const GradientMaker* maker = GradientRegistry::Find(op.type());
+  ASSERT_NE(maker, nullptr) << "no gradient registered for " << op.type();
+  for (auto grad_op : (*maker)(context)) {
+    *grad_op.mutable_device_option() = op.device_option();
+    RunOp(&ws, grad_op);
+  }
+
+  auto loss = [&]() {
+    forward->Run();
+    double total = 0;
+    for (int k : options.outputs_with_grad) {
+      const float* y = ws.Blob(op.output(k)).data<float>();
+      const float* w = weights[k].data<float>();
+      for (int64_t j = 0; j < weights[k].numel(); ++j) total += static_cast<double>(y[j]) * w[j];
+    }
+    return total;
+  };
+
+  for (int i : options.inputs_to_check) {
+    const std::string& name = op.input(i);
+    Tensor analytic;
+    analytic.CopyFrom(ws.Blob(context.input_grads[i]));
+    ASSERT_EQ(ShapeToString(analytic.shape()), ShapeToString(ws.Blob(name).shape())) << "gradient of " << name;
+    float* x = ws.GetBlob(name)->data<float>();
+    for (int64_t j = 0; j < analytic.numel(); ++j) {
+      float saved = x[j];
+      x[j] = saved + options.step;
+      double plus = loss();
+      x[j] = saved - options.step;
+      double minus = loss();
+      x[j] = saved;
+      float numeric = static_cast<float>((plus - minus) / (2 * options.step));
+      float value = analytic.data<float>()[j];
+      float scale = std::max({1.0f, std::fabs(value), std::fabs(numeric)});
+      ASSERT_LE(std::fabs(value - numeric), options.tolerance * scale)
+          << op.type() << ": d/d" << name << "[" << j << "] analytic " << value << " vs numeric " << numeric;
+    }
+  }
+}
+
+}  // namespace lockstep::testing

@@ -1,0 +1,38 @@
+// Shared test helpers: random tensors, feeding blobs, tolerant comparison, and a finite-difference gradient
+// checker in the manner of Caffe's GradientChecker.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/net.h"
+#include "lockstep/core/workspace.h"
+
+namespace lockstep::testing {
+
+// Uniform values in [low, high) from a fixed seed.
+Tensor RandomTensor(const Shape& shape, unsigned seed, float low = -1.0f, float high = 1.0f);
+Tensor TensorFromValues(const Shape& shape, const std::vector<float>& values);
+void Feed(Workspace* ws, const std::string& name, const Tensor& value);
+std::vector<float> Values(const Tensor& tensor);
+// |a - b| <= tolerance * max(1, |a|, |b|) element-wise, with the first mismatch reported.
+void ExpectNear(const Tensor& actual, const Tensor& expected, float tolerance);
+void RunOp(Workspace* ws, const OperatorDef& def);
+
+struct GradientCheckOptions {
+  std::vector<int> inputs_to_check;    // default: every float input
+  std::vector<int> outputs_with_grad;  // default: output 0
+  float step = 1e-2f;
+  float tolerance = 1e-2f;
+};
+
+// Checks the registered gradient of `op` against central finite differences of
+// L = sum_k <output_k, random weights_k>, for every element of the checked inputs.
+void CheckGradient(const OperatorDef& op, const std::map<std::string, Tensor>& inputs,
+                   GradientCheckOptions options = {});
+
+}  // namespace lockstep::testing
