@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what lockstep needs to build and test (Debian 12 packages). `--bench` adds the PyTorch peer.
+set -euo pipefail
+packages=(
+  build-essential cmake ccache pkg-config
+  libdnnl-dev libprotobuf-dev protobuf-compiler zlib1g-dev
+  libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
+  dataset-fashion-mnist python3-numpy
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-torch libopenblas0-pthread)
+fi
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,67 @@
+// idx file reading through zlib's gz* functions, which read plain files unchanged.
+#include "lockstep/data/idx_dataset.h"
+
+#include <zlib.h>
+
+#include <memory>
+
+#include "lockstep/core/enforce.h"
+
+namespace lockstep {
+
+namespace {
+
+std::vector<uint8_t> ReadWholeFile(const std::string& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (!file)
+    throw IoError(fmt::format("cannot open {} ---> HINT: for Fashion-MNIST install Debian's dataset-fashion-mnist",
+                              path));
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> closer(file, gzclose);
+  std::vector<uint8_t> bytes;
+  uint8_t buffer[1 << 16];
+  int n;
+  while ((n = gzread(file, buffer, sizeof(buffer))) > 0) bytes.insert(bytes.end(), buffer, buffer + n);
+  if (n < 0) throw IoError(fmt::format("cannot read {}: corrupt gzip data", path));
+  return bytes;
+}
+
+uint32_t BigEndian32(const std::vector<uint8_t>& bytes, size_t offset) {
+  return uint32_t{bytes[offset]} << 24 | uint32_t{bytes[offset + 1]} << 16 | uint32_t{bytes[offset + 2]} << 8 |
+         bytes[offset + 3];
+}
+
+}  // namespace
+
+ImageDataset ReadIdxDataset(const std::string& images_path, const std::string& labels_path) {
+  auto images = ReadWholeFile(images_path);
+  auto labels = ReadWholeFile(labels_path);
+  if (images.size() < 16 || BigEndian32(images, 0) != 0x803)
+    throw InvalidInput(fmt::format("{} is not an idx3 image file (bad magic number)", images_path));
+  if (labels.size() < 8 || BigEndian32(labels, 0) != 0x801)
+    throw InvalidInput(fmt::format("{} is not an idx1 label file (bad magic number)", labels_path));
+  ImageDataset dataset;
+  int64_t count = BigEndian32(images, 4);
+  dataset.channels = 1;
+  dataset.height = static_cast<int>(BigEndian32(images, 8));
+  dataset.width = static_cast<int>(BigEndian32(images, 12));
+  int64_t label_count = BigEndian32(labels, 4);
+  if (count != label_count)
+    throw InvalidInput(fmt::format("{} holds {} images but {} holds {} labels", images_path, count, labels_path,
+                                   label_count));
+  if (static_cast<int64_t>(images.size()) != 16 + count * dataset.image_bytes())
+    throw InvalidInput(fmt::format("{} is truncated: expected {} bytes, found {}", images_path,
+                                   16 + count * dataset.image_bytes(), images.size()));
+  if (static_cast<int64_t>(labels.size()) != 8 + count)
+    throw InvalidInput(fmt::format("{} is truncated: expected {} bytes, found {}", labels_path, 8 + count,
+                                   labels.size()));
+  dataset.pixels.assign(images.begin() + 16, images.end());
+  dataset.labels.assign(labels.begin() + 8, labels.end());
+  return dataset;
+}
+
+ImageDataset LoadFashionMnist(bool train, const std::string& dir) {
+  std::string prefix = dir + (train ? "/train" : "/t10k");
+  return ReadIdxDataset(prefix + "-images-idx3-ubyte.gz", prefix + "-labels-idx1-ubyte.gz");
+}
+
+}  // namespace lockstep

@@ -1,0 +1,48 @@
+// Layer helpers (Caffe2's brew): each adds its parameters to the model and its operators to the net, and
+// returns the name of its output blob. They compute nothing. Blob names get the model's name scope.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lockstep/model/model_helper.h"
+
+namespace lockstep::layers {
+
+struct ConvOptions {
+  int stride = 1;
+  int pad = 0;
+  int dilation = 1;
+  int group = 1;
+  bool bias = true;
+  FillSpec weight_init = FillSpec::Xavier();
+  FillSpec bias_init = FillSpec::Constant(0.0f);
+};
+
+// Parameters "<out>_w" (dim_out, dim_in/group, k, k) and "<out>_b" (dim_out).
+std::string Conv(ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
+                 int kernel, const ConvOptions& options = {});
+// Parameters "<out>_w" (dim_out, dim_in) and "<out>_b" (dim_out); `in` is flattened from axis 1.
+std::string FC(ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
+               const FillSpec& weight_init = FillSpec::Xavier(), const FillSpec& bias_init = FillSpec::Constant(0));
+std::string Relu(ModelHelper& model, const std::string& in, const std::string& out);
+std::string MaxPool(ModelHelper& model, const std::string& in, const std::string& out, int kernel, int stride,
+                    int pad = 0);
+std::string AveragePool(ModelHelper& model, const std::string& in, const std::string& out, int kernel, int stride,
+                        int pad = 0);
+std::string GlobalAveragePool(ModelHelper& model, const std::string& in, const std::string& out);
+// Parameters "<out>_s", "<out>_b" (trained) and "<out>_rm", "<out>_riv" (running mean / variance, computed).
+std::string SpatialBN(ModelHelper& model, const std::string& in, const std::string& out, int channels,
+                      bool is_test, float epsilon = 1e-5f, float momentum = 0.9f);
+std::string Dropout(ModelHelper& model, const std::string& in, const std::string& out, float ratio, bool is_test);
+std::string Add(ModelHelper& model, const std::string& a, const std::string& b, const std::string& out);
+std::string Flatten(ModelHelper& model, const std::string& in, const std::string& out);
+// Returns {softmax, loss}.
+std::pair<std::string, std::string> SoftmaxWithLoss(ModelHelper& model, const std::string& logits,
+                                                    const std::string& label, const std::string& softmax,
+                                                    const std::string& loss);
+std::string Accuracy(ModelHelper& model, const std::string& predictions, const std::string& label,
+                     const std::string& out, int top_k = 1);
+
+}  // namespace lockstep::layers

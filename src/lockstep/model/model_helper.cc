@@ -1,0 +1,74 @@
+// ModelHelper: scopes, parameter registry and backward-pass construction.
+#include "lockstep/model/model_helper.h"
+
+#include <algorithm>
+#include <set>
+
+#include "lockstep/core/gradient.h"
+
+namespace lockstep {
+
+ModelHelper::ModelHelper(const std::string& name, bool init_params) : init_params_(init_params) {
+  net_.set_name(name);
+  param_init_net_.set_name(name + "_init");
+}
+
+ModelHelper::NameScope::NameScope(ModelHelper& model, const std::string& scope)
+    : model_(model), saved_(model.name_scope_) {
+  model_.name_scope_ += scope.empty() || scope.back() == '/' ? scope : scope + "/";
+}
+ModelHelper::NameScope::~NameScope() { model_.name_scope_ = saved_; }
+
+ModelHelper::DeviceScope::DeviceScope(ModelHelper& model, const Device& device)
+    : model_(model), saved_(model.device_) {
+  model_.device_ = device;
+}
+ModelHelper::DeviceScope::~DeviceScope() { model_.device_ = saved_; }
+
+OperatorDef* ModelHelper::AddOp(const std::string& type, const std::vector<std::string>& inputs,
+                                const std::vector<std::string>& outputs, const std::vector<Arg>& args) {
+  OperatorDef* op = net_.add_op();
+  *op = MakeOperatorDef(type, inputs, outputs, args);
+  SetDevice(op, device_);
+  return op;
+}
+
+std::string ModelHelper::CreateParam(const std::string& name, const Shape& shape, const FillSpec& fill,
+                                     ParamTag tag) {
+  std::string scoped = Scoped(name);
+  for (const auto& param : params_)
+    LOCKSTEP_ENFORCE(param.name != scoped, "parameter '{}' created twice in model '{}'", scoped, net_.name());
+  params_.push_back({scoped, shape, tag});
+  if (init_params_) {
+    std::vector<Arg> args = fill.args;
+    args.emplace_back("shape", std::vector<int64_t>(shape.begin(), shape.end()));
+    OperatorDef* op = param_init_net_.add_op();
+    *op = MakeOperatorDef(fill.type, {}, {scoped}, args);
+    SetDevice(op, device_);
+  }
+  return scoped;
+}
+
+std::vector<std::string> ModelHelper::GetParams(const std::string& scope, std::vector<ParamTag> tags) const {
+  std::vector<std::string> names;
+  for (const auto& param : params_) {
+    if (param.name.compare(0, scope.size(), scope) != 0) continue;
+    if (!tags.empty() && std::find(tags.begin(), tags.end(), param.tag) == tags.end()) continue;
+    names.push_back(param.name);
+  }
+  return names;
+}
+
+const ParamInfo& ModelHelper::Param(const std::string& name) const {
+  for (const auto& param : params_)
+    if (param.name == name) return param;
+  throw InvalidInput(fmt::format("model '{}' has no parameter '{}'", net_.name(), name));
+}
+
+const std::map<std::string, std::string>& ModelHelper::AddGradientOperators(const std::vector<std::string>& losses) {
+  auto trainable = GetTrainableParams();
+  param_to_grad_ = lockstep::AddGradientOperators(&net_, losses, std::set<std::string>(trainable.begin(), trainable.end()));
+  return param_to_grad_;
+}
+
+}  // namespace lockstep

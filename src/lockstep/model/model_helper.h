@@ -1,0 +1,97 @@
+// ModelHelper: a model under construction, as in Caffe2 — a param_init_net that creates the parameters, a net
+// that computes, a registry of parameters with tags, and name/device scopes applied to every blob and op.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lockstep.pb.h"
+#include "lockstep/core/net_def.h"
+#include "lockstep/core/tensor.h"
+
+namespace lockstep {
+
+// WEIGHT gets weight decay, BIAS does not; COMPUTED params (BN running statistics) are state, not trained.
+enum class ParamTag { kWeight, kBias, kComputed };
+
+// How a parameter is initialised: a fill operator type and its arguments.
+struct FillSpec {
+  std::string type;
+  std::vector<Arg> args;
+  static FillSpec Constant(float value) { return {"ConstantFill", {Arg("value", value)}}; }
+  static FillSpec Gaussian(float std) { return {"GaussianFill", {Arg("mean", 0.0f), Arg("std", std)}}; }
+  static FillSpec Xavier() { return {"XavierFill", {}}; }
+  static FillSpec Msra() { return {"MSRAFill", {}}; }
+};
+
+struct ParamInfo {
+  std::string name;
+  Shape shape;
+  ParamTag tag;
+};
+
+class ModelHelper {
+ public:
+  explicit ModelHelper(const std::string& name, bool init_params = true);
+
+  NetDef& param_init_net() { return param_init_net_; }
+  NetDef& net() { return net_; }
+  const NetDef& net() const { return net_; }
+
+  // Prefixes the current name scope ("gpu_0/"). Scopes nest; the guards restore the previous one.
+  std::string Scoped(const std::string& name) const { return name_scope_ + name; }
+  const std::string& name_scope() const { return name_scope_; }
+  class NameScope {
+   public:
+    NameScope(ModelHelper& model, const std::string& scope);
+    ~NameScope();
+
+   private:
+    ModelHelper& model_;
+    std::string saved_;
+  };
+  class DeviceScope {
+   public:
+    DeviceScope(ModelHelper& model, const Device& device);
+    ~DeviceScope();
+
+   private:
+    ModelHelper& model_;
+    Device saved_;
+  };
+
+  // Appends an op to the net under the current device; blob names are taken as given (already scoped).
+  OperatorDef* AddOp(const std::string& type, const std::vector<std::string>& inputs,
+                     const std::vector<std::string>& outputs, const std::vector<Arg>& args = {});
+  // Creates a parameter named Scoped(name) filled by `fill` in param_init_net (unless init_params is false).
+  std::string CreateParam(const std::string& name, const Shape& shape, const FillSpec& fill, ParamTag tag);
+
+  const std::vector<ParamInfo>& params() const { return params_; }
+  // Names of parameters whose name starts with `scope`, optionally of some tags only, in creation order.
+  std::vector<std::string> GetParams(const std::string& scope = "", std::vector<ParamTag> tags = {}) const;
+  std::vector<std::string> GetTrainableParams(const std::string& scope = "") const {
+    return GetParams(scope, {ParamTag::kWeight, ParamTag::kBias});
+  }
+  std::vector<std::string> GetComputedParams(const std::string& scope = "") const {
+    return GetParams(scope, {ParamTag::kComputed});
+  }
+  const ParamInfo& Param(const std::string& name) const;
+
+  // Appends the backward pass for `losses` w.r.t. the trainable parameters; returns param -> gradient blob.
+  const std::map<std::string, std::string>& AddGradientOperators(const std::vector<std::string>& losses);
+  const std::map<std::string, std::string>& param_to_grad() const { return param_to_grad_; }
+
+  const Device& device() const { return device_; }
+
+ private:
+  NetDef param_init_net_;
+  NetDef net_;
+  bool init_params_;
+  std::string name_scope_;
+  Device device_;
+  std::vector<ParamInfo> params_;
+  std::map<std::string, std::string> param_to_grad_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,37 @@
+// Momentum SGD update ops.
+#include "lockstep/model/optimizer.h"
+
+namespace lockstep {
+
+SgdBlobs AddMomentumSgd(ModelHelper& model, const SgdOptions& options) {
+  SgdBlobs blobs;
+  blobs.iter = model.Scoped("iter");
+  blobs.lr = model.Scoped("lr");
+  auto* init_iter = model.param_init_net().add_op();
+  *init_iter = MakeOperatorDef("ConstantFill", {}, {blobs.iter},
+                               {Arg("shape", std::vector<int64_t>{}), Arg("value", 0.0f), Arg("dtype", 10)});
+  SetDevice(init_iter, model.device());
+  model.AddOp("Iter", {blobs.iter}, {blobs.iter});
+  std::vector<Arg> lr_args = {Arg("base_lr", options.base_learning_rate)};
+  lr_args.insert(lr_args.end(), options.schedule.begin(), options.schedule.end());
+  if (options.schedule.empty()) lr_args.emplace_back("policy", "fixed");
+  model.AddOp("LearningRate", {blobs.iter}, {blobs.lr}, lr_args);
+
+  for (const auto& param : model.GetTrainableParams(model.name_scope())) {
+    auto grad = model.param_to_grad().find(param);
+    if (grad == model.param_to_grad().end())
+      throw InvalidInput(fmt::format("parameter '{}' gets no gradient from the loss; remove it or connect it", param));
+    std::string moment = param + "_momentum";
+    auto* init = model.param_init_net().add_op();
+    *init = MakeOperatorDef("ConstantFill", {}, {moment},
+                            {Arg("shape", model.Param(param).shape), Arg("value", 0.0f)});
+    SetDevice(init, model.device());
+    float decay = model.Param(param).tag == ParamTag::kWeight ? options.weight_decay : 0.0f;
+    model.AddOp("MomentumSGDUpdate", {grad->second, moment, blobs.lr, param}, {grad->second, moment, param},
+                {Arg("momentum", options.momentum), Arg("nesterov", options.nesterov), Arg("weight_decay", decay)});
+    blobs.moments.push_back(moment);
+  }
+  return blobs;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,195 @@
+// Single-machine training loop.
+#include "lockstep/train/trainer.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <memory>
+
+#include "lockstep/core/net.h"
+#include "lockstep/data/batch_source.h"
+#include "lockstep/model/layers.h"
+#include "lockstep/model/optimizer.h"
+#include "lockstep/model/zoo.h"
+#include "lockstep/train/checkpoint.h"
+#include "lockstep/train/csv_log.h"
+#include "lockstep/train/progress.h"
+
+namespace lockstep {
+
+namespace {
+
+constexpr const char* kData = "data";
+constexpr const char* kLabel = "label";
+
+struct Models {
+  ModelHelper train{"train"};
+  ModelHelper test{"test", /*init_params=*/false};
+  std::string train_loss, train_accuracy, test_accuracy, lr;
+  std::vector<std::string> state_blobs;  // what a checkpoint holds
+};
+
+void BuildModels(const TrainerConfig& config, Models* m) {
+  ModelConfig model_config{config.num_channels, config.image_size, config.num_labels, false};
+  std::string logits = BuildModel(config.model, m->train, kData, model_config);
+  auto [softmax, loss] = layers::SoftmaxWithLoss(m->train, logits, kLabel, "softmax", "loss");
+  m->train_loss = loss;
+  m->train_accuracy = layers::Accuracy(m->train, softmax, kLabel, "accuracy");
+  m->train.AddGradientOperators({loss});
+  SgdOptions sgd;
+  sgd.base_learning_rate = config.base_learning_rate;
+  sgd.momentum = config.momentum;
+  sgd.nesterov = config.nesterov;
+  sgd.weight_decay = config.weight_decay;
+  SgdBlobs blobs = AddMomentumSgd(m->train, sgd);
+  m->lr = blobs.lr;
+  for (const auto& param : m->train.GetParams()) m->state_blobs.push_back(param);
+  m->state_blobs.insert(m->state_blobs.end(), blobs.moments.begin(), blobs.moments.end());
+  m->state_blobs.push_back(blobs.iter);
+
+  model_config.is_test = true;
+  std::string test_logits = BuildModel(config.model, m->test, kData, model_config);
+  m->test_accuracy = layers::Accuracy(m->test, test_logits, kLabel, "test_accuracy");
+}
+
+std::unique_ptr<BatchSource> MakeSource(const std::string& name, const TrainerConfig& config, bool train) {
+  if (name == "null") return std::make_unique<SyntheticSource>(config.num_channels, config.image_size,
+                                                               config.num_labels, config.seed);
+  if (name == "fashion-mnist") {
+    auto dataset = std::make_shared<ImageDataset>(LoadFashionMnist(train));
+    return std::make_unique<DatasetSource>(dataset, train, config.seed);
+  }
+  throw InvalidInput(fmt::format("unknown data source '{}': use fashion-mnist or null", name));
+}
+
+// Fill ops get distinct, reproducible seeds derived from the run's seed.
+void SeedInitNet(NetDef* init, uint64_t seed) {
+  for (int i = 0; i < init->op_size(); ++i)
+    init->mutable_op(i)->mutable_device_option()->set_random_seed(static_cast<uint32_t>(seed * 1000003u + i));
+}
+
+float ScalarOf(const Workspace& ws, const std::string& name) { return ws.Blob(name).data<float>()[0]; }
+
+double Evaluate(Workspace* ws, Net* test_net, BatchSource* source, int batch_size, const std::string& accuracy) {
+  double correct = 0;
+  const int64_t total = source->size();
+  for (int64_t first = 0; first < total; first += batch_size) {
+    int64_t count = std::min<int64_t>(batch_size, total - first);
+    source->Fill(first, count, ws->CreateBlob(kData), ws->CreateBlob(kLabel));
+    test_net->Run();
+    correct += ScalarOf(*ws, accuracy) * count;
+  }
+  return correct / total;
+}
+
+void Validate(const TrainerConfig& c) {
+  auto fail = [](const std::string& message) { throw InvalidInput(message); };
+  if (!IsKnownModel(c.model)) fail(fmt::format("unknown --model '{}'; choose one of: {}", c.model, KnownModelsText()));
+  if (c.train_data.empty()) fail("--train_data is required: a dataset (fashion-mnist) or null for synthetic data");
+  if (c.num_devices != 1)
+    fail(fmt::format("--num_gpus {}: this build trains on one device; use --num_gpus 1", c.num_devices));
+  if (c.batch_size <= 0) fail(fmt::format("--batch_size must be positive, got {}", c.batch_size));
+  if (c.num_epochs <= 0) fail(fmt::format("--num_epochs must be positive, got {}", c.num_epochs));
+  if (c.epoch_size < 0) fail(fmt::format("--epoch_size must be positive, got {}", c.epoch_size));
+  if (c.base_learning_rate <= 0) fail(fmt::format("--base_learning_rate must be positive, got {}", c.base_learning_rate));
+  if (c.momentum < 0 || c.momentum >= 1) fail(fmt::format("--momentum must be in [0, 1), got {}", c.momentum));
+  if (c.weight_decay < 0) fail(fmt::format("--weight_decay must be >= 0, got {}", c.weight_decay));
+  if (c.num_channels <= 0 || c.image_size <= 0 || c.num_labels <= 1)
+    fail("--num_channels, --image_size must be positive and --num_labels at least 2");
+  if (c.threads < 0) fail(fmt::format("--threads must be >= 0, got {}", c.threads));
+}
+
+}  // namespace
+
+TrainerResult Train(const TrainerConfig& config) {
+  Validate(config);
+  if (config.threads > 0) omp_set_num_threads(config.threads);
+  auto train_source = MakeSource(config.train_data, config, true);
+  std::unique_ptr<BatchSource> test_source;
+  if (!config.test_data.empty()) test_source = MakeSource(config.test_data, config, false);
+
+  const int64_t epoch_size = config.epoch_size > 0 ? config.epoch_size : train_source->size();
+  const int64_t iterations = epoch_size / config.batch_size;
+  if (iterations == 0)
+    throw InvalidInput(fmt::format("--epoch_size {} is smaller than --batch_size {}: an epoch would have no step",
+                                   epoch_size, config.batch_size));
+
+  Models models;
+  BuildModels(config, &models);
+  Workspace ws;
+  SeedInitNet(&models.train.param_init_net(), config.seed);
+  ws.RunNetOnce(models.train.param_init_net());
+
+  TrainerState state;
+  state.model = config.model;
+  state.seed = config.seed;
+  if (!config.load_model_path.empty()) {
+    state = LoadCheckpoint(config.load_model_path, &ws, "", models.state_blobs);
+    if (state.model != config.model)
+      throw InvalidInput(fmt::format("checkpoint {} was saved from model '{}', not --model {}", config.load_model_path,
+                                     state.model, config.model));
+    if (state.seed != config.seed)
+      throw InvalidInput(fmt::format("checkpoint {} was saved with --seed {}; pass the same seed to resume",
+                                     config.load_model_path, state.seed));
+    if (state.epochs_done >= config.num_epochs)
+      throw InvalidInput(fmt::format("checkpoint {} already has {} epochs; raise --num_epochs to train further",
+                                     config.load_model_path, state.epochs_done));
+  }
+
+  // Feed one batch so the nets can be instantiated against real blobs.
+  train_source->Fill(state.reader_position, config.batch_size, ws.CreateBlob(kData), ws.CreateBlob(kLabel));
+  Net* train_net = ws.CreateNet(models.train.net());
+  Net* test_net = test_source ? ws.CreateNet(models.test.net()) : nullptr;
+
+  CsvLog log(config.log_dir,
+             CsvLog::FileName(config.model, config.num_devices, config.batch_size, config.num_labels,
+                              config.base_learning_rate),
+             config.arguments);
+  ProgressLine progress(config.progress);
+  TrainerResult result;
+  result.log_path = log.path();
+  EpochRecord record;
+  record.cumulative_batch_count = state.iteration;
+  using Clock = std::chrono::steady_clock;
+
+  for (int64_t epoch = state.epochs_done; epoch < config.num_epochs; ++epoch) {
+    auto start = Clock::now();
+    for (int64_t i = 0; i < iterations; ++i) {
+      train_source->Fill(state.reader_position, config.batch_size, ws.CreateBlob(kData), ws.CreateBlob(kLabel));
+      train_net->Run();
+      state.reader_position += config.batch_size;
+      ++state.iteration;
+      double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      progress.Update(epoch + 1, config.num_epochs, i + 1, iterations, (i + 1) * config.batch_size / seconds,
+                      ScalarOf(ws, models.train_loss));
+    }
+    progress.Finish();
+    record.time_spent = std::chrono::duration<double>(Clock::now() - start).count();
+    record.cumulative_time_spent += record.time_spent;
+    record.input_count = iterations * config.batch_size;
+    record.cumulative_input_count += record.input_count;
+    record.cumulative_batch_count += iterations;
+    record.accuracy = ScalarOf(ws, models.train_accuracy);
+    record.loss = ScalarOf(ws, models.train_loss);
+    record.learning_rate = ScalarOf(ws, models.lr);
+    record.epoch = epoch + 1;
+    record.test_accuracy =
+        test_net ? Evaluate(&ws, test_net, test_source.get(), config.batch_size, models.test_accuracy) : -1;
+    log.Append(record);
+    fmt::print("epoch {}/{}: {:.1f} s, {:.1f} img/s, loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}\n",
+               epoch + 1, config.num_epochs, record.time_spent, record.input_count / record.time_spent, record.loss,
+               record.accuracy, record.test_accuracy);
+    std::fflush(stdout);
+    state.epochs_done = epoch + 1;
+    if (!config.save_model_name.empty()) {
+      std::string path = CheckpointPath(config.file_store_path, config.save_model_name, state.epochs_done);
+      SaveCheckpoint(path, ws, "", models.state_blobs, state);
+      fmt::print("saved checkpoint {}\n", path);
+    }
+    result.last_test_accuracy = record.test_accuracy;
+    result.last_loss = record.loss;
+  }
+  return result;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,37 @@
+// The training loop behind `lockstep train` / `resnet50_trainer`: builds the model, runs epochs, evaluates,
+// logs a CSV row per epoch and checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace lockstep {
+
+struct TrainerConfig {
+  std::string model = "resnet50";
+  std::string train_data;  // "fashion-mnist" or "null" (synthetic)
+  std::string test_data;   // "" (none) or "fashion-mnist"
+  int num_devices = 1;
+  int num_channels = 3, image_size = 227, num_labels = 1000;
+  int batch_size = 32;       // total over the machine's devices
+  int64_t epoch_size = 0;    // images per epoch; 0 = one pass over the training data
+  int num_epochs = 1;
+  float base_learning_rate = 0.1f, weight_decay = 1e-4f, momentum = 0.9f;
+  bool nesterov = false;
+  uint64_t seed = 1;
+  int threads = 0;  // oneDNN threads; 0 = all cores
+  std::string save_model_name, file_store_path = ".", load_model_path, log_dir = ".";
+  std::string arguments;  // the command line, for the log's first line
+  bool progress = false;
+};
+
+struct TrainerResult {
+  std::string log_path;
+  double last_test_accuracy = -1;
+  double last_loss = 0;
+};
+
+// Validates the configuration, then trains; throws lockstep::Error with a one-line message on bad input.
+TrainerResult Train(const TrainerConfig& config);
+
+}  // namespace lockstep

@@ -1,0 +1,85 @@
+// Flags of the trainer, with the defaults of Caffe2's resnet50_trainer.
+#include "train_command.h"
+
+#include <cstdio>
+
+#include "lockstep/core/enforce.h"
+#include "lockstep/train/progress.h"
+
+namespace lockstep {
+
+void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
+  app->add_option("--model", c->model, "Network: lenet, resnet18, resnet34, resnet50, resnet101, wrn-D-K")
+      ->capture_default_str();
+  app->add_option("--train_data", c->train_data, "Training data: fashion-mnist, or null for synthetic images")
+      ->required();
+  app->add_option("--test_data", c->test_data, "Test data evaluated after each epoch: fashion-mnist");
+  app->add_flag("--use_cpu", *use_cpu, "Train on CPU devices (required: this build has no CUDA backend)");
+  app->add_option("--num_gpus", c->num_devices, "Number of devices (with --use_cpu: CPU devices)")
+      ->capture_default_str();
+  app->add_option("--num_channels", c->num_channels, "Color channels of the input")->capture_default_str();
+  app->add_option("--image_size", c->image_size, "Height and width of the input images")->capture_default_str();
+  app->add_option("--num_labels", c->num_labels, "Number of classes")->capture_default_str();
+  app->add_option("--batch_size", c->batch_size, "Batch size, total over the machine's devices")
+      ->capture_default_str();
+  app->add_option("--epoch_size", c->epoch_size,
+                  "Images per epoch (default: one pass over the training data, 1500000 for null data)");
+  app->add_option("--num_epochs", c->num_epochs, "Number of epochs")->capture_default_str();
+  app->add_option("--base_learning_rate", c->base_learning_rate, "Learning rate")->capture_default_str();
+  app->add_option("--momentum", c->momentum, "SGD momentum (0 for plain SGD)")->capture_default_str();
+  app->add_flag("--nesterov", c->nesterov, "Use Nesterov momentum");
+  app->add_option("--weight_decay", c->weight_decay, "L2 weight decay on weights (not biases or BN)")
+      ->capture_default_str();
+  app->add_option("--seed", c->seed, "Seed of initialisation and data order")->capture_default_str();
+  app->add_option("--threads", c->threads, "CPU threads for the kernels (0: all cores)")->capture_default_str();
+  app->add_option("--save_model_name", c->save_model_name,
+                  "Save a checkpoint {file_store_path}/{save_model_name}_{epoch}.safetensors after each epoch");
+  app->add_option("--file_store_path", c->file_store_path, "Directory for checkpoints")->capture_default_str();
+  app->add_option("--load_model_path", c->load_model_path, "Resume from this checkpoint");
+  app->add_option("--log_dir", c->log_dir, "Directory of the CSV log")->capture_default_str();
+}
+
+int RunTrain(const CLI::App& app, TrainerConfig c, bool use_cpu, const std::string& arguments) {
+  if (!use_cpu)
+    throw InvalidInput("this build has no CUDA backend: pass --use_cpu to train on CPU devices");
+  if (c.train_data == "fashion-mnist") {
+    // The dataset fixes the input geometry; explicit flags must agree with it.
+    const std::pair<const char*, int*> geometry[] = {
+        {"--num_channels", &c.num_channels}, {"--image_size", &c.image_size}, {"--num_labels", &c.num_labels}};
+    const int expected[] = {1, 28, 10};
+    for (int i = 0; i < 3; ++i) {
+      if (app.count(geometry[i].first) && *geometry[i].second != expected[i])
+        throw InvalidInput(fmt::format("{} {} does not match fashion-mnist ({}); drop the flag", geometry[i].first,
+                                       *geometry[i].second, expected[i]));
+      *geometry[i].second = expected[i];
+    }
+  } else if (c.train_data == "null") {
+    if (!app.count("--epoch_size")) c.epoch_size = 1500000;
+  } else {
+    throw InvalidInput(fmt::format("--train_data '{}': use fashion-mnist or null (synthetic)", c.train_data));
+  }
+  if (!c.test_data.empty() && c.test_data != "fashion-mnist")
+    throw InvalidInput(fmt::format("--test_data '{}': use fashion-mnist", c.test_data));
+  if (c.test_data == "fashion-mnist" && c.train_data != "fashion-mnist")
+    throw InvalidInput("--test_data fashion-mnist needs --train_data fashion-mnist (same input geometry)");
+  if (app.count("--epoch_size") && c.epoch_size <= 0)
+    throw InvalidInput(fmt::format("--epoch_size must be positive, got {}", c.epoch_size));
+  c.arguments = arguments;
+  c.progress = StderrIsTerminal();
+  TrainerResult result = Train(c);
+  fmt::print("log: {}\n", result.log_path);
+  return 0;
+}
+
+int ReportErrors(const std::function<int()>& fn) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "lockstep: error: %s\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lockstep: internal error: %s\n", e.what());
+  }
+  return 1;
+}
+
+}  // namespace lockstep

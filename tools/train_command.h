@@ -1,0 +1,20 @@
+// The `train` command line (shared by `lockstep train` and `resnet50_trainer`).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "lockstep/train/trainer.h"
+
+namespace lockstep {
+
+// Declares the flags on `app` with the seed's defaults, writing into `config`.
+void AddTrainFlags(CLI::App* app, TrainerConfig* config, bool* use_cpu);
+// Checks flag combinations that CLI11 cannot express, fills dataset-dependent defaults, then trains.
+int RunTrain(const CLI::App& app, TrainerConfig config, bool use_cpu, const std::string& arguments);
+// Runs fn and turns a lockstep::Error into one line on stderr and exit code 1.
+int ReportErrors(const std::function<int()>& fn);
+
+}  // namespace lockstep
