@@ -1,0 +1,191 @@
+// Fill operators that initialise a blob: ConstantFill, GaussianFill, UniformFill, XavierFill and MSRAFill.
+// The output takes the shape of the optional input, else the `shape` argument; random fills are seeded.
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/operator.h"
+
+namespace lockstep {
+namespace {
+
+DataType FillDataType(const OperatorDef& def) {
+  int64_t code = GetIntArgument(def, "dtype", static_cast<int64_t>(DataType::kFloat));
+  auto type = static_cast<DataType>(code);
+  if (type != DataType::kFloat && type != DataType::kInt32 && type != DataType::kInt64)
+    throw InvalidInput(fmt::format("{}: dtype {} is not supported (use 1 float, 2 int32 or 10 int64)",
+                                   DescribeOperator(def), code));
+  return type;
+}
+
+// The one place the output shape of a fill is decided, shared by Run() and shape inference.
+Shape FillShape(const OperatorDef& def, const Shape* input_shape) {
+  if (input_shape) return *input_shape;
+  return GetIntsArgument(def, "shape");
+}
+
+std::vector<TensorShape> InferFillShape(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  return {{FillShape(def, in.empty() ? nullptr : &in[0].dims), FillDataType(def)}};
+}
+
+// Base of all fills: sizes the output, then lets the subclass write its values.
+class FillOp : public Operator {
+ public:
+  FillOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), dtype_(FillDataType(def)) {
+    for (int64_t d : FillShape(def, nullptr))
+      if (d < 0) throw InvalidInput(fmt::format("{}: negative dimension in shape", DescribeOperator(def)));
+  }
+
+  void Run() override {
+    Tensor* out = Output(0);
+    out->Resize(FillShape(def_, InputSize() > 0 ? &Input(0).shape() : nullptr), dtype_);
+    Fill(out);
+  }
+
+ protected:
+  virtual void Fill(Tensor* out) = 0;
+  DataType dtype_;
+};
+
+class ConstantFillOp : public FillOp {
+ public:
+  ConstantFillOp(const OperatorDef& def, Workspace* ws) : FillOp(def, ws) {
+    // Integer fills keep an integer argument exact instead of passing it through float.
+    const Argument* value = FindArgument(def, "value");
+    int_value_ = value && value->has_i() ? value->i() : static_cast<int64_t>(FloatArg("value", 0.0f));
+    float_value_ = FloatArg("value", 0.0f);
+  }
+
+ protected:
+  void Fill(Tensor* out) override {
+    switch (dtype_) {
+      case DataType::kFloat:
+        std::fill_n(out->data<float>(), out->numel(), float_value_);
+        break;
+      case DataType::kInt32:
+        std::fill_n(out->data<int32_t>(), out->numel(), static_cast<int32_t>(int_value_));
+        break;
+      case DataType::kInt64:
+        std::fill_n(out->data<int64_t>(), out->numel(), int_value_);
+        break;
+      default:
+        LOCKSTEP_ENFORCE(false, "unreachable dtype {}", DataTypeName(dtype_));
+    }
+  }
+
+ private:
+  float float_value_;
+  int64_t int_value_;
+};
+
+// Random fills draw from one generator per operator, seeded once, so a re-run continues the sequence and
+// two operators with the same seed produce the same values.
+class RandomFillOp : public FillOp {
+ public:
+  RandomFillOp(const OperatorDef& def, Workspace* ws) : FillOp(def, ws) {
+    if (dtype_ != DataType::kFloat)
+      throw InvalidInput(fmt::format("{}: random fills produce float (dtype 1) only", DescribeOperator(def)));
+    uint64_t seed =
+        def.device_option().has_random_seed() ? def.device_option().random_seed() : IntArg("seed", 0);
+    rng_.seed(static_cast<std::mt19937::result_type>(seed));
+  }
+
+ protected:
+  template <class Distribution>
+  void Draw(Tensor* out, Distribution distribution) {
+    float* data = out->data<float>();
+    for (int64_t i = 0; i < out->numel(); ++i) data[i] = distribution(rng_);
+  }
+
+  // Fan-based fills read their fan from the leading dims.
+  void RequireRank(const Tensor& out, int rank) const {
+    if (out.ndim() < rank)
+      throw InvalidInput(fmt::format("{}: {} needs a shape with at least {} dims, got {}",
+                                     DescribeOperator(def_), def_.type(), rank, ShapeToString(out.shape())));
+  }
+
+  std::mt19937 rng_;
+};
+
+class GaussianFillOp : public RandomFillOp {
+ public:
+  GaussianFillOp(const OperatorDef& def, Workspace* ws)
+      : RandomFillOp(def, ws), mean_(FloatArg("mean", 0.0f)), std_(FloatArg("std", 1.0f)) {
+    if (!(std_ > 0.0f)) throw InvalidInput(fmt::format("{}: std must be positive", DescribeOperator(def)));
+  }
+
+ protected:
+  void Fill(Tensor* out) override { Draw(out, std::normal_distribution<float>(mean_, std_)); }
+
+ private:
+  float mean_, std_;
+};
+
+class UniformFillOp : public RandomFillOp {
+ public:
+  UniformFillOp(const OperatorDef& def, Workspace* ws)
+      : RandomFillOp(def, ws), min_(FloatArg("min", 0.0f)), max_(FloatArg("max", 1.0f)) {
+    if (!(min_ < max_))
+      throw InvalidInput(
+          fmt::format("{}: min ({}) must be below max ({})", DescribeOperator(def), min_, max_));
+  }
+
+ protected:
+  // Values in [min, max).
+  void Fill(Tensor* out) override { Draw(out, std::uniform_real_distribution<float>(min_, max_)); }
+
+ private:
+  float min_, max_;
+};
+
+// Xavier (Glorot) as Caffe2 defines it: uniform in +-sqrt(3 / fan_in), fan_in = numel / shape[0], which keeps
+// the variance of a layer's output equal to that of its input.
+class XavierFillOp : public RandomFillOp {
+ public:
+  using RandomFillOp::RandomFillOp;
+
+ protected:
+  void Fill(Tensor* out) override {
+    // out is (fan_out, ...): weights of Conv (M, C, kH, kW) or FC (N, K)
+    if (out->numel() == 0) return;
+    RequireRank(*out, 1);
+    float scale = std::sqrt(3.0f / static_cast<float>(out->numel() / out->dim(0)));
+    Draw(out, std::uniform_real_distribution<float>(-scale, scale));
+  }
+};
+
+// MSRA (He) as Caffe2 defines it: Gaussian with std sqrt(2 / fan_out), fan_out = numel / shape[1].
+class MSRAFillOp : public RandomFillOp {
+ public:
+  using RandomFillOp::RandomFillOp;
+
+ protected:
+  void Fill(Tensor* out) override {
+    // out is (M, C, ...): fan_out = M * kH * kW for a Conv weight
+    if (out->numel() == 0) return;
+    RequireRank(*out, 2);
+    float stddev = std::sqrt(2.0f / static_cast<float>(out->numel() / out->dim(1)));
+    Draw(out, std::normal_distribution<float>(0.0f, stddev));
+  }
+};
+
+}  // namespace
+
+LOCKSTEP_OPERATOR_SCHEMA(ConstantFill).NumInputs(0, 1).NumOutputs(1).ShapeFunction(InferFillShape);
+LOCKSTEP_OPERATOR_SCHEMA(GaussianFill).NumInputs(0, 1).NumOutputs(1).ShapeFunction(InferFillShape);
+LOCKSTEP_OPERATOR_SCHEMA(UniformFill).NumInputs(0, 1).NumOutputs(1).ShapeFunction(InferFillShape);
+LOCKSTEP_OPERATOR_SCHEMA(XavierFill).NumInputs(0, 1).NumOutputs(1).ShapeFunction(InferFillShape);
+LOCKSTEP_OPERATOR_SCHEMA(MSRAFill).NumInputs(0, 1).NumOutputs(1).ShapeFunction(InferFillShape);
+LOCKSTEP_REGISTER_CPU_OPERATOR(ConstantFill, ConstantFillOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(GaussianFill, GaussianFillOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(UniformFill, UniformFillOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(XavierFill, XavierFillOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(MSRAFill, MSRAFillOp);
+LOCKSTEP_NO_GRADIENT(ConstantFill);
+LOCKSTEP_NO_GRADIENT(GaussianFill);
+LOCKSTEP_NO_GRADIENT(UniformFill);
+LOCKSTEP_NO_GRADIENT(XavierFill);
+LOCKSTEP_NO_GRADIENT(MSRAFill);
+
+}  // namespace lockstep

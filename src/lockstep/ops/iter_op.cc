@@ -1,0 +1,28 @@
+// Iter: the training iteration counter, an int64 scalar incremented in place once per run.
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/operator.h"
+
+namespace lockstep {
+namespace {
+
+class IterOp : public Operator {
+ public:
+  using Operator::Operator;
+
+  void Run() override {
+    const Tensor& iter = Input(0);  // iter is () or (1,), int64; output 0 is the same blob
+    if (iter.dtype() != DataType::kInt64 || iter.numel() != 1)
+      throw InvalidInput(
+          fmt::format("{}: iter must be one int64 (ConstantFill it with dtype 10), got {} of shape {}",
+                      DescribeOperator(def_), DataTypeName(iter.dtype()), ShapeToString(iter.shape())));
+    ++*Output(0)->data<int64_t>();
+  }
+};
+
+}  // namespace
+
+LOCKSTEP_OPERATOR_SCHEMA(Iter).NumInputs(1).NumOutputs(1).EnforceInplace({{0, 0}}).IdentityShape();
+LOCKSTEP_REGISTER_CPU_OPERATOR(Iter, IterOp);
+LOCKSTEP_NO_GRADIENT(Iter);
+
+}  // namespace lockstep

@@ -1,0 +1,57 @@
+// WeightedSum: y = sum_i w_i * x_i over pairs (x_i, w_i) with scalar float weights; y may be x_0 (in place),
+// which is how parameter averaging and plain SGD steps are written.
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/operator.h"
+
+namespace lockstep {
+namespace {
+
+class WeightedSumOp : public Operator {
+ public:
+  WeightedSumOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws) {
+    if (InputSize() % 2 != 0)
+      throw InvalidInput(fmt::format("{}: inputs must be pairs (X0, w0, X1, w1, ...), got {} inputs",
+                                     DescribeOperator(def), InputSize()));
+  }
+
+  void Run() override {
+    const Tensor& x0 = Input(0);  // every x_i has x0's shape
+    for (int i = 0; i < InputSize(); i += 2) {
+      const Tensor& x = Input(i);
+      const Tensor& w = Input(i + 1);  // w_i is a float scalar
+      if (x.dtype() != DataType::kFloat || x.shape() != x0.shape())
+        throw InvalidInput(fmt::format("{}: '{}' is {} {}, expected float32 {}", DescribeOperator(def_),
+                                       InputName(i), DataTypeName(x.dtype()), ShapeToString(x.shape()),
+                                       ShapeToString(x0.shape())));
+      if (w.dtype() != DataType::kFloat || w.numel() != 1)
+        throw InvalidInput(fmt::format("{}: weight '{}' must be one float, got {} of shape {}",
+                                       DescribeOperator(def_), InputName(i + 1), DataTypeName(w.dtype()),
+                                       ShapeToString(w.shape())));
+    }
+    Tensor* y = Output(0);
+    y->Resize(x0.shape());
+    const int64_t n = x0.numel();
+    // y may alias x0 only, so x0 is consumed by the first pass before any other input is added.
+    float* out = y->data<float>();
+    const float* in = x0.data<float>();
+    const float w0 = *Input(1).data<float>();
+    for (int64_t j = 0; j < n; ++j) out[j] = w0 * in[j];
+    for (int i = 2; i < InputSize(); i += 2) {
+      const float* x = Input(i).data<float>();
+      const float w = *Input(i + 1).data<float>();
+      for (int64_t j = 0; j < n; ++j) out[j] += w * x[j];
+    }
+  }
+};
+
+}  // namespace
+
+LOCKSTEP_OPERATOR_SCHEMA(WeightedSum)
+    .NumInputs(2, INT_MAX)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .IdentityShape();
+LOCKSTEP_REGISTER_CPU_OPERATOR(WeightedSum, WeightedSumOp);
+LOCKSTEP_NO_GRADIENT(WeightedSum);
+
+}  // namespace lockstep

@@ -1,0 +1,25 @@
+// Safetensors files: a little-endian u64 header length, a JSON header giving each tensor's dtype, shape and
+// byte range, then the raw bytes. PyTorch, NumPy and JAX read them, so checkpoints leave lockstep freely.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "lockstep/core/tensor.h"
+
+namespace lockstep {
+
+struct SafetensorsFile {
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, std::string> metadata;  // the "__metadata__" entry
+};
+
+// Writes to "<path>.tmp.<pid>", syncs and renames, so `path` holds either the old file or the whole new one.
+// Tensors are stored as F32, I32, I64 or U8 in name order. Throws IoError when the file cannot be written.
+void WriteSafetensors(const std::string& path, const std::map<std::string, const Tensor*>& tensors,
+                      const std::map<std::string, std::string>& metadata);
+
+// Throws IoError when the file cannot be opened or read, InvalidInput when it is truncated or corrupt.
+SafetensorsFile ReadSafetensors(const std::string& path);
+
+}  // namespace lockstep
