@@ -1,0 +1,33 @@
+// Checks shared by the ops that read class labels next to per-class scores (SoftmaxWithLoss, Accuracy).
+#pragma once
+
+#include "lockstep/core/net_def.h"
+
+namespace lockstep {
+
+// scores is (N, D) float; labels must be (N) or (N, 1) int32. `what` names the scores in messages.
+inline void CheckClassLabelShapes(const OperatorDef& def, const char* what, const Shape& scores,
+                                  const Shape& labels, DataType label_type) {
+  if (scores.size() != 2)
+    throw InvalidInput(
+        fmt::format("{}: {} must be (N, D), got {}", DescribeOperator(def), what, ShapeToString(scores)));
+  bool labels_ok =
+      (labels == Shape{scores[0]} || labels == Shape{scores[0], 1}) && label_type == DataType::kInt32;
+  if (!labels_ok)
+    throw InvalidInput(fmt::format(
+        "{}: labels must be int32 of shape ({}) or ({}, 1) to match {} {}, got {} {}", DescribeOperator(def),
+        scores[0], scores[0], what, ShapeToString(scores), DataTypeName(label_type), ShapeToString(labels)));
+}
+
+// The label of `row`, which must index one of the `classes` columns.
+inline int32_t CheckedClassLabel(const OperatorDef& def, const int32_t* labels, int64_t row,
+                                 int64_t classes) {
+  int32_t label = labels[row];
+  if (label < 0 || label >= classes)
+    throw InvalidInput(
+        fmt::format("{}: label {} of row {} is outside [0, {}); labels must index the {} classes",
+                    DescribeOperator(def), label, row, classes, classes));
+  return label;
+}
+
+}  // namespace lockstep

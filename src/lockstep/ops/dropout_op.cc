@@ -1,0 +1,127 @@
+// Dropout: in training, zeroes each element with probability `ratio` and scales the kept ones by 1 / (1 -
+// ratio) so that test mode is the identity. The op owns its generator, seeded from the device option, so a
+// seed fixes every mask it draws.
+#include <algorithm>
+#include <cstdint>
+#include <random>
+
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/operator.h"
+
+namespace lockstep {
+namespace {
+
+constexpr float kDefaultRatio = 0.5f;
+
+float CheckedRatio(const OperatorDef& def) {
+  float ratio = GetFloatArgument(def, "ratio", kDefaultRatio);
+  if (!(ratio >= 0.f && ratio < 1.f))
+    throw InvalidInput(fmt::format("{}: ratio must be in [0, 1), got {}", DescribeOperator(def), ratio));
+  return ratio;
+}
+
+class DropoutOp : public Operator {
+ public:
+  DropoutOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws),
+        ratio_(CheckedRatio(def)),
+        is_test_(IntArg("is_test", 0) != 0),
+        generator_(def.device_option().random_seed()) {
+    if (!is_test_ && OutputSize() != 2)
+      throw InvalidInput(
+          fmt::format("{}: training mode needs the mask output (Y, mask)", DescribeOperator(def)));
+  }
+
+  void Run() override {
+    const Tensor& x = Input(0);  // x is any shape
+    Tensor* y = Output(0);       // y has x's shape; it may be x itself
+    if (is_test_) {
+      y->CopyFrom(x);
+      // The mask, when asked for, keeps everything so that it agrees with Y.
+      if (OutputSize() == 2) {
+        Output(1)->Resize(x.shape(), DataType::kUInt8);
+        std::fill_n(Output(1)->data<uint8_t>(), x.numel(), uint8_t{1});
+      }
+      return;
+    }
+    Tensor* mask = Output(1);  // mask has x's shape: 1 where x is kept
+    y->Resize(x.shape());
+    mask->Resize(x.shape(), DataType::kUInt8);
+    // Raw 32-bit draws against a threshold: mt19937's sequence is fixed by the standard, unlike
+    // distributions'.
+    const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(ratio_) * 4294967296.0);
+    const float scale = 1.f / (1.f - ratio_);
+    const float* in = x.data<float>();
+    float* out = y->data<float>();
+    uint8_t* keep = mask->data<uint8_t>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      keep[i] = generator_() >= threshold;
+      out[i] = keep[i] ? in[i] * scale : 0.f;
+    }
+  }
+
+ private:
+  float ratio_;
+  bool is_test_;
+  std::mt19937 generator_;
+};
+
+// dX = dY * mask / (1 - ratio) in training; dX = dY in test mode, where the mask is not read.
+class DropoutGradientOp : public Operator {
+ public:
+  DropoutGradientOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws), ratio_(CheckedRatio(def)), is_test_(IntArg("is_test", 0) != 0) {
+    if (!is_test_ && InputSize() != 2)
+      throw InvalidInput(
+          fmt::format("{}: training mode needs the mask input (dY, mask)", DescribeOperator(def)));
+  }
+
+  void Run() override {
+    const Tensor& dy = Input(0);  // dy is any shape
+    Tensor* dx = Output(0);       // dx has dy's shape; it may be dy itself
+    if (is_test_) {
+      dx->CopyFrom(dy);
+      return;
+    }
+    const Tensor& mask = Input(1);  // mask has dy's shape
+    if (mask.shape() != dy.shape() || mask.dtype() != DataType::kUInt8)
+      throw InvalidInput(fmt::format("{}: mask must be uint8 of dY's shape {}, got {} {}",
+                                     DescribeOperator(def_), ShapeToString(dy.shape()),
+                                     DataTypeName(mask.dtype()), ShapeToString(mask.shape())));
+    dx->Resize(dy.shape());
+    const float scale = 1.f / (1.f - ratio_);
+    const float* in = dy.data<float>();
+    const uint8_t* keep = mask.data<uint8_t>();
+    float* out = dx->data<float>();
+    for (int64_t i = 0; i < dy.numel(); ++i) out[i] = keep[i] ? in[i] * scale : 0.f;
+  }
+
+ private:
+  float ratio_;
+  bool is_test_;
+};
+
+std::vector<OperatorDef> DropoutGradient(const GradientContext& g) {
+  if (GetIntArgument(g.def, "is_test", 0) != 0)
+    return {MakeOperatorDef("DropoutGradient", {g.GO(0)}, {g.GI(0)}, g.Args())};
+  return {MakeOperatorDef("DropoutGradient", {g.GO(0), g.O(1)}, {g.GI(0)}, g.Args())};
+}
+
+}  // namespace
+
+LOCKSTEP_OPERATOR_SCHEMA(Dropout).NumInputs(1).NumOutputs(1, 2).AllowInplace({{0, 0}}).ShapeFunction(
+    [](const OperatorDef& def, const std::vector<TensorShape>& in) {
+      std::vector<TensorShape> out{in[0]};
+      if (def.output_size() == 2) out.push_back({in[0].dims, DataType::kUInt8});
+      return out;
+    });
+LOCKSTEP_OPERATOR_SCHEMA(DropoutGradient)
+    .NumInputs(1, 2)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .IdentityShape();
+LOCKSTEP_REGISTER_CPU_OPERATOR(Dropout, DropoutOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(DropoutGradient, DropoutGradientOp);
+LOCKSTEP_REGISTER_GRADIENT(Dropout, DropoutGradient);
+
+}  // namespace lockstep

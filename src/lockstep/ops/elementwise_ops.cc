@@ -1,0 +1,222 @@
+// Element-wise arithmetic on oneDNN primitives: Add (with suffix broadcasting), Sum of many tensors (the
+// autodiff's way of adding partial gradients), Scale, and SumReduceLike, which undoes Add's broadcast.
+#include <algorithm>
+
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/operator.h"
+#include "lockstep/ops/dnnl_utils.h"
+
+namespace lockstep {
+namespace {
+
+// A is (outer, inner) and B is (inner) once flattened, where B's shape is A's shape or, with broadcast=1, a
+// suffix of it. Returns the output shape (A's).
+Shape AddShape(const OperatorDef& def, const Shape& a, const Shape& b) {
+  bool broadcast = GetIntArgument(def, "broadcast", 0) != 0;
+  if (!broadcast && a != b)
+    throw InvalidInput(
+        fmt::format("{}: A {} and B {} differ; pass broadcast=1 when B's shape is a suffix of A's",
+                    DescribeOperator(def), ShapeToString(a), ShapeToString(b)));
+  if (b.size() > a.size() || !std::equal(b.begin(), b.end(), a.end() - b.size()))
+    throw InvalidInput(fmt::format("{}: B {} must match the last dims of A {} to broadcast",
+                                   DescribeOperator(def), ShapeToString(b), ShapeToString(a)));
+  return a;
+}
+
+class AddOp : public Operator {
+ public:
+  using Operator::Operator;
+
+  void Run() override {
+    const Tensor& a = Input(0);  // a is any shape
+    const Tensor& b = Input(1);  // b is a's shape, or a suffix of it with broadcast=1
+    Shape shape = AddShape(def_, a.shape(), b.shape());
+    if (IsInplace(1, 0) && a.shape() != b.shape())
+      throw InvalidInput(
+          fmt::format("{}: C may overwrite B only when A and B have the same shape", DescribeOperator(def_)));
+    Tensor* c = Output(0);  // c has a's shape
+    // oneDNN computes in place only over its first source; addition commutes, so B may take that place.
+    const Tensor& first = IsInplace(1, 0) ? b : a;
+    const Tensor& second = IsInplace(1, 0) ? a : b;
+    c->Resize(shape);
+    if (c->numel() == 0) return;
+    int64_t inner = b.numel();
+    int64_t outer = a.numel() / inner;
+    if (a.shape() != shape_ || b.shape() != b_shape_) {
+      shape_ = a.shape();
+      b_shape_ = b.shape();
+      dnnl::binary::desc desc(dnnl::algorithm::binary_add, PlainDesc({outer, inner}), PlainDesc({1, inner}),
+                              PlainDesc({outer, inner}));
+      primitive_ = dnnl::binary(dnnl::binary::primitive_desc(desc, CpuEngine()));
+    }
+    // When B takes the first place the shapes are equal, so outer is 1 and both descriptors are (1, inner).
+    auto full = PlainDesc({outer, inner});
+    Execute(primitive_, {{DNNL_ARG_SRC_0, ToMemory(first, full)},
+                         {DNNL_ARG_SRC_1, ToMemory(second, PlainDesc({1, inner}))},
+                         {DNNL_ARG_DST, ToMemory(*c, full)}});
+  }
+
+ private:
+  Shape shape_, b_shape_;
+  dnnl::binary primitive_;
+};
+
+void CheckSumInput(const OperatorDef& def, int i, const Shape& shape, const Shape& first) {
+  if (shape != first)
+    throw InvalidInput(fmt::format("{}: input '{}' is {} but '{}' is {}; Sum needs equal shapes",
+                                   DescribeOperator(def), def.input(i), ShapeToString(shape), def.input(0),
+                                   ShapeToString(first)));
+}
+
+class SumOp : public Operator {
+ public:
+  using Operator::Operator;
+
+  void Run() override {
+    const Tensor& x0 = Input(0);  // every input is x0's shape
+    for (int i = 1; i < InputSize(); ++i) CheckSumInput(def_, i, Input(i).shape(), x0.shape());
+    Tensor* y = Output(0);  // y has x0's shape; it may be x0 itself
+    y->Resize(x0.shape());
+    if (y->numel() == 0) return;
+    auto desc = PlainDesc({x0.numel()});
+    if (x0.shape() != shape_) {
+      shape_ = x0.shape();
+      primitive_ = dnnl::sum(dnnl::sum::primitive_desc(desc, std::vector<float>(InputSize(), 1.f),
+                                                       std::vector<dnnl::memory::desc>(InputSize(), desc),
+                                                       CpuEngine()));
+    }
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, ToMemory(*y, desc)}};
+    for (int i = 0; i < InputSize(); ++i) args[DNNL_ARG_MULTIPLE_SRC + i] = ToMemory(Input(i), desc);
+    Execute(primitive_, args);
+  }
+
+ private:
+  Shape shape_;
+  dnnl::sum primitive_;
+};
+
+std::vector<TensorShape> SumShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  for (size_t i = 1; i < in.size(); ++i) CheckSumInput(def, static_cast<int>(i), in[i].dims, in[0].dims);
+  return {in[0]};
+}
+
+// y = scale * x with oneDNN's linear eltwise; with scale 1 it is the copy that gradients of Add and Sum use.
+class ScaleOp : public Operator {
+ public:
+  ScaleOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), scale_(FloatArg("scale", 1.f)) {}
+
+  void Run() override {
+    const Tensor& x = Input(0);  // x is any shape
+    Tensor* y = Output(0);       // y has x's shape
+    y->Resize(x.shape());
+    if (x.numel() == 0) return;
+    auto desc = PlainDesc({x.numel()});
+    if (x.shape() != shape_) {
+      shape_ = x.shape();
+      dnnl::eltwise_forward::desc op_desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_linear,
+                                          desc, scale_, 0.f);
+      primitive_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(op_desc, CpuEngine()));
+    }
+    Execute(primitive_, {{DNNL_ARG_SRC, ToMemory(x, desc)}, {DNNL_ARG_DST, ToMemory(*y, desc)}});
+  }
+
+ private:
+  float scale_;
+  Shape shape_;
+  dnnl::eltwise_forward primitive_;
+};
+
+// dB of a broadcast Add: sums dY over the leading dims that B lacks.
+class SumReduceLikeOp : public Operator {
+ public:
+  using Operator::Operator;
+
+  void Run() override {
+    const Tensor& dy = Input(0);  // dy is (outer, inner) once flattened
+    const Tensor& b = Input(1);   // b's shape is a suffix of dy's: (inner)
+    Tensor* db = Output(0);       // db has b's shape
+    if (b.ndim() > dy.ndim() || !std::equal(b.shape().begin(), b.shape().end(), dy.shape().end() - b.ndim()))
+      throw InvalidInput(fmt::format("{}: B {} must match the last dims of dY {}", DescribeOperator(def_),
+                                     ShapeToString(b.shape()), ShapeToString(dy.shape())));
+    db->Resize(b.shape());
+    if (db->numel() == 0) return;
+    int64_t inner = b.numel();
+    int64_t outer = dy.numel() / inner;
+    if (outer == 1) {  // nothing to reduce; oneDNN's reduction wants at least one reduced dim
+      db->CopyFrom(dy);
+      db->Resize(b.shape());
+      return;
+    }
+    if (dy.shape() != shape_ || b.shape() != b_shape_) {
+      shape_ = dy.shape();
+      b_shape_ = b.shape();
+      dnnl::reduction::desc desc(dnnl::algorithm::reduction_sum, PlainDesc({outer, inner}),
+                                 PlainDesc({1, inner}), 0.f, 0.f);
+      primitive_ = dnnl::reduction(dnnl::reduction::primitive_desc(desc, CpuEngine()));
+    }
+    Execute(primitive_, {{DNNL_ARG_SRC, ToMemory(dy, PlainDesc({outer, inner}))},
+                         {DNNL_ARG_DST, ToMemory(*db, PlainDesc({1, inner}))}});
+  }
+
+ private:
+  Shape shape_, b_shape_;
+  dnnl::reduction primitive_;
+};
+
+// The gradient that flows through unchanged: Scale with its default factor 1 copies it.
+OperatorDef PassThrough(const std::string& from, const std::string& to) {
+  return MakeOperatorDef("Scale", {from}, {to});
+}
+
+std::vector<OperatorDef> AddGradient(const GradientContext& g) {
+  std::vector<OperatorDef> ops;
+  if (g.NeedsGI(0)) ops.push_back(PassThrough(g.GO(0), g.GI(0)));
+  if (g.NeedsGI(1)) {
+    bool broadcast = GetIntArgument(g.def, "broadcast", 0) != 0;
+    ops.push_back(broadcast ? MakeOperatorDef("SumReduceLike", {g.GO(0), g.I(1)}, {g.GI(1)})
+                            : PassThrough(g.GO(0), g.GI(1)));
+  }
+  return ops;
+}
+
+std::vector<OperatorDef> SumGradient(const GradientContext& g) {
+  std::vector<OperatorDef> ops;
+  for (int i = 0; i < g.def.input_size(); ++i)
+    if (g.NeedsGI(i)) ops.push_back(PassThrough(g.GO(0), g.GI(i)));
+  return ops;
+}
+
+std::vector<OperatorDef> ScaleGradient(const GradientContext& g) {
+  return {MakeOperatorDef("Scale", {g.GO(0)}, {g.GI(0)}, g.Args())};
+}
+
+}  // namespace
+
+LOCKSTEP_OPERATOR_SCHEMA(Add)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}, {1, 0}})
+    .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
+      return std::vector<TensorShape>{{AddShape(def, in[0].dims, in[1].dims), in[0].dtype}};
+    });
+LOCKSTEP_OPERATOR_SCHEMA(Sum)
+    .NumInputs(1, INT_MAX)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .ShapeFunction(SumShapes);
+LOCKSTEP_OPERATOR_SCHEMA(Scale).NumInputs(1).NumOutputs(1).AllowInplace({{0, 0}}).IdentityShape();
+LOCKSTEP_OPERATOR_SCHEMA(SumReduceLike)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
+      return std::vector<TensorShape>{in[1]};
+    });
+LOCKSTEP_REGISTER_CPU_OPERATOR(Add, AddOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(Sum, SumOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(Scale, ScaleOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(SumReduceLike, SumReduceLikeOp);
+LOCKSTEP_REGISTER_GRADIENT(Add, AddGradient);
+LOCKSTEP_REGISTER_GRADIENT(Sum, SumGradient);
+LOCKSTEP_REGISTER_GRADIENT(Scale, ScaleGradient);
+
+}  // namespace lockstep

@@ -1,0 +1,165 @@
+// Flatten, Reshape and ResizeLike: the same bytes under another shape. Tensors have no views, so the data is
+// copied unless the op runs in place; gradients reshape dY back to X's shape.
+#include <algorithm>
+
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/operator.h"
+
+namespace lockstep {
+namespace {
+
+// Flatten keeps the dims before axis as one and those from axis on as the other: (N, C, H, W), axis 1 ->
+// (N, C*H*W).
+Shape FlattenShape(const OperatorDef& def, const Shape& x) {
+  int64_t axis = GetIntArgument(def, "axis", 1);
+  if (axis < 0 || axis > static_cast<int64_t>(x.size()))
+    throw InvalidInput(fmt::format("{}: axis {} is out of range for shape {}", DescribeOperator(def), axis,
+                                   ShapeToString(x)));
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < static_cast<int64_t>(x.size()); ++i) (i < axis ? outer : inner) *= x[i];
+  return {outer, inner};
+}
+
+// Caffe2's rules: 0 copies the input's dim at that index, one -1 takes what is left.
+Shape ReshapedShape(const OperatorDef& def, const Shape& x, const std::vector<int64_t>& requested) {
+  Shape shape(requested.begin(), requested.end());
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) {
+      if (i >= x.size())
+        throw InvalidInput(fmt::format("{}: dim {} of the new shape is 0 (copy) but X {} has no dim {}",
+                                       DescribeOperator(def), i, ShapeToString(x), i));
+      shape[i] = x[i];
+    }
+    if (shape[i] == -1) {
+      if (infer >= 0)
+        throw InvalidInput(fmt::format("{}: the new shape may have only one -1", DescribeOperator(def)));
+      infer = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      throw InvalidInput(fmt::format("{}: invalid dim {} in the new shape", DescribeOperator(def), shape[i]));
+    } else {
+      known *= shape[i];
+    }
+  }
+  int64_t total = NumElements(x);
+  if (infer >= 0 && known > 0 && total % known == 0) shape[infer] = total / known;
+  if (infer >= 0 ? (known == 0 || total % known != 0) : known != total)
+    throw InvalidInput(fmt::format("{}: cannot reshape X {} ({} elements) to ({})", DescribeOperator(def),
+                                   ShapeToString(x), total, fmt::join(requested, ", ")));
+  return shape;
+}
+
+// Copies x into y under `shape` (same element count); in place only the shape changes.
+void CopyWithShape(const Tensor& x, const Shape& shape, Tensor* y) {
+  y->CopyFrom(x);
+  y->Resize(shape, x.dtype());
+}
+
+class FlattenOp : public Operator {
+ public:
+  using Operator::Operator;
+
+  void Run() override {
+    const Tensor& x = Input(0);                                  // x is (d0, ..., dk)
+    CopyWithShape(x, FlattenShape(def_, x.shape()), Output(0));  // y is (d0*...*d(axis-1), d(axis)*...*dk)
+  }
+};
+
+// Reshape(X[, new_shape]) -> Y[, old_shape]: the new shape comes from arg `shape` or from input 1 (int64 or
+// int32); old_shape records X's dims (int64) so that the gradient can reshape back without keeping X alive.
+class ReshapeOp : public Operator {
+ public:
+  ReshapeOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), requested_(IntsArg("shape")) {
+    bool from_arg = HasArgument(def, "shape");
+    if (from_arg == (InputSize() == 2))
+      throw InvalidInput(fmt::format("{}: give the new shape either as arg shape or as input 1, exactly once",
+                                     DescribeOperator(def)));
+  }
+
+  void Run() override {
+    const Tensor& x = Input(0);  // x is any shape
+    if (InputSize() == 2) ReadRequestedShape(Input(1));
+    Shape shape = ReshapedShape(def_, x.shape(), requested_);
+    if (OutputSize() == 2) {
+      Tensor* old_shape = Output(1);  // old_shape is (x's rank), int64
+      old_shape->Resize({x.ndim()}, DataType::kInt64);
+      std::copy(x.shape().begin(), x.shape().end(), old_shape->data<int64_t>());
+    }
+    CopyWithShape(x, shape, Output(0));  // y is `shape`
+  }
+
+ private:
+  void ReadRequestedShape(const Tensor& new_shape) {  // new_shape is (rank), int64 or int32
+    if (new_shape.ndim() != 1 ||
+        (new_shape.dtype() != DataType::kInt64 && new_shape.dtype() != DataType::kInt32))
+      throw InvalidInput(fmt::format("{}: the new shape '{}' must be a 1-D int64 or int32 tensor, got {} {}",
+                                     DescribeOperator(def_), InputName(1), DataTypeName(new_shape.dtype()),
+                                     ShapeToString(new_shape.shape())));
+    if (new_shape.dtype() == DataType::kInt64)
+      requested_.assign(new_shape.data<int64_t>(), new_shape.data<int64_t>() + new_shape.numel());
+    else
+      requested_.assign(new_shape.data<int32_t>(), new_shape.data<int32_t>() + new_shape.numel());
+  }
+
+  std::vector<int64_t> requested_;
+};
+
+// ResizeLike(A, B) -> C: A's data with B's shape (the gradient of Flatten).
+class ResizeLikeOp : public Operator {
+ public:
+  using Operator::Operator;
+
+  void Run() override {
+    const Tensor& a = Input(0);  // a has as many elements as b
+    const Tensor& b = Input(1);  // b is any shape
+    if (a.numel() != b.numel())
+      throw InvalidInput(fmt::format("{}: '{}' {} and '{}' {} differ in element count",
+                                     DescribeOperator(def_), InputName(0), ShapeToString(a.shape()),
+                                     InputName(1), ShapeToString(b.shape())));
+    CopyWithShape(a, b.shape(), Output(0));
+  }
+};
+
+std::vector<OperatorDef> FlattenGradient(const GradientContext& g) {
+  return {MakeOperatorDef("ResizeLike", {g.GO(0), g.I(0)}, {g.GI(0)})};
+}
+
+std::vector<OperatorDef> ReshapeGradient(const GradientContext& g) {
+  if (g.def.output_size() == 1) return {MakeOperatorDef("ResizeLike", {g.GO(0), g.I(0)}, {g.GI(0)})};
+  // Reshape insists on writing an old shape; this one is never read.
+  return {MakeOperatorDef("Reshape", {g.GO(0), g.O(1)}, {g.GI(0), "_" + g.GI(0) + "_dims"})};
+}
+
+std::vector<TensorShape> ReshapeShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  if (in.size() == 2)
+    throw InvalidInput(
+        fmt::format("{}: the output shape depends on the values of '{}'; pass arg shape instead",
+                    DescribeOperator(def), def.input(1)));
+  std::vector<TensorShape> out{{ReshapedShape(def, in[0].dims, GetIntsArgument(def, "shape")), in[0].dtype}};
+  if (def.output_size() == 2) out.push_back({{static_cast<int64_t>(in[0].dims.size())}, DataType::kInt64});
+  return out;
+}
+
+}  // namespace
+
+LOCKSTEP_OPERATOR_SCHEMA(Flatten).NumInputs(1).NumOutputs(1).AllowInplace({{0, 0}}).ShapeFunction(
+    [](const OperatorDef& def, const std::vector<TensorShape>& in) {
+      return std::vector<TensorShape>{{FlattenShape(def, in[0].dims), in[0].dtype}};
+    });
+LOCKSTEP_OPERATOR_SCHEMA(Reshape).NumInputs(1, 2).NumOutputs(1, 2).AllowInplace({{0, 0}}).ShapeFunction(
+    ReshapeShapes);
+LOCKSTEP_OPERATOR_SCHEMA(ResizeLike)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
+      return std::vector<TensorShape>{{in[1].dims, in[0].dtype}};
+    });
+LOCKSTEP_REGISTER_CPU_OPERATOR(Flatten, FlattenOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(Reshape, ReshapeOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(ResizeLike, ResizeLikeOp);
+LOCKSTEP_REGISTER_GRADIENT(Flatten, FlattenGradient);
+LOCKSTEP_REGISTER_GRADIENT(Reshape, ReshapeGradient);
+
+}  // namespace lockstep

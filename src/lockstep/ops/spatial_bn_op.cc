@@ -1,0 +1,220 @@
+// SpatialBN: batch normalization over the channel axis of NCHW (or NC) data, with oneDNN's
+// batch_normalization. Training normalizes with the batch statistics and folds them into the running ones;
+// test mode uses the latter.
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/operator.h"
+#include "lockstep/ops/dnnl_utils.h"
+
+namespace lockstep {
+namespace {
+
+constexpr float kDefaultEpsilon = 1e-5f;
+constexpr float kDefaultMomentum = 0.9f;
+
+// Checks X and the per-channel inputs (given as input index and shape) and returns the channel count.
+int64_t ChannelCount(const OperatorDef& def, const Shape& x,
+                     const std::vector<std::pair<int, const Shape*>>& per_channel) {
+  if (x.size() < 2 || x.size() > 5)
+    throw InvalidInput(
+        fmt::format("{}: X must be (N, C) or (N, C, H, W), got {}", DescribeOperator(def), ShapeToString(x)));
+  int64_t channels = x[1];
+  for (const auto& [input, shape] : per_channel)
+    if (*shape != Shape{channels})
+      throw InvalidInput(fmt::format("{}: input '{}' must be ({}) to match the channels of X {}, got {}",
+                                     DescribeOperator(def), def.input(input), channels, ShapeToString(x),
+                                     ShapeToString(*shape)));
+  return channels;
+}
+
+std::vector<TensorShape> SpatialBNShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  int64_t channels =
+      ChannelCount(def, in[0].dims, {{1, &in[1].dims}, {2, &in[2].dims}, {3, &in[3].dims}, {4, &in[4].dims}});
+  std::vector<TensorShape> out{in[0]};
+  for (int i = 1; i < def.output_size(); ++i) out.push_back({{channels}, DataType::kFloat});
+  return out;
+}
+
+dnnl::normalization_flags Flags(bool is_test) {
+  auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  return is_test ? flags | dnnl::normalization_flags::use_global_stats : flags;
+}
+
+dnnl::batch_normalization_forward::primitive_desc ForwardDesc(const Shape& x, float epsilon, bool is_test) {
+  auto kind = is_test ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
+  dnnl::batch_normalization_forward::desc desc(kind, PlainDesc(x), epsilon, Flags(is_test));
+  return dnnl::batch_normalization_forward::primitive_desc(desc, CpuEngine());
+}
+
+class SpatialBNOp : public Operator {
+ public:
+  SpatialBNOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws),
+        is_test_(IntArg("is_test", 0) != 0),
+        epsilon_(FloatArg("epsilon", kDefaultEpsilon)),
+        momentum_(FloatArg("momentum", kDefaultMomentum)) {
+    if (OutputSize() != (is_test_ ? 1 : 5))
+      throw InvalidInput(fmt::format("{}: takes {} outputs with is_test={}, got {}", DescribeOperator(def),
+                                     is_test_ ? 1 : 5, is_test_ ? 1 : 0, OutputSize()));
+  }
+
+  void Run() override {
+    const Tensor& x = Input(0);             // x is (N, C, H, W) or (N, C)
+    const Tensor& scale = Input(1);         // scale is (C)
+    const Tensor& bias = Input(2);          // bias is (C)
+    const Tensor& running_mean = Input(3);  // running_mean is (C); training updates it in place (output 1)
+    const Tensor& running_var = Input(4);   // running_var is (C); training updates it in place (output 2)
+    int64_t channels = ChannelCount(
+        def_, x.shape(),
+        {{1, &scale.shape()}, {2, &bias.shape()}, {3, &running_mean.shape()}, {4, &running_var.shape()}});
+    Tensor* y = Output(0);  // y has x's shape
+    y->Resize(x.shape());
+    if (x.shape() != shape_) {
+      shape_ = x.shape();
+      primitive_ = dnnl::batch_normalization_forward(ForwardDesc(x.shape(), epsilon_, is_test_));
+    }
+    auto data_desc = PlainDesc(x.shape());
+    auto channel_desc = PlainDesc({channels});
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ToMemory(x, data_desc)},
+                                               {DNNL_ARG_DST, ToMemory(*y, data_desc)},
+                                               {DNNL_ARG_SCALE, ToMemory(scale, channel_desc)},
+                                               {DNNL_ARG_SHIFT, ToMemory(bias, channel_desc)}};
+    if (is_test_) {
+      args[DNNL_ARG_MEAN] = ToMemory(running_mean, channel_desc);
+      args[DNNL_ARG_VARIANCE] = ToMemory(running_var, channel_desc);
+      Execute(primitive_, args);
+      return;
+    }
+    if (x.numel() == 0)
+      throw InvalidInput(fmt::format("{}: training needs a non-empty batch, X is {}", DescribeOperator(def_),
+                                     ShapeToString(x.shape())));
+    Tensor* saved_mean = Output(3);  // saved_mean is (C): this batch's mean
+    Tensor* saved_var = Output(4);   // saved_var is (C): this batch's biased variance
+    saved_mean->Resize({channels});
+    saved_var->Resize({channels});
+    args[DNNL_ARG_MEAN] = ToMemory(*saved_mean, channel_desc);
+    args[DNNL_ARG_VARIANCE] = ToMemory(*saved_var, channel_desc);
+    Execute(primitive_, args);
+
+    // Caffe2 folds the biased batch variance into the running variance; we keep its numbers.
+    float* mean = Output(1)->data<float>();
+    float* var = Output(2)->data<float>();
+    const float* batch_mean = saved_mean->data<float>();
+    const float* batch_var = saved_var->data<float>();
+    for (int64_t c = 0; c < channels; ++c) {
+      mean[c] = momentum_ * mean[c] + (1 - momentum_) * batch_mean[c];
+      var[c] = momentum_ * var[c] + (1 - momentum_) * batch_var[c];
+    }
+  }
+
+ private:
+  bool is_test_;
+  float epsilon_;
+  float momentum_;
+  Shape shape_;
+  dnnl::batch_normalization_forward primitive_;
+};
+
+// Arg `gradients` lists which of dX (0), dscale (1), dbias (2) are outputs, in that order; the others are not
+// needed, so dscale/dbias are skipped entirely when neither is listed and a listed one's partner goes to
+// scratch.
+class SpatialBNGradientOp : public Operator {
+ public:
+  SpatialBNGradientOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws),
+        is_test_(IntArg("is_test", 0) != 0),
+        epsilon_(FloatArg("epsilon", kDefaultEpsilon)) {
+    auto gradients = IntsArg("gradients", {0, 1, 2});
+    if (gradients.size() != static_cast<size_t>(OutputSize()))
+      throw InvalidInput(fmt::format("{}: arg gradients lists {} outputs but the op has {}",
+                                     DescribeOperator(def), gradients.size(), OutputSize()));
+    for (size_t i = 0; i < gradients.size(); ++i) {
+      if (gradients[i] < 0 || gradients[i] > 2 || (i > 0 && gradients[i] <= gradients[i - 1]))
+        throw InvalidInput(
+            fmt::format("{}: arg gradients must be increasing indices among 0 (dX), 1 (dscale), "
+                        "2 (dbias)",
+                        DescribeOperator(def)));
+      output_of_[gradients[i]] = static_cast<int>(i);
+    }
+  }
+
+  void Run() override {
+    const Tensor& x = Input(0);           // x is (N, C, H, W) or (N, C)
+    const Tensor& scale = Input(1);       // scale is (C)
+    const Tensor& dy = Input(2);          // dy has x's shape
+    const Tensor& saved_mean = Input(3);  // saved_mean is (C): batch mean (running mean with is_test)
+    const Tensor& saved_var = Input(4);  // saved_var is (C): batch biased variance (running one with is_test)
+    int64_t channels = ChannelCount(def_, x.shape(),
+                                    {{1, &scale.shape()}, {3, &saved_mean.shape()}, {4, &saved_var.shape()}});
+    if (dy.shape() != x.shape())
+      throw InvalidInput(fmt::format("{}: dY {} must have X's shape {}", DescribeOperator(def_),
+                                     ShapeToString(dy.shape()), ShapeToString(x.shape())));
+    Tensor* dx = Target(0, &dx_scratch_, x.shape());  // dx has x's shape
+    if (x.shape() != shape_) {
+      shape_ = x.shape();
+      auto desc = PlainDesc(x.shape());
+      dnnl::batch_normalization_backward::desc op_desc(dnnl::prop_kind::backward, desc, desc, epsilon_,
+                                                       Flags(is_test_));
+      primitive_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(
+          op_desc, CpuEngine(), ForwardDesc(x.shape(), epsilon_, is_test_)));
+    }
+    auto data_desc = PlainDesc(x.shape());
+    auto channel_desc = PlainDesc({channels});
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ToMemory(x, data_desc)},
+                                               {DNNL_ARG_DIFF_DST, ToMemory(dy, data_desc)},
+                                               {DNNL_ARG_MEAN, ToMemory(saved_mean, channel_desc)},
+                                               {DNNL_ARG_VARIANCE, ToMemory(saved_var, channel_desc)},
+                                               {DNNL_ARG_SCALE, ToMemory(scale, channel_desc)},
+                                               {DNNL_ARG_DIFF_SRC, ToMemory(*dx, data_desc)}};
+    args[DNNL_ARG_DIFF_SCALE] = ToMemory(*Target(1, &dscale_scratch_, {channels}), channel_desc);
+    args[DNNL_ARG_DIFF_SHIFT] = ToMemory(*Target(2, &dbias_scratch_, {channels}), channel_desc);
+    // oneDNN 2.6 insists on a shift argument here although the backward pass never reads it.
+    args[DNNL_ARG_SHIFT] = args[DNNL_ARG_SCALE];
+    Execute(primitive_, args);
+  }
+
+ private:
+  // The output for gradient `which`, or the op's scratch tensor when that gradient is not wanted.
+  Tensor* Target(int which, Tensor* scratch, const Shape& shape) {
+    Tensor* target = output_of_[which] >= 0 ? Output(output_of_[which]) : scratch;
+    target->Resize(shape);
+    return target;
+  }
+
+  bool is_test_;
+  float epsilon_;
+  int output_of_[3] = {-1, -1, -1};
+  Tensor dx_scratch_, dscale_scratch_, dbias_scratch_;
+  Shape shape_;
+  dnnl::batch_normalization_backward primitive_;
+};
+
+std::vector<OperatorDef> SpatialBNGradient(const GradientContext& g) {
+  bool is_test = GetIntArgument(g.def, "is_test", 0) != 0;
+  // Test mode differentiates through the running statistics, training mode through the batch's.
+  std::vector<std::string> inputs{g.I(0), g.I(1), g.GO(0), is_test ? g.I(3) : g.O(3),
+                                  is_test ? g.I(4) : g.O(4)};
+  std::vector<std::string> outputs;
+  std::vector<int64_t> gradients;
+  for (int i = 0; i < 3; ++i) {
+    if (!g.NeedsGI(i)) continue;
+    outputs.push_back(g.GI(i));
+    gradients.push_back(i);
+  }
+  auto args = g.Args();
+  if (gradients.size() < 3) args.emplace_back("gradients", gradients);
+  return {MakeOperatorDef("SpatialBNGradient", inputs, outputs, args)};
+}
+
+}  // namespace
+
+LOCKSTEP_OPERATOR_SCHEMA(SpatialBN)
+    .NumInputs(5)
+    .NumOutputs(1, 5)
+    .EnforceInplace({{3, 1}, {4, 2}})
+    .ShapeFunction(SpatialBNShapes);
+LOCKSTEP_OPERATOR_SCHEMA(SpatialBNGradient).NumInputs(5).NumOutputs(1, 3);
+LOCKSTEP_REGISTER_CPU_OPERATOR(SpatialBN, SpatialBNOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(SpatialBNGradient, SpatialBNGradientOp);
+LOCKSTEP_REGISTER_GRADIENT(SpatialBN, SpatialBNGradient);
+
+}  // namespace lockstep

@@ -1,0 +1,154 @@
+// SpatialBN: training and test forward against a reference loop, running-statistics update, gradients.
+#include <cmath>
+
+#include "test_util.h"
+
+namespace lockstep::testing {
+namespace {
+
+struct BatchStats {
+  std::vector<float> mean, var;  // biased variance
+};
+
+// x is (N, C, H, W) or (N, C)
+BatchStats ReferenceStats(const Tensor& x) {
+  int64_t n = x.dim(0), c = x.dim(1), hw = x.SizeFromDim(2);
+  BatchStats stats{std::vector<float>(c, 0.f), std::vector<float>(c, 0.f)};
+  const float* data = x.data<float>();
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double sum = 0, sum_sq = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < hw; ++k) sum += data[(i * c + ch) * hw + k];
+    double mean = sum / (n * hw);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < hw; ++k) sum_sq += std::pow(data[(i * c + ch) * hw + k] - mean, 2);
+    stats.mean[ch] = static_cast<float>(mean);
+    stats.var[ch] = static_cast<float>(sum_sq / (n * hw));
+  }
+  return stats;
+}
+
+Tensor ReferenceNormalize(const Tensor& x, const Tensor& scale, const Tensor& bias,
+                          const std::vector<float>& mean, const std::vector<float>& var, float epsilon) {
+  int64_t c = x.dim(1), hw = x.SizeFromDim(2);
+  Tensor y(x.shape(), DataType::kFloat);
+  for (int64_t j = 0; j < x.numel(); ++j) {
+    int64_t ch = (j / hw) % c;
+    y.data<float>()[j] =
+        (x.data<float>()[j] - mean[ch]) / std::sqrt(var[ch] + epsilon) * scale.data<float>()[ch] +
+        bias.data<float>()[ch];
+  }
+  return y;
+}
+
+OperatorDef TrainingBN(float momentum = 0.9f) {
+  return MakeOperatorDef("SpatialBN", {"x", "scale", "bias", "rm", "rv"},
+                         {"y", "rm", "rv", "saved_mean", "saved_var"},
+                         {Arg("momentum", momentum), Arg("epsilon", 1e-5f)});
+}
+
+void FeedBN(Workspace* ws, const Shape& x_shape) {
+  int64_t c = x_shape[1];
+  Feed(ws, "x", RandomTensor(x_shape, 1, -2.f, 3.f));
+  Feed(ws, "scale", RandomTensor({c}, 2, 0.5f, 1.5f));
+  Feed(ws, "bias", RandomTensor({c}, 3));
+  Feed(ws, "rm", RandomTensor({c}, 4));
+  Feed(ws, "rv", RandomTensor({c}, 5, 0.5f, 2.f));
+}
+
+}  // namespace
+
+TEST(SpatialBNOp, TrainingForwardAndRunningStats) {
+  for (Shape shape : {Shape{4, 3, 5, 2}, Shape{6, 4}}) {
+    Workspace ws;
+    FeedBN(&ws, shape);
+    std::vector<float> old_mean = Values(ws.Blob("rm")), old_var = Values(ws.Blob("rv"));
+    RunOp(&ws, TrainingBN(0.8f));
+    BatchStats stats = ReferenceStats(ws.Blob("x"));
+    ExpectNear(
+        ws.Blob("y"),
+        ReferenceNormalize(ws.Blob("x"), ws.Blob("scale"), ws.Blob("bias"), stats.mean, stats.var, 1e-5f),
+        1e-4f);
+    int64_t c = shape[1];
+    ExpectNear(ws.Blob("saved_mean"), TensorFromValues({c}, stats.mean), 1e-5f);
+    ExpectNear(ws.Blob("saved_var"), TensorFromValues({c}, stats.var), 1e-5f);
+    std::vector<float> mean(c), var(c);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      mean[ch] = 0.8f * old_mean[ch] + 0.2f * stats.mean[ch];
+      var[ch] = 0.8f * old_var[ch] + 0.2f * stats.var[ch];
+    }
+    ExpectNear(ws.Blob("rm"), TensorFromValues({c}, mean), 1e-5f);
+    ExpectNear(ws.Blob("rv"), TensorFromValues({c}, var), 1e-5f);
+  }
+}
+
+TEST(SpatialBNOp, TestModeUsesRunningStats) {
+  Workspace ws;
+  FeedBN(&ws, {2, 3, 4, 4});
+  RunOp(&ws, MakeOperatorDef("SpatialBN", {"x", "scale", "bias", "rm", "rv"}, {"y"},
+                             {Arg("is_test", 1), Arg("epsilon", 1e-3f)}));
+  ExpectNear(ws.Blob("y"),
+             ReferenceNormalize(ws.Blob("x"), ws.Blob("scale"), ws.Blob("bias"), Values(ws.Blob("rm")),
+                                Values(ws.Blob("rv")), 1e-3f),
+             1e-5f);
+}
+
+TEST(SpatialBNOp, RejectsWrongChannelCount) {
+  Workspace ws;
+  FeedBN(&ws, {2, 3, 4, 4});
+  Feed(&ws, "scale", RandomTensor({4}, 2));
+  EXPECT_THROW(RunOp(&ws, TrainingBN()), InvalidInput);
+}
+
+TEST(SpatialBNOp, TrainingGradient) {
+  GradientCheckOptions options;
+  options.inputs_to_check = {0, 1, 2};
+  options.outputs_with_grad = {0};
+  options.step = 1e-3f;
+  for (Shape shape : {Shape{2, 2, 2, 2}, Shape{4, 2}}) {
+    int64_t c = shape[1];
+    CheckGradient(TrainingBN(),
+                  {{"x", RandomTensor(shape, 11)},
+                   {"scale", RandomTensor({c}, 12, 0.5f, 1.5f)},
+                   {"bias", RandomTensor({c}, 13)},
+                   {"rm", RandomTensor({c}, 14)},
+                   {"rv", RandomTensor({c}, 15, 0.5f, 2.f)}},
+                  options);
+  }
+}
+
+TEST(SpatialBNOp, TrainingGradientOfXOnly) {
+  GradientCheckOptions options;
+  options.inputs_to_check = {0};
+  options.step = 1e-3f;
+  CheckGradient(TrainingBN(),
+                {{"x", RandomTensor({2, 2, 2, 2}, 21)},
+                 {"scale", RandomTensor({2}, 22, 0.5f, 1.5f)},
+                 {"bias", RandomTensor({2}, 23)},
+                 {"rm", RandomTensor({2}, 24)},
+                 {"rv", RandomTensor({2}, 25, 0.5f, 2.f)}},
+                options);
+}
+
+TEST(SpatialBNOp, TestModeGradient) {
+  GradientCheckOptions options;
+  options.inputs_to_check = {0, 1, 2};
+  CheckGradient(MakeOperatorDef("SpatialBN", {"x", "scale", "bias", "rm", "rv"}, {"y"}, {Arg("is_test", 1)}),
+                {{"x", RandomTensor({2, 3, 2, 2}, 31)},
+                 {"scale", RandomTensor({3}, 32, 0.5f, 1.5f)},
+                 {"bias", RandomTensor({3}, 33)},
+                 {"rm", RandomTensor({3}, 34)},
+                 {"rv", RandomTensor({3}, 35, 0.5f, 2.f)}},
+                options);
+}
+
+TEST(SpatialBNOp, ShapeInference) {
+  NetDef net;
+  *net.add_op() = TrainingBN();
+  auto shapes = InferNetShapes(
+      net, {{"x", {{4, 3, 5, 5}}}, {"scale", {{3}}}, {"bias", {{3}}}, {"rm", {{3}}}, {"rv", {{3}}}});
+  EXPECT_EQ(shapes["y"].dims, (Shape{4, 3, 5, 5}));
+  EXPECT_EQ(shapes["saved_var"].dims, (Shape{3}));
+}
+
+}  // namespace lockstep::testing
