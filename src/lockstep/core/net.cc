@@ -1,7 +1,11 @@
 // Sequential and DAG executors.
 #include "lockstep/core/net.h"
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -12,6 +16,32 @@ namespace lockstep {
 
 Net::Net(const NetDef& def, Workspace* ws) : def_(def) {
   for (const auto& op : def.op()) operators_.push_back(CreateOperator(op, ws));
+  const char* profile = std::getenv("LOCKSTEP_PROFILE");
+  profile_ = profile && std::string(profile) == "1";
+  seconds_.assign(operators_.size(), 0.0);
+}
+
+Net::~Net() {
+  if (!profile_) return;
+  std::map<std::string, double> by_type;
+  double total = 0;
+  for (size_t i = 0; i < operators_.size(); ++i) {
+    by_type[def_.op(i).type()] += seconds_[i];
+    total += seconds_[i];
+  }
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [type, seconds] : by_type) rows.push_back({seconds, type});
+  std::sort(rows.rbegin(), rows.rend());
+  std::fprintf(stderr, "profile of net '%s' (%.3f s in operators):\n", def_.name().c_str(), total);
+  for (const auto& [seconds, type] : rows)
+    std::fprintf(stderr, "  %-28s %10.3f s %6.1f%%\n", type.c_str(), seconds, total > 0 ? 100 * seconds / total : 0);
+}
+
+void Net::RunOperatorAt(size_t i) {
+  if (!profile_) return RunOperator(operators_[i].get());
+  auto start = std::chrono::steady_clock::now();
+  RunOperator(operators_[i].get());
+  seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void RunOperator(Operator* op) {
@@ -27,7 +57,7 @@ void RunOperator(Operator* op) {
 }
 
 void SequentialNet::Run() {
-  for (auto& op : operators_) RunOperator(op.get());
+  for (size_t i = 0; i < operators_.size(); ++i) RunOperatorAt(i);
 }
 
 // A fixed pool of workers that live as long as the net; Run() hands them the ready operators and waits.
@@ -82,7 +112,7 @@ DagNet::DagNet(const NetDef& def, Workspace* ws) : Net(def, ws), state_(std::mak
         lock.unlock();
         std::exception_ptr error;
         try {
-          if (!s.error) RunOperator(operators_[index].get());
+          if (!s.error) RunOperatorAt(index);
         } catch (...) {
           error = std::current_exception();
         }

@@ -14,13 +14,21 @@ namespace lockstep {
 class Net {
  public:
   Net(const NetDef& def, Workspace* ws);
-  virtual ~Net() = default;
+  virtual ~Net();
   virtual void Run() = 0;
   const NetDef& def() const { return def_; }
 
  protected:
+  // Runs operator i; with LOCKSTEP_PROFILE=1 in the environment its time is added to a per-type table that is
+  // printed to stderr when the net is destroyed.
+  void RunOperatorAt(size_t i);
+
   NetDef def_;
   std::vector<std::unique_ptr<Operator>> operators_;
+
+ private:
+  bool profile_ = false;
+  std::vector<double> seconds_;
 };
 
 class SequentialNet : public Net {

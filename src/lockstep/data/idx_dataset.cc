@@ -3,6 +3,7 @@
 
 #include <zlib.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include "lockstep/core/enforce.h"
@@ -57,6 +58,11 @@ ImageDataset ReadIdxDataset(const std::string& images_path, const std::string& l
   dataset.pixels.assign(images.begin() + 16, images.end());
   dataset.labels.assign(labels.begin() + 8, labels.end());
   return dataset;
+}
+
+std::string FashionMnistDir() {
+  const char* dir = std::getenv("LOCKSTEP_FASHION_MNIST_DIR");
+  return dir && *dir ? dir : "/usr/share/datasets/fashion-mnist";
 }
 
 ImageDataset LoadFashionMnist(bool train, const std::string& dir) {

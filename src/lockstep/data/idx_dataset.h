@@ -19,8 +19,9 @@ struct ImageDataset {
 // Reads an idx3 image file and its idx1 label file; checks magic numbers, sizes and that the counts agree.
 ImageDataset ReadIdxDataset(const std::string& images_path, const std::string& labels_path);
 
-// Debian's dataset-fashion-mnist package.
-constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
-ImageDataset LoadFashionMnist(bool train, const std::string& dir = kFashionMnistDir);
+// From $LOCKSTEP_FASHION_MNIST_DIR when set, else Debian's dataset-fashion-mnist package
+// (/usr/share/datasets/fashion-mnist).
+std::string FashionMnistDir();
+ImageDataset LoadFashionMnist(bool train, const std::string& dir = FashionMnistDir());
 
 }  // namespace lockstep

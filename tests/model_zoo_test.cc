@@ -1,0 +1,68 @@
+// Model zoo: parameter shapes and counts against the published architectures, output shapes by inference.
+#include "lockstep/model/zoo.h"
+
+#include "test_util.h"
+
+namespace lockstep::testing {
+
+namespace {
+int64_t CountTrainable(const ModelHelper& model) {
+  int64_t total = 0;
+  for (const auto& name : model.GetTrainableParams()) total += NumElements(model.Param(name).shape);
+  return total;
+}
+
+Shape LogitsShape(const std::string& name, const ModelConfig& config, int64_t batch) {
+  ModelHelper model(name);
+  std::string logits = BuildModel(name, model, "data", config);
+  auto shapes = InferNetShapes(model.param_init_net(), {});
+  shapes["data"] = {{batch, config.num_channels, config.image_size, config.image_size}};
+  shapes = InferNetShapes(model.net(), shapes);
+  for (const auto& param : model.params()) EXPECT_TRUE(shapes.count(param.name)) << param.name;
+  return shapes.at(logits).dims;
+}
+}  // namespace
+
+TEST(ModelZoo, LeNetIsTheD2lNetwork) {
+  ModelHelper model("lenet");
+  ModelConfig config{1, 28, 10, false};
+  BuildModel("lenet", model, "data", config);
+  std::vector<std::pair<std::string, Shape>> expected = {
+      {"conv1_w", {20, 1, 3, 3}}, {"conv1_b", {20}}, {"conv2_w", {50, 20, 5, 5}}, {"conv2_b", {50}},
+      {"fc3_w", {128, 800}},      {"fc3_b", {128}},  {"fc4_w", {10, 128}},       {"fc4_b", {10}}};
+  ASSERT_EQ(model.params().size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(model.params()[i].name, expected[i].first);
+    EXPECT_EQ(model.params()[i].shape, expected[i].second);
+  }
+  // Weights N(0, 0.01), biases zero, as in the d2l chapter.
+  for (const auto& op : model.param_init_net().op()) {
+    bool bias = op.output(0).back() == 'b';
+    EXPECT_EQ(op.type(), bias ? "ConstantFill" : "GaussianFill") << op.output(0);
+    if (!bias) EXPECT_FLOAT_EQ(GetFloatArgument(op, "std", 0), 0.01f);
+  }
+  EXPECT_EQ(LogitsShape("lenet", config, 3), (Shape{3, 10}));
+}
+
+TEST(ModelZoo, ResNetParameterCountsMatchTheReference) {
+  // torchvision's resnet18 / resnet50 have exactly these many trainable parameters.
+  for (auto [name, count] : {std::pair<const char*, int64_t>{"resnet18", 11689512}, {"resnet50", 25557032}}) {
+    ModelHelper model(name);
+    BuildModel(name, model, "data", ModelConfig{3, 224, 1000, false});
+    EXPECT_EQ(CountTrainable(model), count) << name;
+  }
+  EXPECT_EQ(LogitsShape("resnet50", ModelConfig{3, 64, 7, false}, 2), (Shape{2, 7}));
+  EXPECT_EQ(LogitsShape("resnet34", ModelConfig{3, 32, 5, true}, 1), (Shape{1, 5}));
+}
+
+TEST(ModelZoo, WideResNet) {
+  ModelHelper model("wrn");
+  BuildModel("wrn-16-2", model, "data", ModelConfig{3, 32, 10, false});
+  EXPECT_EQ(model.Param("wrn4_1_conv2_w").shape, (Shape{128, 128, 3, 3}));
+  EXPECT_EQ(LogitsShape("wrn-10-1", ModelConfig{3, 32, 10, false}, 2), (Shape{2, 10}));
+  ModelHelper bad("bad");
+  EXPECT_THROW(BuildModel("wrn-27-10", bad, "data", ModelConfig{}), InvalidInput);
+  EXPECT_THROW(BuildModel("vgg16", bad, "data", ModelConfig{}), InvalidInput);
+}
+
+}  // namespace lockstep::testing

@@ -1,0 +1,167 @@
+// The trainer end to end on small runs: log format, checkpoints, exact resume, and one-line errors from the CLI.
+#include "lockstep/train/trainer.h"
+
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "lockstep/train/safetensors.h"
+#include "test_util.h"
+
+namespace lockstep::testing {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path FreshDir(const std::string& name) {
+  fs::path dir = fs::path(::testing::TempDir()) / ("lockstep_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TrainerConfig SmallLeNet(const fs::path& dir) {
+  TrainerConfig config;
+  config.model = "lenet";
+  config.train_data = "fashion-mnist";
+  config.num_channels = 1;
+  config.image_size = 28;
+  config.num_labels = 10;
+  config.batch_size = 64;
+  config.epoch_size = 640;
+  config.num_epochs = 2;
+  config.base_learning_rate = 0.1f;
+  config.momentum = 0.9f;
+  config.weight_decay = 1e-4f;
+  config.threads = 1;
+  config.log_dir = dir.string();
+  config.file_store_path = dir.string();
+  config.save_model_name = "lenet";
+  config.arguments = "test run";
+  return config;
+}
+
+std::vector<std::string> Lines(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+bool HaveFashionMnist() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
+
+// Runs the CLI with arguments; returns the exit code and what it printed on stderr.
+std::pair<int, std::string> RunCli(const std::string& arguments) {
+  std::string err = ::testing::TempDir() + "/cli_stderr.txt";
+  std::string command = std::string(LOCKSTEP_CLI_PATH) + " " + arguments + " > /dev/null 2> " + err;
+  int status = std::system(command.c_str());
+  std::ifstream in(err);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return {WEXITSTATUS(status), text};
+}
+
+}  // namespace
+
+TEST(Trainer, WritesLogAndCheckpointsAndResumesExactly) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  fs::path dir = FreshDir("resume");
+  TrainerResult full = Train(SmallLeNet(dir));
+
+  // Log: name, first line, header, one row per epoch with test accuracy -1 (no test data).
+  std::regex name(R"(lenet_gpu1_b64_L10_lr0\.10_v2_\d{8}_\d{6}\.log)");
+  EXPECT_TRUE(std::regex_match(fs::path(full.log_path).filename().string(), name)) << full.log_path;
+  auto lines = Lines(full.log_path);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0], "# test run");
+  EXPECT_EQ(lines[1],
+            "time_spent,cumulative_time_spent,input_count,cumulative_input_count,cumulative_batch_count,"
+            "inputs_per_sec,accuracy,epoch,learning_rate,loss,test_accuracy");
+  std::regex row(R"([\d.]+,[\d.]+,640,1280,20,[\d.]+,[\d.]+,2,0\.1,[\d.]+,-1\.000000)");
+  EXPECT_TRUE(std::regex_match(lines[3], row)) << lines[3];
+
+  // Resume from the first epoch's checkpoint in a fresh directory: same final parameters.
+  ASSERT_TRUE(fs::exists(dir / "lenet_1.safetensors"));
+  fs::path resumed_dir = FreshDir("resumed");
+  TrainerConfig resumed = SmallLeNet(resumed_dir);
+  resumed.load_model_path = (dir / "lenet_1.safetensors").string();
+  Train(resumed);
+  auto expected = ReadSafetensors((dir / "lenet_2.safetensors").string());
+  auto actual = ReadSafetensors((resumed_dir / "lenet_2.safetensors").string());
+  ASSERT_EQ(expected.tensors.size(), actual.tensors.size());
+  EXPECT_EQ(expected.tensors.size(), 8u * 2 + 1) << "params, momenta and the iteration counter";
+  for (const auto& [name, tensor] : expected.tensors) {
+    if (tensor.dtype() == DataType::kFloat) ExpectNear(actual.tensors.at(name), tensor, 1e-6f);
+  }
+  EXPECT_EQ(actual.metadata.at("iteration"), "20");
+  EXPECT_EQ(actual.metadata.at("epochs_done"), "2");
+}
+
+TEST(Trainer, LoadRejectsCorruptAndMismatchedCheckpoints) {
+  fs::path dir = FreshDir("bad_checkpoint");
+  TrainerConfig config;
+  config.model = "lenet";
+  config.train_data = "null";
+  config.num_channels = 1;
+  config.image_size = 28;
+  config.num_labels = 10;
+  config.batch_size = 8;
+  config.epoch_size = 8;
+  config.threads = 1;
+  config.log_dir = config.file_store_path = dir.string();
+  config.save_model_name = "m";
+  Train(config);
+  fs::path good = dir / "m_1.safetensors";
+  ASSERT_TRUE(fs::exists(good));
+
+  config.num_epochs = 2;
+  config.save_model_name.clear();
+  // Shape mismatch: a model with 5 labels cannot load a 10-label checkpoint.
+  config.load_model_path = good.string();
+  config.num_labels = 5;
+  try {
+    Train(config);
+    FAIL() << "mismatched checkpoint loaded";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("fc4_w"), std::string::npos) << e.what();
+  }
+  // Truncated file.
+  config.num_labels = 10;
+  fs::path truncated = dir / "truncated.safetensors";
+  fs::copy_file(good, truncated);
+  fs::resize_file(truncated, fs::file_size(good) / 2);
+  config.load_model_path = truncated.string();
+  EXPECT_THROW(Train(config), InvalidInput);
+}
+
+TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
+  const std::string base = "train --use_cpu --train_data null --image_size 32 --epoch_size 4 --batch_size 4 ";
+  struct Case {
+    std::string arguments, message;
+  } cases[] = {
+      {base + "--model alexnet", "unknown --model 'alexnet'"},
+      {base + "--model lenet --frobnicate 3", "frobnicate"},
+      {"train --train_data null --model lenet", "pass --use_cpu"},
+      {"train --use_cpu --train_data null --model lenet --batch_size 0", "--batch_size must be positive"},
+      {base + "--model lenet --load_model_path /nonexistent/x.safetensors", "/nonexistent/x.safetensors"},
+      {"train --use_cpu --model lenet --train_data fashion-mnist --image_size 32", "does not match fashion-mnist"},
+  };
+  for (const auto& c : cases) {
+    auto [code, err] = RunCli(c.arguments);
+    EXPECT_NE(code, 0) << c.arguments;
+    EXPECT_NE(err.find(c.message), std::string::npos) << c.arguments << "\nstderr: " << err;
+    EXPECT_LE(std::count(err.begin(), err.end(), '\n'), 2) << err;
+  }
+  // Missing dataset files.
+  fs::path empty = FreshDir("no_data");
+  setenv("LOCKSTEP_FASHION_MNIST_DIR", empty.c_str(), 1);
+  auto [missing_code, missing_err] = RunCli("train --use_cpu --model lenet --train_data fashion-mnist");
+  unsetenv("LOCKSTEP_FASHION_MNIST_DIR");
+  EXPECT_EQ(missing_code, 1);
+  EXPECT_NE(missing_err.find("cannot open " + (empty / "train-images-idx3-ubyte.gz").string()), std::string::npos)
+      << missing_err;
+}
+
+}  // namespace lockstep::testing
