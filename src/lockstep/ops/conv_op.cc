@@ -1,0 +1,258 @@
+// Conv: 2-D convolution with groups, stride, padding and dilation, and ConvGradient(X, filter, dY) ->
+// [dfilter], [dbias], [dX] (see weight_gradient.h), on oneDNN. Primitives are built once per input shape with
+// their layouts left to oneDNN, which then picks its fast blocked formats; the plain NCHW tensors are
+// reordered in and out through scratch buffers the operator keeps.
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/operator.h"
+#include "lockstep/ops/conv_pool_args.h"
+#include "lockstep/ops/dnnl_utils.h"
+#include "lockstep/ops/weight_gradient.h"
+
+namespace lockstep {
+namespace {
+
+using dnnl::memory;
+
+[[noreturn]] void Fail(const OperatorDef& def, const std::string& what) {
+  throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
+}
+
+// Y's shape (N, M, OH, OW) from x (N, C, H, W), filter (M, C/group, kh, kw) and, when given, bias (M).
+Shape ConvOutputShape(const OperatorDef& def, const ConvPoolArgs& args, int64_t group, const Shape& x,
+                      const Shape& filter, const Shape* bias) {
+  if (x.size() != 4) Fail(def, fmt::format("input must be (N, C, H, W), got {}", ShapeToString(x)));
+  if (filter.size() != 4)
+    Fail(def, fmt::format("filter must be (M, C/group, kh, kw), got {}", ShapeToString(filter)));
+  if (group <= 0 || x[1] % group != 0 || filter[0] % group != 0)
+    Fail(def, fmt::format("group {} must divide the input channels ({}) and the filter count ({})", group,
+                          x[1], filter[0]));
+  if (filter[1] * group != x[1])
+    Fail(def, fmt::format("filter {} has {} channels per group but input {} with group {} needs {}",
+                          ShapeToString(filter), filter[1], ShapeToString(x), group, x[1] / group));
+  if (args.has_kernel() && (args.kernel_h != filter[2] || args.kernel_w != filter[3]))
+    Fail(def, fmt::format("kernel {}x{} does not match filter {}", args.kernel_h, args.kernel_w,
+                          ShapeToString(filter)));
+  if (bias && (bias->size() != 1 || (*bias)[0] != filter[0]))
+    Fail(def, fmt::format("bias must be ({}), got {}", filter[0], ShapeToString(*bias)));
+  ConvPoolArgs window = args;
+  window.kernel_h = filter[2];
+  window.kernel_w = filter[3];
+  auto [out_h, out_w] = ConvPoolOutputSize(def, window, x[2], x[3]);
+  return {x[0], filter[0], out_h, out_w};
+}
+
+memory::desc AnyLayout(const memory::desc& desc) {
+  return memory::desc(desc.dims(), memory::data_type::f32, memory::format_tag::any);
+}
+
+// One convolution shape in oneDNN's terms: the plain layouts of the user tensors, the geometry, and the
+// forward primitive descriptor (the gradient primitives take it as a hint).
+struct ConvSetup {
+  memory::desc x, filter, bias, y;  // plain; a grouped filter is (group, M/group, C/group, kh, kw)
+  memory::dims strides, dilates, pad_l, pad_r;
+  dnnl::convolution_forward::primitive_desc forward;
+};
+
+ConvSetup MakeConvSetup(const ConvPoolArgs& args, int64_t group, const Shape& x, const Shape& filter,
+                        const Shape& y, bool with_bias) {
+  ConvSetup s;
+  s.x = PlainDesc(x);
+  s.y = PlainDesc(y);
+  s.bias = PlainDesc({filter[0]});
+  s.filter =
+      group == 1 ? PlainDesc(filter) : PlainDesc({group, filter[0] / group, filter[1], filter[2], filter[3]});
+  s.strides = {args.stride_h, args.stride_w};
+  s.dilates = {args.dilation_h - 1, args.dilation_w - 1};  // oneDNN counts the gaps between taps
+  s.pad_l = {args.pad_t, args.pad_l};
+  s.pad_r = {args.pad_b, args.pad_r};
+  auto kind = dnnl::prop_kind::forward_training;
+  auto algorithm = dnnl::algorithm::convolution_direct;
+  auto desc =
+      with_bias
+          ? dnnl::convolution_forward::desc(kind, algorithm, AnyLayout(s.x), AnyLayout(s.filter), s.bias,
+                                            AnyLayout(s.y), s.strides, s.dilates, s.pad_l, s.pad_r)
+          : dnnl::convolution_forward::desc(kind, algorithm, AnyLayout(s.x), AnyLayout(s.filter),
+                                            AnyLayout(s.y), s.strides, s.dilates, s.pad_l, s.pad_r);
+  s.forward = dnnl::convolution_forward::primitive_desc(desc, CpuEngine());
+  return s;
+}
+
+// A scratch buffer in `desc`'s layout when it differs from the user's plain layout, else none (the primitive
+// then reads or writes the user tensor directly).
+memory ScratchIfNeeded(const memory::desc& desc, const memory::desc& plain) {
+  return desc == plain ? memory() : memory(desc, CpuEngine());
+}
+
+class ConvOp : public Operator {
+ public:
+  ConvOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws), args_(ParseConvPoolArgs(def)), group_(IntArg("group", 1)) {}
+
+  void Run() override {
+    const Tensor& x = Input(0);                                   // x is (N, C, H, W)
+    const Tensor& filter = Input(1);                              // filter is (M, C/group, kh, kw)
+    const Tensor* bias = InputSize() == 3 ? &Input(2) : nullptr;  // bias is (M)
+    Tensor* y = Output(0);                                        // y is (N, M, OH, OW)
+    if (x.shape() != x_shape_ || filter.shape() != filter_shape_ || (bias && bias->shape() != bias_shape_))
+      Setup(x.shape(), filter.shape(), bias);
+    y->Resize(y_shape_);
+    if (y->numel() == 0) return;
+
+    memory src = ReorderIfNeeded(ToMemory(x, setup_.x), src_desc_, &src_scratch_);
+    memory weights = ReorderIfNeeded(ToMemory(filter, setup_.filter), weights_desc_, &weights_scratch_);
+    memory y_user = ToMemory(*y, setup_.y);
+    memory dst = dst_scratch_ ? dst_scratch_ : y_user;
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+    if (bias) args[DNNL_ARG_BIAS] = ToMemory(*bias, setup_.bias);
+    Execute(primitive_, args);
+    ReorderIfNeeded(dst, setup_.y, &y_user);  // y_user as the reorder's buffer: the result lands in y
+  }
+
+ private:
+  void Setup(const Shape& x, const Shape& filter, const Tensor* bias) {
+    y_shape_ = ConvOutputShape(def_, args_, group_, x, filter, bias ? &bias->shape() : nullptr);
+    x_shape_ = x;
+    filter_shape_ = filter;
+    bias_shape_ = bias ? bias->shape() : Shape();
+    if (NumElements(y_shape_) == 0) return;
+    setup_ = MakeConvSetup(args_, group_, x, filter, y_shape_, bias != nullptr);
+    primitive_ = dnnl::convolution_forward(setup_.forward);
+    src_desc_ = setup_.forward.src_desc();
+    weights_desc_ = setup_.forward.weights_desc();
+    dst_scratch_ = ScratchIfNeeded(setup_.forward.dst_desc(), setup_.y);
+  }
+
+  const ConvPoolArgs args_;
+  const int64_t group_;
+  Shape x_shape_, filter_shape_, bias_shape_, y_shape_;
+  ConvSetup setup_;
+  dnnl::convolution_forward primitive_;
+  memory::desc src_desc_, weights_desc_;
+  memory src_scratch_, weights_scratch_, dst_scratch_;
+};
+
+class ConvGradientOp : public Operator {
+ public:
+  ConvGradientOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws),
+        args_(ParseConvPoolArgs(def)),
+        group_(IntArg("group", 1)),
+        wants_(ParseWeightGradientOutputs(def)) {}
+
+  void Run() override {
+    const Tensor& x = Input(0);       // x is (N, C, H, W)
+    const Tensor& filter = Input(1);  // filter is (M, C/group, kh, kw)
+    const Tensor& dy = Input(2);      // dy is (N, M, OH, OW)
+    int next = 0;
+    Tensor* dfilter = wants_.dweight ? Output(next++) : nullptr;  // dfilter has filter's shape
+    Tensor* dbias = wants_.dbias ? Output(next++) : nullptr;      // dbias is (M)
+    Tensor* dx = wants_.dx ? Output(next++) : nullptr;            // dx has x's shape
+    if (x.shape() != x_shape_ || filter.shape() != filter_shape_ || dy.shape() != dy_shape_)
+      Setup(x.shape(), filter.shape(), dy.shape());
+    if (dfilter) dfilter->Resize(filter.shape());
+    if (dbias) dbias->Resize({filter.dim(0)});
+    if (dx) dx->Resize(x.shape());
+    if (dy.numel() == 0) {  // an empty batch contributes nothing
+      if (dfilter) dfilter->Zero();
+      if (dbias) dbias->Zero();
+      return;
+    }
+
+    memory dy_user = ToMemory(dy, setup_.y);
+    memory dy_for_weights;
+    if (weights_primitive_) {
+      memory src = ReorderIfNeeded(ToMemory(x, setup_.x), weights_src_desc_, &src_scratch_);
+      dy_for_weights = ReorderIfNeeded(dy_user, weights_dy_desc_, &dy_weights_scratch_);
+      memory dfilter_user = dfilter ? ToMemory(*dfilter, setup_.filter) : memory();
+      memory diff_weights = dfilter_scratch_ ? dfilter_scratch_ : dfilter_user;
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dy_for_weights}, {DNNL_ARG_DIFF_WEIGHTS, diff_weights}};
+      if (dbias) args[DNNL_ARG_DIFF_BIAS] = ToMemory(*dbias, setup_.bias);
+      Execute(weights_primitive_, args);
+      if (dfilter) ReorderIfNeeded(diff_weights, setup_.filter, &dfilter_user);  // lands in dfilter
+    }
+    if (data_primitive_) {
+      memory dy_for_data = weights_primitive_ && data_dy_desc_ == weights_dy_desc_
+                               ? dy_for_weights
+                               : ReorderIfNeeded(dy_user, data_dy_desc_, &dy_data_scratch_);
+      memory weights =
+          ReorderIfNeeded(ToMemory(filter, setup_.filter), data_weights_desc_, &weights_scratch_);
+      memory dx_user = ToMemory(*dx, setup_.x);
+      memory diff_src = dx_scratch_ ? dx_scratch_ : dx_user;
+      Execute(data_primitive_,
+              {{DNNL_ARG_DIFF_DST, dy_for_data}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DIFF_SRC, diff_src}});
+      ReorderIfNeeded(diff_src, setup_.x, &dx_user);  // lands in dx
+    }
+  }
+
+ private:
+  void Setup(const Shape& x, const Shape& filter, const Shape& dy) {
+    Shape y = ConvOutputShape(def_, args_, group_, x, filter, nullptr);
+    if (dy != y)
+      Fail(def_,
+           fmt::format("dY is {} but the convolution output is {}", ShapeToString(dy), ShapeToString(y)));
+    x_shape_ = x;
+    filter_shape_ = filter;
+    dy_shape_ = dy;
+    if (NumElements(dy) == 0) return;
+    setup_ = MakeConvSetup(args_, group_, x, filter, y, wants_.dbias);
+    const ConvSetup& s = setup_;
+    auto algorithm = dnnl::algorithm::convolution_direct;
+    if (wants_.dweight || wants_.dbias) {
+      auto desc = wants_.dbias
+                      ? dnnl::convolution_backward_weights::desc(algorithm, AnyLayout(s.x),
+                                                                 AnyLayout(s.filter), s.bias, AnyLayout(s.y),
+                                                                 s.strides, s.dilates, s.pad_l, s.pad_r)
+                      : dnnl::convolution_backward_weights::desc(algorithm, AnyLayout(s.x),
+                                                                 AnyLayout(s.filter), AnyLayout(s.y),
+                                                                 s.strides, s.dilates, s.pad_l, s.pad_r);
+      dnnl::convolution_backward_weights::primitive_desc pd(desc, CpuEngine(), s.forward);
+      weights_primitive_ = dnnl::convolution_backward_weights(pd);
+      weights_src_desc_ = pd.src_desc();
+      weights_dy_desc_ = pd.diff_dst_desc();
+      // Without a dfilter output the primitive still needs somewhere to write it.
+      dfilter_scratch_ = wants_.dweight ? ScratchIfNeeded(pd.diff_weights_desc(), s.filter)
+                                        : memory(pd.diff_weights_desc(), CpuEngine());
+    }
+    if (wants_.dx) {
+      dnnl::convolution_backward_data::desc desc(algorithm, AnyLayout(s.x), AnyLayout(s.filter),
+                                                 AnyLayout(s.y), s.strides, s.dilates, s.pad_l, s.pad_r);
+      dnnl::convolution_backward_data::primitive_desc pd(desc, CpuEngine(), s.forward);
+      data_primitive_ = dnnl::convolution_backward_data(pd);
+      data_dy_desc_ = pd.diff_dst_desc();
+      data_weights_desc_ = pd.weights_desc();
+      dx_scratch_ = ScratchIfNeeded(pd.diff_src_desc(), s.x);
+    }
+  }
+
+  const ConvPoolArgs args_;
+  const int64_t group_;
+  const WeightGradientOutputs wants_;
+  Shape x_shape_, filter_shape_, dy_shape_;
+  ConvSetup setup_;
+  dnnl::convolution_backward_weights weights_primitive_;
+  dnnl::convolution_backward_data data_primitive_;
+  memory::desc weights_src_desc_, weights_dy_desc_, data_dy_desc_, data_weights_desc_;
+  memory src_scratch_, dy_weights_scratch_, dy_data_scratch_, weights_scratch_, dfilter_scratch_, dx_scratch_;
+};
+
+std::vector<TensorShape> ConvShape(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  const Shape* bias = in.size() == 3 ? &in[2].dims : nullptr;
+  return {{ConvOutputShape(def, ParseConvPoolArgs(def), GetIntArgument(def, "group", 1), in[0].dims,
+                           in[1].dims, bias)}};
+}
+
+std::vector<OperatorDef> ConvGradient(const GradientContext& g) {
+  return {MakeWeightGradientOp("ConvGradient", g)};
+}
+
+}  // namespace
+
+LOCKSTEP_OPERATOR_SCHEMA(Conv).NumInputs(2, 3).NumOutputs(1).ShapeFunction(ConvShape);
+LOCKSTEP_OPERATOR_SCHEMA(ConvGradient).NumInputs(3).NumOutputs(1, 3).ShapeFunction(WeightGradientShapes);
+LOCKSTEP_REGISTER_CPU_OPERATOR(Conv, ConvOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(ConvGradient, ConvGradientOp);
+LOCKSTEP_REGISTER_GRADIENT(Conv, ConvGradient);
+
+}  // namespace lockstep

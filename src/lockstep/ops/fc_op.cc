@@ -1,0 +1,185 @@
+// FC: Y = X W^T + b, with X flattened to (N, K) at `axis` and W in Caffe2's (M, K) layout, and
+// FCGradient(X, W, dY) -> [dW], [db], [dX] (see weight_gradient.h), on oneDNN's inner product: its GEMM
+// kernels on plain layouts beat matmul here. Primitives are built once per input shape.
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/operator.h"
+#include "lockstep/ops/dnnl_utils.h"
+#include "lockstep/ops/weight_gradient.h"
+
+namespace lockstep {
+namespace {
+
+using dnnl::memory;
+
+[[noreturn]] void Fail(const OperatorDef& def, const std::string& what) {
+  throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
+}
+
+// X's flattening as a matrix (N, K) and Y's shape x[:axis] + (M), checking that W is (M, K) and that b
+// (when given) is (M).
+struct FcShapes {
+  int64_t n, k, m;
+  Shape y;
+};
+
+FcShapes FcOutputShape(const OperatorDef& def, const Shape& x, const Shape& w, const Shape* b) {
+  int ndim = static_cast<int>(x.size());
+  int64_t axis = GetIntArgument(def, "axis", 1);
+  if (axis < 0) axis += ndim;
+  if (axis < 0 || axis >= ndim)
+    Fail(def, fmt::format("axis {} is out of range for input {}", GetIntArgument(def, "axis", 1),
+                          ShapeToString(x)));
+  FcShapes s;
+  s.y.assign(x.begin(), x.begin() + axis);
+  s.n = NumElements(s.y);
+  s.k = NumElements(Shape(x.begin() + axis, x.end()));
+  if (w.size() != 2 || w[1] != s.k)
+    Fail(def, fmt::format("W must be (M, {}) to match input {} flattened at axis {}, got {}", s.k,
+                          ShapeToString(x), axis, ShapeToString(w)));
+  s.m = w[0];
+  if (b && (b->size() != 1 || (*b)[0] != s.m))
+    Fail(def, fmt::format("b must be ({}), got {}", s.m, ShapeToString(*b)));
+  s.y.push_back(s.m);
+  return s;
+}
+
+// Plain oneDNN descriptions of one FC shape: x (N, K), w (M, K), b (M), y (N, M).
+struct FcSetup {
+  FcShapes shapes;
+  memory::desc x, w, b, y;
+  dnnl::inner_product_forward::primitive_desc forward;
+};
+
+FcSetup MakeFcSetup(const OperatorDef& def, const Shape& x, const Shape& w, const Shape* b) {
+  FcSetup s;
+  s.shapes = FcOutputShape(def, x, w, b);
+  s.x = PlainDesc({s.shapes.n, s.shapes.k});
+  s.w = PlainDesc({s.shapes.m, s.shapes.k});
+  s.b = PlainDesc({s.shapes.m});
+  s.y = PlainDesc({s.shapes.n, s.shapes.m});
+  if (s.shapes.n > 0)
+    s.forward = dnnl::inner_product_forward::primitive_desc(
+        dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, s.x, s.w, s.b, s.y),
+        CpuEngine());
+  return s;
+}
+
+class FcOp : public Operator {
+ public:
+  using Operator::Operator;
+
+  void Run() override {
+    const Tensor& x = Input(0);  // x is (N, K), or any shape that flattens to it at `axis`
+    const Tensor& w = Input(1);  // w is (M, K)
+    const Tensor& b = Input(2);  // b is (M)
+    Tensor* y = Output(0);       // y is x.shape[:axis] + (M)
+    if (x.shape() != x_shape_ || w.shape() != w_shape_ || b.shape() != b_shape_) {
+      setup_ = MakeFcSetup(def_, x.shape(), w.shape(), &b.shape());
+      x_shape_ = x.shape();
+      w_shape_ = w.shape();
+      b_shape_ = b.shape();
+      if (setup_.shapes.n > 0) primitive_ = dnnl::inner_product_forward(setup_.forward);
+    }
+    y->Resize(setup_.shapes.y);
+    if (setup_.shapes.n == 0) return;
+    Execute(primitive_, {{DNNL_ARG_SRC, ToMemory(x, setup_.x)},
+                         {DNNL_ARG_WEIGHTS, ToMemory(w, setup_.w)},
+                         {DNNL_ARG_BIAS, ToMemory(b, setup_.b)},
+                         {DNNL_ARG_DST, ToMemory(*y, setup_.y)}});
+  }
+
+ private:
+  Shape x_shape_, w_shape_, b_shape_;
+  FcSetup setup_;
+  dnnl::inner_product_forward primitive_;
+};
+
+class FcGradientOp : public Operator {
+ public:
+  FcGradientOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws), wants_(ParseWeightGradientOutputs(def)) {}
+
+  void Run() override {
+    const Tensor& x = Input(0);   // x is (N, K), or any shape that flattens to it at `axis`
+    const Tensor& w = Input(1);   // w is (M, K)
+    const Tensor& dy = Input(2);  // dy is x.shape[:axis] + (M)
+    int next = 0;
+    Tensor* dw = wants_.dweight ? Output(next++) : nullptr;  // dw is (M, K)
+    Tensor* db = wants_.dbias ? Output(next++) : nullptr;    // db is (M)
+    Tensor* dx = wants_.dx ? Output(next++) : nullptr;       // dx has x's shape
+    if (x.shape() != x_shape_ || w.shape() != w_shape_ || dy.shape() != dy_shape_)
+      Setup(x.shape(), w.shape(), dy);
+    if (dw) dw->Resize(w.shape());
+    if (db) db->Resize({w.dim(0)});
+    if (dx) dx->Resize(x.shape());
+    if (setup_.shapes.n == 0) {  // an empty batch contributes nothing
+      if (dw) dw->Zero();
+      if (db) db->Zero();
+      return;
+    }
+    memory dy_memory = ToMemory(dy, setup_.y);
+    if (weights_primitive_) {
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, ToMemory(x, setup_.x)},
+          {DNNL_ARG_DIFF_DST, dy_memory},
+          {DNNL_ARG_DIFF_WEIGHTS, dw ? ToMemory(*dw, setup_.w) : dw_scratch_}};
+      if (db) args[DNNL_ARG_DIFF_BIAS] = ToMemory(*db, setup_.b);
+      Execute(weights_primitive_, args);
+    }
+    if (data_primitive_)
+      Execute(data_primitive_, {{DNNL_ARG_DIFF_DST, dy_memory},
+                                {DNNL_ARG_WEIGHTS, ToMemory(w, setup_.w)},
+                                {DNNL_ARG_DIFF_SRC, ToMemory(*dx, setup_.x)}});
+  }
+
+ private:
+  void Setup(const Shape& x, const Shape& w, const Tensor& dy) {
+    setup_ = MakeFcSetup(def_, x, w, nullptr);
+    if (dy.shape() != setup_.shapes.y)
+      Fail(def_, fmt::format("dY is {} but the FC output is {}", ShapeToString(dy.shape()),
+                             ShapeToString(setup_.shapes.y)));
+    x_shape_ = x;
+    w_shape_ = w;
+    dy_shape_ = dy.shape();
+    if (setup_.shapes.n == 0) return;
+    if (wants_.dweight || wants_.dbias) {
+      auto desc = wants_.dbias
+                      ? dnnl::inner_product_backward_weights::desc(setup_.x, setup_.w, setup_.b, setup_.y)
+                      : dnnl::inner_product_backward_weights::desc(setup_.x, setup_.w, setup_.y);
+      weights_primitive_ = dnnl::inner_product_backward_weights(
+          dnnl::inner_product_backward_weights::primitive_desc(desc, CpuEngine(), setup_.forward));
+      // Without a dW output the primitive still needs somewhere to write it.
+      if (!wants_.dweight) dw_scratch_ = memory(setup_.w, CpuEngine());
+    }
+    if (wants_.dx) {
+      dnnl::inner_product_backward_data::desc desc(setup_.x, setup_.w, setup_.y);
+      data_primitive_ = dnnl::inner_product_backward_data(
+          dnnl::inner_product_backward_data::primitive_desc(desc, CpuEngine(), setup_.forward));
+    }
+  }
+
+  const WeightGradientOutputs wants_;
+  Shape x_shape_, w_shape_, dy_shape_;
+  FcSetup setup_;
+  dnnl::inner_product_backward_weights weights_primitive_;
+  dnnl::inner_product_backward_data data_primitive_;
+  memory dw_scratch_;
+};
+
+std::vector<TensorShape> FcShape(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  return {{FcOutputShape(def, in[0].dims, in[1].dims, &in[2].dims).y}};
+}
+
+std::vector<OperatorDef> FcGradient(const GradientContext& g) {
+  return {MakeWeightGradientOp("FCGradient", g)};
+}
+
+}  // namespace
+
+LOCKSTEP_OPERATOR_SCHEMA(FC).NumInputs(3).NumOutputs(1).ShapeFunction(FcShape);
+LOCKSTEP_OPERATOR_SCHEMA(FCGradient).NumInputs(3).NumOutputs(1, 3).ShapeFunction(WeightGradientShapes);
+LOCKSTEP_REGISTER_CPU_OPERATOR(FC, FcOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(FCGradient, FcGradientOp);
+LOCKSTEP_REGISTER_GRADIENT(FC, FcGradient);
+
+}  // namespace lockstep

@@ -1,0 +1,42 @@
+// Output selection of the Conv and FC gradient ops.
+#include "lockstep/ops/weight_gradient.h"
+
+namespace lockstep {
+
+WeightGradientOutputs ParseWeightGradientOutputs(const OperatorDef& def) {
+  bool dweight = GetIntArgument(def, "no_dweight", 0) == 0;
+  bool dbias = GetIntArgument(def, "no_bias", 0) == 0;
+  int named = dweight + dbias;
+  if (def.output_size() != named && def.output_size() != named + 1)
+    throw InvalidInput(
+        fmt::format("{}: expects {} or {} outputs ([dW unless no_dweight], [db unless no_bias], then "
+                    "an optional dX), got {}",
+                    DescribeOperator(def), named, named + 1, def.output_size()));
+  return {dweight, dbias, def.output_size() == named + 1};
+}
+
+OperatorDef MakeWeightGradientOp(const std::string& type, const GradientContext& g) {
+  std::vector<Arg> args = g.Args();
+  std::vector<std::string> outputs;
+  if (g.NeedsGI(1))
+    outputs.push_back(g.GI(1));
+  else
+    args.emplace_back("no_dweight", 1);
+  if (g.def.input_size() == 3 && g.NeedsGI(2))
+    outputs.push_back(g.GI(2));
+  else
+    args.emplace_back("no_bias", 1);
+  if (g.NeedsGI(0)) outputs.push_back(g.GI(0));
+  return MakeOperatorDef(type, {g.I(0), g.I(1), g.GO(0)}, outputs, args);
+}
+
+std::vector<TensorShape> WeightGradientShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  WeightGradientOutputs wants = ParseWeightGradientOutputs(def);
+  std::vector<TensorShape> out;
+  if (wants.dweight) out.push_back(in[1]);
+  if (wants.dbias) out.push_back({{in[1].dims.at(0)}});
+  if (wants.dx) out.push_back(in[0]);
+  return out;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,28 @@
+// The gradient-op convention shared by the layers with a weight and a bias (Conv, FC):
+// (X, W, dY) -> [dW unless no_dweight], [db unless no_bias], then dX when one more output is given.
+// With a trained weight and bias this is Caffe2's (dW, db[, dX]); the flags let a frozen weight or bias,
+// or a layer without bias, skip work.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/schema.h"
+
+namespace lockstep {
+
+struct WeightGradientOutputs {
+  bool dweight, dbias, dx;
+};
+
+// Throws InvalidInput naming the operator when its output count does not fit its flags.
+WeightGradientOutputs ParseWeightGradientOutputs(const OperatorDef& def);
+
+// The gradient op `type` for the forward op in g, whose inputs are (X, W[, b]); writes only the needed GIs.
+OperatorDef MakeWeightGradientOp(const std::string& type, const GradientContext& g);
+
+// Shape function: dW has W's shape, db is (W.dim(0)), dX has X's shape.
+std::vector<TensorShape> WeightGradientShapes(const OperatorDef& def, const std::vector<TensorShape>& in);
+
+}  // namespace lockstep
