@@ -26,8 +26,11 @@ class Operator {
   int OutputSize() const { return static_cast<int>(outputs_.size()); }
 
  protected:
-  // Inputs must exist and hold data when the operator runs.
-  const Tensor& Input(int i) const;
+  // Inputs must exist and hold data when the operator runs. An input in a backend layout reaches an operator
+  // that did not call AcceptLayouts() as a plain copy.
+  const Tensor& Input(int i);
+  // For operators that read backend layouts themselves (oneDNN primitives accept them directly).
+  void AcceptLayouts() { accepts_layouts_ = true; }
   Tensor* Output(int i) { return outputs_.at(i); }
   const std::string& InputName(int i) const { return def_.input(i); }
   const std::string& OutputName(int i) const { return def_.output(i); }
@@ -53,6 +56,8 @@ class Operator {
  private:
   std::vector<Tensor*> inputs_;
   std::vector<Tensor*> outputs_;
+  bool accepts_layouts_ = false;
+  std::vector<Tensor> plain_inputs_;  // conversion buffers, kept across runs
 };
 
 using OperatorFactory = std::function<std::unique_ptr<Operator>(const OperatorDef&, Workspace*)>;

@@ -48,21 +48,48 @@ int64_t NumElements(const Shape& shape) {
   return n;
 }
 
+void Tensor::Allocate(size_t bytes) {
+  if (bytes <= capacity_ && storage_) return;
+  // Round up so that odd sizes still leave vector kernels an aligned tail.
+  size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* memory = std::aligned_alloc(64, rounded);
+  LOCKSTEP_ENFORCE(memory != nullptr, "out of memory allocating {} bytes for a tensor of shape {}", rounded,
+                   ShapeToString(shape_));
+  storage_.reset(static_cast<uint8_t*>(memory), [](uint8_t* p) { std::free(p); });
+  capacity_ = rounded;
+}
+
 void Tensor::Resize(const Shape& shape, DataType type) {
-  int64_t numel = NumElements(shape);
-  size_t bytes = numel * ElementSize(type);
-  if (bytes > capacity_ || !storage_) {
-    // Round up so that odd sizes still leave vector kernels an aligned tail.
-    size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
-    void* memory = std::aligned_alloc(64, rounded);
-    LOCKSTEP_ENFORCE(memory != nullptr, "out of memory allocating {} bytes for a tensor of shape {}", rounded,
-                     ShapeToString(shape));
-    storage_.reset(static_cast<uint8_t*>(memory), [](uint8_t* p) { std::free(p); });
-    capacity_ = rounded;
-  }
+  numel_ = NumElements(shape);
   shape_ = shape;
-  numel_ = numel;
   dtype_ = type;
+  layout_.reset();
+  bytes_ = numel_ * ElementSize(type);
+  Allocate(bytes_);
+}
+
+void Tensor::ResizeWithLayout(const Shape& shape, DataType type, std::shared_ptr<const TensorLayout> layout,
+                              size_t bytes) {
+  numel_ = NumElements(shape);
+  LOCKSTEP_ENFORCE_GE(bytes, numel_ * ElementSize(type), "layout smaller than the tensor");
+  shape_ = shape;
+  dtype_ = type;
+  layout_ = std::move(layout);
+  bytes_ = bytes;
+  Allocate(bytes_);
+}
+
+namespace {
+LayoutConverter layout_converter = nullptr;
+}
+
+void RegisterLayoutConverter(LayoutConverter converter) { layout_converter = converter; }
+
+void Tensor::ToPlain(Tensor* plain) const {
+  LOCKSTEP_ENFORCE(plain != this, "ToPlain needs a separate output tensor");
+  if (is_plain()) return plain->CopyFrom(*this);
+  LOCKSTEP_ENFORCE(layout_converter != nullptr, "no backend registered to convert tensor layouts");
+  layout_converter(*this, plain);
 }
 
 void Tensor::ShareData(const Tensor& other) {
@@ -70,17 +97,23 @@ void Tensor::ShareData(const Tensor& other) {
   capacity_ = other.capacity_;
   shape_ = other.shape_;
   numel_ = other.numel_;
+  bytes_ = other.bytes_;
   dtype_ = other.dtype_;
+  layout_ = other.layout_;
 }
 
 void Tensor::CopyFrom(const Tensor& other) {
   if (this == &other) return;
-  Resize(other.shape_, other.dtype_);
-  if (nbytes() > 0 && raw_data() != other.raw_data()) std::memcpy(raw_data(), other.raw_data(), nbytes());
+  if (other.is_plain()) {
+    Resize(other.shape_, other.dtype_);
+  } else {
+    ResizeWithLayout(other.shape_, other.dtype_, other.layout_, other.bytes_);
+  }
+  if (bytes_ > 0 && raw_data() != other.raw_data()) std::memcpy(raw_data(), other.raw_data(), bytes_);
 }
 
 void Tensor::Zero() {
-  if (nbytes() > 0) std::memset(raw_data(), 0, nbytes());
+  if (bytes_ > 0) std::memset(raw_data(), 0, bytes_);
 }
 
 int64_t Tensor::dim(int i) const {
@@ -102,9 +135,11 @@ int64_t Tensor::SizeToDim(int axis) const {
   return n;
 }
 
-void Tensor::CheckType(DataType type) const {
+void Tensor::CheckPlain(DataType type) const {
   LOCKSTEP_ENFORCE(dtype_ == type, "tensor holds {} but was read as {}", DataTypeName(dtype_),
                    DataTypeName(type));
+  LOCKSTEP_ENFORCE(is_plain(), "tensor of shape {} is in a backend layout; read it through ToPlain()",
+                   ShapeToString(shape_));
 }
 
 }  // namespace lockstep

@@ -33,6 +33,10 @@ struct Device {
 };
 
 using Shape = std::vector<int64_t>;
+
+// A backend memory layout other than plain row-major (oneDNN's blocked formats such as nChw16c), defined by
+// the CPU backend; the core only carries it along. Tensors without one are plain row-major.
+struct TensorLayout;
 std::string ShapeToString(const Shape& shape);  // "(2, 3)"
 int64_t NumElements(const Shape& shape);
 
@@ -41,8 +45,16 @@ class Tensor {
   Tensor() = default;
   Tensor(const Shape& shape, DataType type) { Resize(shape, type); }
 
-  // Sets the shape and dtype; reallocates only when the buffer is too small (contents are then undefined).
+  // Sets the shape and dtype in plain layout; reallocates only when the buffer is too small (contents are then
+  // undefined).
   void Resize(const Shape& shape, DataType type = DataType::kFloat);
+  // Same, in a backend layout that occupies `bytes` (blocked formats may pad, so bytes >= numel * size).
+  void ResizeWithLayout(const Shape& shape, DataType type, std::shared_ptr<const TensorLayout> layout, size_t bytes);
+  const TensorLayout* layout() const { return layout_.get(); }
+  const std::shared_ptr<const TensorLayout>& shared_layout() const { return layout_; }
+  bool is_plain() const { return !layout_; }
+  // Writes this tensor's values into `plain` in row-major layout.
+  void ToPlain(Tensor* plain) const;
   // Makes this tensor an alias of other's buffer (same bytes; used when buffers are shared on purpose).
   void ShareData(const Tensor& other);
   void CopyFrom(const Tensor& other);
@@ -53,35 +65,43 @@ class Tensor {
   int64_t dim(int i) const;
   int ndim() const { return static_cast<int>(shape_.size()); }
   int64_t numel() const { return numel_; }
-  size_t nbytes() const { return numel_ * ElementSize(dtype_); }
+  size_t nbytes() const { return bytes_; }  // bytes in use, including any layout padding
   bool defined() const { return dtype_ != DataType::kUndefined; }
   const Device& device() const { return device_; }
   // Product of the dims from axis on (and before axis), as Caffe2's size_from_dim / size_to_dim.
   int64_t SizeFromDim(int axis) const;
   int64_t SizeToDim(int axis) const;
 
+  // The buffer in whatever layout the tensor has; data<T>() is for plain tensors only.
   void* raw_data() { return storage_.get(); }
   const void* raw_data() const { return storage_.get(); }
   template <typename T>
   T* data() {
-    CheckType(DataTypeOf<T>());
+    CheckPlain(DataTypeOf<T>());
     return reinterpret_cast<T*>(storage_.get());
   }
   template <typename T>
   const T* data() const {
-    CheckType(DataTypeOf<T>());
+    CheckPlain(DataTypeOf<T>());
     return reinterpret_cast<const T*>(storage_.get());
   }
 
  private:
-  void CheckType(DataType type) const;
+  void CheckPlain(DataType type) const;
+  void Allocate(size_t bytes);
 
   DataType dtype_ = DataType::kUndefined;
   Shape shape_;
   int64_t numel_ = 0;
+  size_t bytes_ = 0;
   size_t capacity_ = 0;
+  std::shared_ptr<const TensorLayout> layout_;
   std::shared_ptr<uint8_t> storage_;
   Device device_;
 };
+
+// The backend registers how its layouts turn into plain row-major (ToPlain calls it).
+using LayoutConverter = void (*)(const Tensor& from, Tensor* plain);
+void RegisterLayoutConverter(LayoutConverter converter);
 
 }  // namespace lockstep

@@ -15,7 +15,12 @@ std::string CheckpointPath(const std::string& directory, const std::string& name
 void SaveCheckpoint(const std::string& path, const Workspace& ws, const std::string& scope,
                     const std::vector<std::string>& names, const TrainerState& state) {
   std::map<std::string, const Tensor*> tensors;
-  for (const auto& name : names) tensors[name] = &ws.Blob(scope + name);
+  std::map<std::string, Tensor> plain;  // blobs in a backend layout are saved row-major
+  for (const auto& name : names) {
+    const Tensor& blob = ws.Blob(scope + name);
+    if (!blob.is_plain()) blob.ToPlain(&plain[name]);
+    tensors[name] = blob.is_plain() ? &blob : &plain[name];
+  }
   std::map<std::string, std::string> metadata = {
       {"format", "lockstep"},
       {"lockstep_version", LOCKSTEP_VERSION},
