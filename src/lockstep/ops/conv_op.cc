@@ -41,7 +41,7 @@ Shape ConvOutputShape(const OperatorDef& def, const ConvPoolArgs& args, int64_t 
   return {x[0], filter[0], out_h, out_w};
 }
 
-memory::desc AnyLayout(const memory::desc& desc) {
+memory::desc AnyLayoutUnused(const memory::desc& desc) {
   return memory::desc(desc.dims(), memory::data_type::f32, memory::format_tag::any);
 }
 

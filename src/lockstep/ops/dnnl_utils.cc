@@ -43,6 +43,37 @@ void Execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnn
   ThreadStream().wait();
 }
 
+dnnl::memory::desc DescOf(const Tensor& tensor) {
+  return tensor.is_plain() ? PlainDesc(tensor.shape()) : tensor.layout()->desc;
+}
+
+dnnl::memory AsMemory(const Tensor& tensor) { return ToMemory(tensor, DescOf(tensor)); }
+
+dnnl::memory ResizeForDesc(Tensor* tensor, const Shape& shape, const dnnl::memory::desc& desc) {
+  if (desc == PlainDesc(shape)) {
+    tensor->Resize(shape);
+  } else if (tensor->is_plain() || tensor->layout()->desc != desc || tensor->shape() != shape) {
+    tensor->ResizeWithLayout(shape, DataType::kFloat, std::make_shared<TensorLayout>(TensorLayout{desc}),
+                             desc.get_size());
+  }
+  return dnnl::memory(desc, CpuEngine(), tensor->raw_data());
+}
+
+dnnl::memory::desc AnyLayout(const dnnl::memory::desc& desc) {
+  return dnnl::memory::desc(desc.dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+}
+
+namespace {
+void ReorderToPlain(const Tensor& from, Tensor* plain) {
+  plain->Resize(from.shape(), from.dtype());
+  if (from.numel() == 0) return;
+  dnnl::memory source = AsMemory(from);
+  dnnl::memory target = ToMemory(*plain);
+  Execute(dnnl::reorder(source, target), {{DNNL_ARG_FROM, source}, {DNNL_ARG_TO, target}});
+}
+const bool registered = (RegisterLayoutConverter(ReorderToPlain), true);
+}  // namespace
+
 dnnl::memory ReorderIfNeeded(const dnnl::memory& user, const dnnl::memory::desc& desc, dnnl::memory* scratch) {
   if (user.get_desc() == desc) return user;
   if (!*scratch || scratch->get_desc() != desc) *scratch = dnnl::memory(desc, CpuEngine());

@@ -19,6 +19,22 @@ dnnl::memory::desc PlainDesc(const Shape& shape);
 dnnl::memory ToMemory(const Tensor& tensor);
 dnnl::memory ToMemory(const Tensor& tensor, const dnnl::memory::desc& desc);
 
+// A tensor's backend layout is a oneDNN memory descriptor (blocked formats such as nChw16c). Layout-aware
+// operators read inputs in whatever layout they come and leave outputs in the layout their primitive prefers,
+// so chains of oneDNN operators never convert; other operators see plain copies (Operator::Input).
+struct TensorLayout {
+  dnnl::memory::desc desc;
+};
+
+// The tensor's descriptor: its backend layout, or plain row-major float32.
+dnnl::memory::desc DescOf(const Tensor& tensor);
+// The tensor's buffer in its own layout.
+dnnl::memory AsMemory(const Tensor& tensor);
+// Sizes `tensor` to hold `shape` in `desc`'s layout (plain when desc is plain) and returns memory over it.
+dnnl::memory ResizeForDesc(Tensor* tensor, const Shape& shape, const dnnl::memory::desc& desc);
+// `desc` with its layout left for the primitive to choose.
+dnnl::memory::desc AnyLayout(const dnnl::memory::desc& desc);
+
 // Executes a primitive on this thread's stream and waits.
 void Execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args);
 
