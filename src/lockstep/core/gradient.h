@@ -26,11 +26,15 @@ struct GradientContext {
   const std::string& GO(int i) const { return output_grads.at(i); }
   const std::string& GI(int i) const { return input_grads.at(i); }
   bool NeedsGI(int i) const { return !input_grads.at(i).empty(); }
+  // Declares that input i's gradient is the existing blob `gradient` (e.g. Add's dA is dY): no op, no copy.
+  void PassThrough(int i, const std::string& gradient) {
+    if (NeedsGI(i)) input_grads.at(i) = gradient;
+  }
   // Copies every argument of the forward op (gradient ops mostly share them).
   std::vector<Arg> Args() const;
 };
 
-using GradientMaker = std::function<std::vector<OperatorDef>(const GradientContext&)>;
+using GradientMaker = std::function<std::vector<OperatorDef>(GradientContext&)>;
 
 class GradientRegistry {
  public:
