@@ -176,7 +176,8 @@ def main():
     args = parse_args()
     require_lockstep(args.lockstep)
 
-    lockstep_arguments = ["--model", "lenet", "--train_data", "fashion-mnist", "--use_cpu", "--num_gpus", "1",
+    lockstep_arguments = ["--model", "lenet", "--train_data", "fashion-mnist", "--test_data", "fashion-mnist",
+                          "--use_cpu", "--num_gpus", "1",
                           "--batch_size", str(args.batch_size), "--base_learning_rate", repr(args.lr),
                           "--momentum", "0", "--weight_decay", "0", "--num_epochs", str(args.epochs),
                           "--threads", str(args.threads), "--seed", str(args.seed)]

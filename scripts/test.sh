@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 cd build
-ctest --output-on-failure -j 2 --timeout 300
+ctest --output-on-failure --timeout 300
