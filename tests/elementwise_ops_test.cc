@@ -1,7 +1,71 @@
-// Add (plain and broadcast), Sum (including in place), Scale and SumReduceLike: values and gradients.
+// Add (plain and broadcast), Sum (including in place), Scale and SumReduceLike: values and gradients, and
+// blocked-layout inputs against plain ones.
+#include "lockstep/ops/dnnl_utils.h"
 #include "test_util.h"
 
 namespace lockstep::testing {
+namespace {
+
+// plain is (N, C, H, W). Returns it in oneDNN's nChw16c layout, the one Conv leaves its outputs in: channels
+// in blocks of 16, innermost, the last block zero-padded. Built by hand since the tests do not link oneDNN.
+Tensor Blocked(const Tensor& plain) {
+  int64_t n = plain.dim(0), c = plain.dim(1), hw = plain.SizeFromDim(2), padded_c = (c + 15) / 16 * 16;
+  dnnl_memory_desc_t desc{};
+  desc.ndims = 4;
+  desc.data_type = dnnl_f32;
+  desc.format_kind = dnnl_blocked;
+  for (int i = 0; i < 4; ++i) desc.dims[i] = desc.padded_dims[i] = plain.dim(i);
+  desc.padded_dims[1] = padded_c;
+  auto& blocking = desc.format_desc.blocking;
+  int64_t strides[4] = {padded_c * hw, 16 * hw, 16 * plain.dim(3), 16};
+  std::copy(strides, strides + 4, blocking.strides);
+  blocking.inner_nblks = 1;
+  blocking.inner_blks[0] = 16;
+  blocking.inner_idxs[0] = 1;
+  Tensor blocked;
+  blocked.ResizeWithLayout(plain.shape(), DataType::kFloat,
+                           std::make_shared<TensorLayout>(TensorLayout{desc}),
+                           n * padded_c * hw * sizeof(float));
+  blocked.Zero();
+  float* to = static_cast<float*>(blocked.raw_data());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t k = 0; k < hw; ++k)
+        to[((i * padded_c / 16 + ch / 16) * hw + k) * 16 + ch % 16] =
+            plain.data<float>()[(i * c + ch) * hw + k];
+  return blocked;
+}
+
+Tensor PlainCopy(const Tensor& tensor) {
+  Tensor plain;
+  tensor.ToPlain(&plain);
+  return plain;
+}
+
+// C = 20 pads the last block of 16 channels.
+const Shape kBlockedShape{2, 20, 3, 5};
+
+// Runs `def` on plain inputs and again with the inputs named in `blocked` given in nChw16c; the output must
+// match and be blocked exactly when its first input is.
+void ExpectBlockedMatchesPlain(const OperatorDef& def, const std::vector<std::string>& blocked_inputs) {
+  Workspace plain, blocked;
+  for (int i = 0; i < def.input_size(); ++i) {
+    if (plain.HasBlob(def.input(i))) continue;
+    Tensor value = RandomTensor(kBlockedShape, 10 + i);
+    Feed(&plain, def.input(i), value);
+    bool is_blocked =
+        std::find(blocked_inputs.begin(), blocked_inputs.end(), def.input(i)) != blocked_inputs.end();
+    Feed(&blocked, def.input(i), is_blocked ? Blocked(value) : value);
+  }
+  bool first_blocked = !blocked.Blob(def.input(0)).is_plain();
+  RunOp(&plain, def);
+  RunOp(&blocked, def);
+  const Tensor& output = blocked.Blob(def.output(0));
+  EXPECT_EQ(output.is_plain(), !first_blocked) << def.DebugString();
+  ExpectNear(PlainCopy(output), plain.Blob(def.output(0)), 1e-5f);
+}
+
+}  // namespace
 
 TEST(ElementwiseOps, AddSameShape) {
   Workspace ws;
@@ -114,6 +178,23 @@ TEST(ElementwiseOps, ScaleValuesAndInPlace) {
   EXPECT_EQ(Values(ws.Blob("copy")), Values(ws.Blob("x")));
 }
 
+// oneDNN takes ranks 1 to 5; other ranks are computed as flat vectors.
+TEST(ElementwiseOps, ScalarsAndRankSix) {
+  Workspace ws;
+  Feed(&ws, "s", TensorFromValues({}, {2.f}));
+  Feed(&ws, "t", TensorFromValues({}, {5.f}));
+  RunOp(&ws, MakeOperatorDef("Add", {"s", "t"}, {"u"}));
+  RunOp(&ws, MakeOperatorDef("Sum", {"u", "s"}, {"u"}));
+  RunOp(&ws, MakeOperatorDef("Scale", {"u"}, {"v"}, {Arg("scale", 2.f)}));
+  EXPECT_EQ(ws.Blob("v").shape(), Shape{});
+  EXPECT_EQ(Values(ws.Blob("v")), std::vector<float>{18.f});
+  Feed(&ws, "x", TensorFromValues({1, 2, 1, 2, 1, 1}, {1.f, 2.f, 3.f, 4.f}));
+  RunOp(&ws, MakeOperatorDef("Add", {"x", "x"}, {"y"}));
+  RunOp(&ws, MakeOperatorDef("Scale", {"y"}, {"y"}, {Arg("scale", 0.5f)}));
+  EXPECT_EQ(ws.Blob("y").shape(), (Shape{1, 2, 1, 2, 1, 1}));
+  EXPECT_EQ(Values(ws.Blob("y")), (std::vector<float>{1.f, 2.f, 3.f, 4.f}));
+}
+
 TEST(ElementwiseOps, ScaleGradient) {
   CheckGradient(MakeOperatorDef("Scale", {"x"}, {"y"}, {Arg("scale", 0.25f)}),
                 {{"x", RandomTensor({2, 5}, 1)}});
@@ -129,6 +210,35 @@ TEST(ElementwiseOps, SumReduceLikeSumsLeadingDims) {
   expected.Zero();
   for (int64_t i = 0; i < dy.numel(); ++i) expected.data<float>()[i % 6] += dy.data<float>()[i];
   ExpectNear(ws.Blob("db"), expected, 1e-5f);
+}
+
+TEST(ElementwiseOps, BlockedInputsKeepTheFirstInputsLayout) {
+  for (const char* c : {"c", "a", "b"}) {  // C in place over A or B as well
+    auto add = MakeOperatorDef("Add", {"a", "b"}, {c});
+    for (auto blocked : std::vector<std::vector<std::string>>{{"a"}, {"b"}, {"a", "b"}})
+      ExpectBlockedMatchesPlain(add, blocked);
+  }
+  for (const char* y : {"y", "x0"}) {
+    auto sum = MakeOperatorDef("Sum", {"x0", "x1", "x2"}, {y});
+    for (auto blocked :
+         std::vector<std::vector<std::string>>{{"x0"}, {"x0", "x2"}, {"x1"}, {"x0", "x1", "x2"}})
+      ExpectBlockedMatchesPlain(sum, blocked);
+  }
+  for (const char* y : {"y", "x"})
+    ExpectBlockedMatchesPlain(MakeOperatorDef("Scale", {"x"}, {y}, {Arg("scale", -1.5f)}), {"x"});
+}
+
+TEST(ElementwiseOps, BroadcastAddOfBlockedInputIsPlain) {
+  Workspace plain, blocked;
+  Tensor a = RandomTensor(kBlockedShape, 1), b = RandomTensor({3, 5}, 2);
+  Feed(&plain, "a", a);
+  Feed(&blocked, "a", Blocked(a));
+  for (Workspace* ws : {&plain, &blocked}) {
+    Feed(ws, "b", b);
+    RunOp(ws, MakeOperatorDef("Add", {"a", "b"}, {"a"}, {Arg("broadcast", 1)}));
+  }
+  EXPECT_TRUE(blocked.Blob("a").is_plain());
+  ExpectNear(blocked.Blob("a"), plain.Blob("a"), 1e-6f);
 }
 
 TEST(ElementwiseOps, ShapeInference) {

@@ -1,6 +1,8 @@
-// SpatialBN: training and test forward against a reference loop, running-statistics update, gradients.
+// SpatialBN: training and test forward against a reference loop, running-statistics update, gradients, and
+// blocked-layout inputs against plain ones.
 #include <cmath>
 
+#include "lockstep/ops/dnnl_utils.h"
 #include "test_util.h"
 
 namespace lockstep::testing {
@@ -45,6 +47,42 @@ OperatorDef TrainingBN(float momentum = 0.9f) {
   return MakeOperatorDef("SpatialBN", {"x", "scale", "bias", "rm", "rv"},
                          {"y", "rm", "rv", "saved_mean", "saved_var"},
                          {Arg("momentum", momentum), Arg("epsilon", 1e-5f)});
+}
+
+// plain is (N, C, H, W). Returns it in oneDNN's nChw16c layout, the one Conv leaves its outputs in: channels
+// in blocks of 16, innermost, the last block zero-padded. Built by hand since the tests do not link oneDNN.
+Tensor Blocked(const Tensor& plain) {
+  int64_t n = plain.dim(0), c = plain.dim(1), hw = plain.SizeFromDim(2), padded_c = (c + 15) / 16 * 16;
+  dnnl_memory_desc_t desc{};
+  desc.ndims = 4;
+  desc.data_type = dnnl_f32;
+  desc.format_kind = dnnl_blocked;
+  for (int i = 0; i < 4; ++i) desc.dims[i] = desc.padded_dims[i] = plain.dim(i);
+  desc.padded_dims[1] = padded_c;
+  auto& blocking = desc.format_desc.blocking;
+  int64_t strides[4] = {padded_c * hw, 16 * hw, 16 * plain.dim(3), 16};
+  std::copy(strides, strides + 4, blocking.strides);
+  blocking.inner_nblks = 1;
+  blocking.inner_blks[0] = 16;
+  blocking.inner_idxs[0] = 1;
+  Tensor blocked;
+  blocked.ResizeWithLayout(plain.shape(), DataType::kFloat,
+                           std::make_shared<TensorLayout>(TensorLayout{desc}),
+                           n * padded_c * hw * sizeof(float));
+  blocked.Zero();
+  float* to = static_cast<float*>(blocked.raw_data());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t k = 0; k < hw; ++k)
+        to[((i * padded_c / 16 + ch / 16) * hw + k) * 16 + ch % 16] =
+            plain.data<float>()[(i * c + ch) * hw + k];
+  return blocked;
+}
+
+Tensor PlainCopy(const Tensor& tensor) {
+  Tensor plain;
+  tensor.ToPlain(&plain);
+  return plain;
 }
 
 void FeedBN(Workspace* ws, const Shape& x_shape) {
@@ -140,6 +178,54 @@ TEST(SpatialBNOp, TestModeGradient) {
                  {"rm", RandomTensor({3}, 34)},
                  {"rv", RandomTensor({3}, 35, 0.5f, 2.f)}},
                 options);
+}
+
+// C = 20 pads the last block of 16 channels.
+TEST(SpatialBNOp, BlockedInputMatchesPlain) {
+  for (Shape shape : {Shape{4, 32, 5, 3}, Shape{3, 20, 4, 4}}) {
+    for (bool is_test : {false, true}) {
+      auto def = is_test ? MakeOperatorDef("SpatialBN", {"x", "scale", "bias", "rm", "rv"}, {"y"},
+                                           {Arg("is_test", 1)})
+                         : TrainingBN();
+      Workspace plain, blocked;
+      FeedBN(&plain, shape);
+      FeedBN(&blocked, shape);
+      Feed(&blocked, "x", Blocked(plain.Blob("x")));
+      RunOp(&plain, def);
+      RunOp(&blocked, def);
+      EXPECT_FALSE(blocked.Blob("y").is_plain());
+      ExpectNear(PlainCopy(blocked.Blob("y")), plain.Blob("y"), 1e-5f);
+      if (is_test) continue;
+      for (const char* name : {"rm", "rv", "saved_mean", "saved_var"})
+        ExpectNear(blocked.Blob(name), plain.Blob(name), 1e-5f);
+    }
+  }
+}
+
+// dY comes plain (reordered to X's layout) or blocked; dX keeps X's layout; dscale and dbias stay plain.
+TEST(SpatialBNOp, GradientOfBlockedInputMatchesPlain) {
+  Shape shape{3, 20, 4, 4};
+  for (bool blocked_dy : {false, true}) {
+    for (std::vector<int64_t> gradients : {std::vector<int64_t>{0, 1, 2}, std::vector<int64_t>{0}}) {
+      std::vector<std::string> outputs{"dx", "dscale", "dbias"};
+      outputs.resize(gradients.size());
+      auto def = MakeOperatorDef("SpatialBNGradient", {"x", "scale", "dy", "saved_mean", "saved_var"},
+                                 outputs, {Arg("gradients", gradients)});
+      Workspace plain, blocked;
+      FeedBN(&plain, shape);
+      RunOp(&plain, TrainingBN());
+      Feed(&plain, "dy", RandomTensor(shape, 7));
+      for (const char* name : {"scale", "saved_mean", "saved_var"}) Feed(&blocked, name, plain.Blob(name));
+      Feed(&blocked, "x", Blocked(plain.Blob("x")));
+      Feed(&blocked, "dy", blocked_dy ? Blocked(plain.Blob("dy")) : plain.Blob("dy"));
+      RunOp(&plain, def);
+      RunOp(&blocked, def);
+      EXPECT_FALSE(blocked.Blob("dx").is_plain());
+      ExpectNear(PlainCopy(blocked.Blob("dx")), plain.Blob("dx"), 1e-5f);
+      for (size_t i = 1; i < outputs.size(); ++i)
+        ExpectNear(blocked.Blob(outputs[i]), plain.Blob(outputs[i]), 1e-5f);
+    }
+  }
 }
 
 TEST(SpatialBNOp, ShapeInference) {

@@ -1,5 +1,6 @@
 // Element-wise arithmetic on oneDNN primitives: Add (with suffix broadcasting), Sum of many tensors (the
-// autodiff's way of adding partial gradients), Scale, and SumReduceLike, which undoes Add's broadcast.
+// autodiff's way of adding partial gradients), Scale, and SumReduceLike, which undoes Add's broadcast. Add
+// without broadcast, Sum and Scale compute in the layout of their first input and leave it on the output.
 #include <algorithm>
 
 #include "lockstep/core/gradient.h"
@@ -23,41 +24,80 @@ Shape AddShape(const OperatorDef& def, const Shape& a, const Shape& b) {
   return a;
 }
 
+// The descriptor an element-wise op sees `tensor` through: its backend layout, or plain. oneDNN takes ranks 1
+// to 5 only, so plain tensors of other ranks (scalars included) are seen as flat vectors.
+dnnl::memory::desc ElementwiseDesc(const Tensor& tensor) {
+  if (!tensor.is_plain()) return tensor.layout()->desc;
+  return tensor.ndim() >= 1 && tensor.ndim() <= 5 ? PlainDesc(tensor.shape()) : PlainDesc({tensor.numel()});
+}
+
+// `tensor` in `desc` (the ElementwiseDesc of a tensor of the same shape), reordered into `scratch` when its
+// layout differs.
+dnnl::memory InLayout(const Tensor& tensor, const dnnl::memory::desc& desc, dnnl::memory* scratch) {
+  return ReorderIfNeeded(ToMemory(tensor, ElementwiseDesc(tensor)), desc, scratch);
+}
+
+// Sizes `out` to `shape` in `desc` (the ElementwiseDesc of a tensor of that shape). The buffer stays when
+// `out` already has that shape and layout, so an output that is also an input is not lost.
+dnnl::memory ResizeElementwise(Tensor* out, const Shape& shape, const dnnl::memory::desc& desc) {
+  if (shape.empty() || shape.size() > 5) {  // plain, seen as a flat vector
+    out->Resize(shape);
+    return ToMemory(*out, desc);
+  }
+  return ResizeForDesc(out, shape, desc);
+}
+
+// Without broadcast, C = A + B in A's layout, with B reordered when its layout differs. With broadcast=1 the
+// op sees plain copies.
 class AddOp : public Operator {
  public:
-  using Operator::Operator;
+  AddOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), broadcast_(IntArg("broadcast", 0) != 0) {
+    if (!broadcast_) AcceptLayouts();
+  }
 
   void Run() override {
-    const Tensor& a = Input(0);  // a is any shape
+    const Tensor& a = Input(0);  // a is any shape (any layout without broadcast)
     const Tensor& b = Input(1);  // b is a's shape, or a suffix of it with broadcast=1
     Shape shape = AddShape(def_, a.shape(), b.shape());
     if (IsInplace(1, 0) && a.shape() != b.shape())
       throw InvalidInput(
           fmt::format("{}: C may overwrite B only when A and B have the same shape", DescribeOperator(def_)));
-    Tensor* c = Output(0);  // c has a's shape
-    // oneDNN computes in place only over its first source; addition commutes, so B may take that place.
-    const Tensor& first = IsInplace(1, 0) ? b : a;
-    const Tensor& second = IsInplace(1, 0) ? a : b;
-    c->Resize(shape);
-    if (c->numel() == 0) return;
-    int64_t inner = b.numel();
-    int64_t outer = a.numel() / inner;
-    if (a.shape() != shape_ || b.shape() != b_shape_) {
-      shape_ = a.shape();
-      b_shape_ = b.shape();
-      dnnl::binary::desc desc(dnnl::algorithm::binary_add, PlainDesc({outer, inner}), PlainDesc({1, inner}),
-                              PlainDesc({outer, inner}));
-      primitive_ = dnnl::binary(dnnl::binary::primitive_desc(desc, CpuEngine()));
+    Tensor* c = Output(0);  // c has a's shape (and layout, without broadcast)
+    if (broadcast_) {
+      c->Resize(shape);
+      if (c->numel() == 0) return;
+      // a is (outer, inner) and b is (1, inner) once flattened.
+      int64_t inner = b.numel();
+      auto full = PlainDesc({a.numel() / inner, inner});
+      Compute(ToMemory(a, full), ToMemory(b, PlainDesc({1, inner})), ToMemory(*c, full));
+      return;
     }
-    // When B takes the first place the shapes are equal, so outer is 1 and both descriptors are (1, inner).
-    auto full = PlainDesc({outer, inner});
-    Execute(primitive_, {{DNNL_ARG_SRC_0, ToMemory(first, full)},
-                         {DNNL_ARG_SRC_1, ToMemory(second, PlainDesc({1, inner}))},
-                         {DNNL_ARG_DST, ToMemory(*c, full)}});
+    auto desc = ElementwiseDesc(a);
+    dnnl::memory second = InLayout(b, desc, &b_scratch_);  // before sizing C, which may be B
+    dnnl::memory first = ToMemory(a, desc);
+    dnnl::memory dst = ResizeElementwise(c, shape, desc);
+    if (c->numel() == 0) return;
+    Compute(first, second, dst);
   }
 
  private:
-  Shape shape_, b_shape_;
+  // dst = first + second, where second may broadcast over first's leading dim (1 there).
+  void Compute(dnnl::memory first, dnnl::memory second, const dnnl::memory& dst) {
+    // oneDNN computes in place only over its first source; addition commutes, so when dst is the second
+    // (the shapes are then equal) they trade places.
+    if (second.get_data_handle() == dst.get_data_handle()) std::swap(first, second);
+    if (first.get_desc() != first_desc_ || second.get_desc() != second_desc_) {
+      first_desc_ = first.get_desc();
+      second_desc_ = second.get_desc();
+      dnnl::binary::desc desc(dnnl::algorithm::binary_add, first_desc_, second_desc_, dst.get_desc());
+      primitive_ = dnnl::binary(dnnl::binary::primitive_desc(desc, CpuEngine()));
+    }
+    Execute(primitive_, {{DNNL_ARG_SRC_0, first}, {DNNL_ARG_SRC_1, second}, {DNNL_ARG_DST, dst}});
+  }
+
+  bool broadcast_;
+  dnnl::memory b_scratch_;
+  dnnl::memory::desc first_desc_, second_desc_;
   dnnl::binary primitive_;
 };
 
@@ -68,30 +108,33 @@ void CheckSumInput(const OperatorDef& def, int i, const Shape& shape, const Shap
                                    ShapeToString(first)));
 }
 
+// Y = X0 + X1 + ... in X0's layout; the others are reordered where their layouts differ.
 class SumOp : public Operator {
  public:
-  using Operator::Operator;
+  SumOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), scratch_(InputSize()) { AcceptLayouts(); }
 
   void Run() override {
-    const Tensor& x0 = Input(0);  // every input is x0's shape
+    const Tensor& x0 = Input(0);  // every input is x0's shape, any layout
     for (int i = 1; i < InputSize(); ++i) CheckSumInput(def_, i, Input(i).shape(), x0.shape());
-    Tensor* y = Output(0);  // y has x0's shape; it may be x0 itself
-    y->Resize(x0.shape());
+    Tensor* y = Output(0);  // y has x0's shape and layout; it may be x0 itself
+    auto desc = ElementwiseDesc(x0);
+    std::unordered_map<int, dnnl::memory> args;
+    for (int i = 0; i < InputSize(); ++i)
+      args[DNNL_ARG_MULTIPLE_SRC + i] = InLayout(Input(i), desc, &scratch_[i]);
+    args[DNNL_ARG_DST] = ResizeElementwise(y, x0.shape(), desc);
     if (y->numel() == 0) return;
-    auto desc = PlainDesc({x0.numel()});
-    if (x0.shape() != shape_) {
-      shape_ = x0.shape();
+    if (desc != desc_) {
+      desc_ = desc;
       primitive_ = dnnl::sum(dnnl::sum::primitive_desc(desc, std::vector<float>(InputSize(), 1.f),
                                                        std::vector<dnnl::memory::desc>(InputSize(), desc),
                                                        CpuEngine()));
     }
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, ToMemory(*y, desc)}};
-    for (int i = 0; i < InputSize(); ++i) args[DNNL_ARG_MULTIPLE_SRC + i] = ToMemory(Input(i), desc);
     Execute(primitive_, args);
   }
 
  private:
-  Shape shape_;
+  std::vector<dnnl::memory> scratch_;  // per input, for layout conversion
+  dnnl::memory::desc desc_;
   dnnl::sum primitive_;
 };
 
@@ -100,29 +143,33 @@ std::vector<TensorShape> SumShapes(const OperatorDef& def, const std::vector<Ten
   return {in[0]};
 }
 
-// y = scale * x with oneDNN's linear eltwise; with scale 1 it is the copy that gradients of Add and Sum use.
+// y = scale * x with oneDNN's linear eltwise, in x's layout; with scale 1 it is the copy that gradients of
+// Add and Sum use.
 class ScaleOp : public Operator {
  public:
-  ScaleOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), scale_(FloatArg("scale", 1.f)) {}
+  ScaleOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), scale_(FloatArg("scale", 1.f)) {
+    AcceptLayouts();
+  }
 
   void Run() override {
-    const Tensor& x = Input(0);  // x is any shape
-    Tensor* y = Output(0);       // y has x's shape
-    y->Resize(x.shape());
+    const Tensor& x = Input(0);  // x is any shape, any layout
+    Tensor* y = Output(0);       // y has x's shape and layout
+    auto desc = ElementwiseDesc(x);
+    dnnl::memory src = ToMemory(x, desc);
+    dnnl::memory dst = ResizeElementwise(y, x.shape(), desc);
     if (x.numel() == 0) return;
-    auto desc = PlainDesc({x.numel()});
-    if (x.shape() != shape_) {
-      shape_ = x.shape();
+    if (desc != desc_) {
+      desc_ = desc;
       dnnl::eltwise_forward::desc op_desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_linear,
                                           desc, scale_, 0.f);
       primitive_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(op_desc, CpuEngine()));
     }
-    Execute(primitive_, {{DNNL_ARG_SRC, ToMemory(x, desc)}, {DNNL_ARG_DST, ToMemory(*y, desc)}});
+    Execute(primitive_, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
   }
 
  private:
   float scale_;
-  Shape shape_;
+  dnnl::memory::desc desc_;
   dnnl::eltwise_forward primitive_;
 };
 
