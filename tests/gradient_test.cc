@@ -67,6 +67,22 @@ TEST(Gradient, OpWithoutGradientOnThePathIsAnError) {
   EXPECT_THROW(AddGradientOperators(&bad, {"y"}, {"w"}), InvalidInput);
 }
 
+TEST(Gradient, AddPassesGradientThroughWithoutCopies) {
+  // y = (a + b) + a: a's gradient is 2 dy, b's is dy, and no op copies dy.
+  NetDef net;
+  *net.add_op() = MakeOperatorDef("Add", {"a", "b"}, {"c"});
+  *net.add_op() = MakeOperatorDef("Add", {"c", "a"}, {"y"});
+  auto grads = AddGradientOperators(&net, {"y"}, {"a", "b"});
+  EXPECT_EQ(Types(net, 2), (std::vector<std::string>{"ConstantFill", "Sum"}));
+  EXPECT_EQ(grads.at("b"), "y_grad");
+  Workspace ws;
+  Feed(&ws, "a", TensorFromValues({2}, {1.0f, 2.0f}));
+  Feed(&ws, "b", TensorFromValues({2}, {3.0f, 4.0f}));
+  ws.RunNetOnce(net);
+  EXPECT_EQ(Values(ws.Blob(grads.at("a"))), (std::vector<float>{2.0f, 2.0f}));
+  EXPECT_EQ(Values(ws.Blob(grads.at("b"))), (std::vector<float>{1.0f, 1.0f}));
+}
+
 TEST(Gradient, UnknownLossIsAnError) {
   NetDef net;
   *net.add_op() = MakeOperatorDef("Relu", {"x"}, {"y"});

@@ -210,27 +210,18 @@ class SumReduceLikeOp : public Operator {
   dnnl::reduction primitive_;
 };
 
-// The gradient that flows through unchanged: Scale with its default factor 1 copies it.
-OperatorDef PassThrough(const std::string& from, const std::string& to) {
-  return MakeOperatorDef("Scale", {from}, {to});
+// dY flows through Add and Sum unchanged: the inputs' gradients are dY itself, with no op and no copy.
+std::vector<OperatorDef> AddGradient(GradientContext& g) {
+  g.PassThrough(0, g.GO(0));
+  if (!g.NeedsGI(1)) return {};
+  if (GetIntArgument(g.def, "broadcast", 0) != 0) return {MakeOperatorDef("SumReduceLike", {g.GO(0), g.I(1)}, {g.GI(1)})};
+  g.PassThrough(1, g.GO(0));
+  return {};
 }
 
-std::vector<OperatorDef> AddGradient(const GradientContext& g) {
-  std::vector<OperatorDef> ops;
-  if (g.NeedsGI(0)) ops.push_back(PassThrough(g.GO(0), g.GI(0)));
-  if (g.NeedsGI(1)) {
-    bool broadcast = GetIntArgument(g.def, "broadcast", 0) != 0;
-    ops.push_back(broadcast ? MakeOperatorDef("SumReduceLike", {g.GO(0), g.I(1)}, {g.GI(1)})
-                            : PassThrough(g.GO(0), g.GI(1)));
-  }
-  return ops;
-}
-
-std::vector<OperatorDef> SumGradient(const GradientContext& g) {
-  std::vector<OperatorDef> ops;
-  for (int i = 0; i < g.def.input_size(); ++i)
-    if (g.NeedsGI(i)) ops.push_back(PassThrough(g.GO(0), g.GI(i)));
-  return ops;
+std::vector<OperatorDef> SumGradient(GradientContext& g) {
+  for (int i = 0; i < g.def.input_size(); ++i) g.PassThrough(i, g.GO(0));
+  return {};
 }
 
 std::vector<OperatorDef> ScaleGradient(const GradientContext& g) {
