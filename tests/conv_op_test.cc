@@ -1,6 +1,6 @@
 // Conv against a direct loop (stride, asymmetric pads, dilation, groups, non-square kernels, the blocked
-// layouts oneDNN picks for wider layers), ConvGradient by finite differences, shape inference and shape
-// errors.
+// layouts oneDNN picks for wider layers), ConvGradient by finite differences, a filter arriving in a blocked
+// layout, shape inference and shape errors.
 #include "lockstep/core/schema.h"
 #include "test_util.h"
 
@@ -208,6 +208,27 @@ TEST(ConvOp, GradientOfSomeInputsOnly) {
     options.inputs_to_check = inputs;
     CheckGradient(ConvDef(c), ConvInputs(c), options);
   }
+}
+
+TEST(ConvOp, FilterInABackendLayoutIsReadPlain) {
+  Workspace ws;
+  Feed(&ws, "x", RandomTensor({2, 16, 6, 6}, 1));
+  // A filter that is itself a convolution's output arrives blocked; its Copy is plain.
+  Feed(&ws, "w_source", RandomTensor({32, 8, 3, 3}, 2));
+  Feed(&ws, "k", RandomTensor({16, 8, 1, 1}, 3));
+  RunOp(&ws, MakeOperatorDef("Conv", {"w_source", "k"}, {"w_blocked"}));
+  RunOp(&ws, MakeOperatorDef("Copy", {"w_blocked"}, {"w_plain"}));
+  ASSERT_FALSE(ws.Blob("w_blocked").is_plain());
+  Feed(&ws, "dy", RandomTensor({2, 32, 6, 6}, 4));
+  for (const std::string w : {"w_blocked", "w_plain"}) {
+    RunOp(&ws, MakeOperatorDef("Conv", {"x", w}, {w + "_y"}, {Arg("pad", 1)}));
+    RunOp(&ws, MakeOperatorDef("ConvGradient", {"x", w, "dy"}, {w + "_dw", w + "_dx"},
+                               {Arg("pad", 1), Arg("no_bias", 1)}));
+  }
+  EXPECT_TRUE(ws.Blob("w_blocked_dw").is_plain());
+  ExpectNear(ws.Blob("w_blocked_y"), ws.Blob("w_plain_y"), 1e-5f);
+  ExpectNear(ws.Blob("w_blocked_dw"), ws.Blob("w_plain_dw"), 1e-5f);
+  ExpectNear(ws.Blob("w_blocked_dx"), ws.Blob("w_plain_dx"), 1e-5f);
 }
 
 TEST(ConvOp, GradientOpLooksLikeCaffe2s) {

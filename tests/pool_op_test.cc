@@ -125,6 +125,40 @@ TEST(PoolOp, Gradient) {
   }
 }
 
+TEST(PoolOp, PlainInputGivesPlainOutputs) {
+  for (const auto& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    Workspace ws;
+    Feed(&ws, "x", RandomTensor(c.x, 1));
+    RunOp(&ws, MakeOperatorDef(c.type, {"x"}, {"y"}, c.args));
+    RunOp(&ws, MakeOperatorDef(c.type + "Gradient", {"x", "y", "y"}, {"dx"}, c.args));
+    EXPECT_TRUE(ws.Blob("y").is_plain());
+    EXPECT_TRUE(ws.Blob("dx").is_plain());
+  }
+}
+
+TEST(PoolOp, BlockedInputKeepsItsLayoutAndMatchesPlain) {
+  for (const auto& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    Workspace ws;
+    // A 1x1 convolution leaves its 16 output channels in a blocked layout; a Copy of it is plain.
+    Feed(&ws, "input", RandomTensor({c.x[0], 8, c.x[2], c.x[3]}, 1));
+    Feed(&ws, "w", RandomTensor({16, 8, 1, 1}, 2));
+    RunOp(&ws, MakeOperatorDef("Conv", {"input", "w"}, {"blocked"}));
+    RunOp(&ws, MakeOperatorDef("Copy", {"blocked"}, {"plain"}));
+    ASSERT_FALSE(ws.Blob("blocked").is_plain());
+    for (const std::string x : {"blocked", "plain"})
+      RunOp(&ws, MakeOperatorDef(c.type, {x}, {x + "_y"}, c.args));
+    Feed(&ws, "dy", RandomTensor(ws.Blob("plain_y").shape(), 3));
+    for (const std::string x : {"blocked", "plain"})
+      RunOp(&ws, MakeOperatorDef(c.type + "Gradient", {x, x + "_y", "dy"}, {x + "_dx"}, c.args));
+    EXPECT_FALSE(ws.Blob("blocked_y").is_plain());
+    EXPECT_FALSE(ws.Blob("blocked_dx").is_plain());
+    ExpectNear(ws.Blob("blocked_y"), ws.Blob("plain_y"), 1e-5f);
+    ExpectNear(ws.Blob("blocked_dx"), ws.Blob("plain_dx"), 1e-5f);
+  }
+}
+
 TEST(PoolOp, InfersShapes) {
   NetDef net;
   *net.add_op() =

@@ -1,7 +1,8 @@
 // Conv: 2-D convolution with groups, stride, padding and dilation, and ConvGradient(X, filter, dY) ->
-// [dfilter], [dbias], [dX] (see weight_gradient.h), on oneDNN. Primitives are built once per input shape with
-// their layouts left to oneDNN, which then picks its fast blocked formats; the plain NCHW tensors are
-// reordered in and out through scratch buffers the operator keeps.
+// [dfilter], [dbias], [dX] (see weight_gradient.h), on oneDNN. Primitives are built once per shape with
+// their layouts left to oneDNN, which picks its fast blocked formats; activations and their gradients stay in
+// those formats between operators (an input is reordered only when it arrives in another), while the
+// filter, bias and their gradients stay plain and are reordered into the primitive's formats each run.
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/conv_pool_args.h"
@@ -41,14 +42,11 @@ Shape ConvOutputShape(const OperatorDef& def, const ConvPoolArgs& args, int64_t 
   return {x[0], filter[0], out_h, out_w};
 }
 
-memory::desc AnyLayoutUnused(const memory::desc& desc) {
-  return memory::desc(desc.dims(), memory::data_type::f32, memory::format_tag::any);
-}
-
-// One convolution shape in oneDNN's terms: the plain layouts of the user tensors, the geometry, and the
+// One convolution shape in oneDNN's terms: the plain layouts of the parameters, the geometry, and the
 // forward primitive descriptor (the gradient primitives take it as a hint).
 struct ConvSetup {
-  memory::desc x, filter, bias, y;  // plain; a grouped filter is (group, M/group, C/group, kh, kw)
+  memory::desc filter, bias;  // plain; a grouped filter is (group, M/group, C/group, kh, kw)
+  memory::desc x_any, filter_any, y_any;
   memory::dims strides, dilates, pad_l, pad_r;
   dnnl::convolution_forward::primitive_desc forward;
 };
@@ -56,57 +54,52 @@ struct ConvSetup {
 ConvSetup MakeConvSetup(const ConvPoolArgs& args, int64_t group, const Shape& x, const Shape& filter,
                         const Shape& y, bool with_bias) {
   ConvSetup s;
-  s.x = PlainDesc(x);
-  s.y = PlainDesc(y);
   s.bias = PlainDesc({filter[0]});
   s.filter =
       group == 1 ? PlainDesc(filter) : PlainDesc({group, filter[0] / group, filter[1], filter[2], filter[3]});
+  s.x_any = AnyLayout(PlainDesc(x));
+  s.filter_any = AnyLayout(s.filter);
+  s.y_any = AnyLayout(PlainDesc(y));
   s.strides = {args.stride_h, args.stride_w};
   s.dilates = {args.dilation_h - 1, args.dilation_w - 1};  // oneDNN counts the gaps between taps
   s.pad_l = {args.pad_t, args.pad_l};
   s.pad_r = {args.pad_b, args.pad_r};
   auto kind = dnnl::prop_kind::forward_training;
   auto algorithm = dnnl::algorithm::convolution_direct;
-  auto desc =
-      with_bias
-          ? dnnl::convolution_forward::desc(kind, algorithm, AnyLayout(s.x), AnyLayout(s.filter), s.bias,
-                                            AnyLayout(s.y), s.strides, s.dilates, s.pad_l, s.pad_r)
-          : dnnl::convolution_forward::desc(kind, algorithm, AnyLayout(s.x), AnyLayout(s.filter),
-                                            AnyLayout(s.y), s.strides, s.dilates, s.pad_l, s.pad_r);
+  auto desc = with_bias ? dnnl::convolution_forward::desc(kind, algorithm, s.x_any, s.filter_any, s.bias,
+                                                          s.y_any, s.strides, s.dilates, s.pad_l, s.pad_r)
+                        : dnnl::convolution_forward::desc(kind, algorithm, s.x_any, s.filter_any, s.y_any,
+                                                          s.strides, s.dilates, s.pad_l, s.pad_r);
   s.forward = dnnl::convolution_forward::primitive_desc(desc, CpuEngine());
   return s;
-}
-
-// A scratch buffer in `desc`'s layout when it differs from the user's plain layout, else none (the primitive
-// then reads or writes the user tensor directly).
-memory ScratchIfNeeded(const memory::desc& desc, const memory::desc& plain) {
-  return desc == plain ? memory() : memory(desc, CpuEngine());
 }
 
 class ConvOp : public Operator {
  public:
   ConvOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), args_(ParseConvPoolArgs(def)), group_(IntArg("group", 1)) {}
+      : Operator(def, ws), args_(ParseConvPoolArgs(def)), group_(IntArg("group", 1)) {
+    AcceptLayouts();
+  }
 
   void Run() override {
-    const Tensor& x = Input(0);                                   // x is (N, C, H, W)
-    const Tensor& filter = Input(1);                              // filter is (M, C/group, kh, kw)
-    const Tensor* bias = InputSize() == 3 ? &Input(2) : nullptr;  // bias is (M)
-    Tensor* y = Output(0);                                        // y is (N, M, OH, OW)
+    const Tensor& x = Input(0);                                       // x is (N, C, H, W), any layout
+    const Tensor& filter = PlainParameter(Input(1), &filter_plain_);  // filter is (M, C/group, kh, kw)
+    const Tensor* bias = InputSize() == 3 ? &PlainParameter(Input(2), &bias_plain_) : nullptr;  // bias is (M)
+    Tensor* y = Output(0);  // y is (N, M, OH, OW) in the primitive's layout
     if (x.shape() != x_shape_ || filter.shape() != filter_shape_ || (bias && bias->shape() != bias_shape_))
       Setup(x.shape(), filter.shape(), bias);
-    y->Resize(y_shape_);
-    if (y->numel() == 0) return;
-
-    memory src = ReorderIfNeeded(ToMemory(x, setup_.x), src_desc_, &src_scratch_);
-    memory weights = ReorderIfNeeded(ToMemory(filter, setup_.filter), weights_desc_, &weights_scratch_);
-    memory y_user = ToMemory(*y, setup_.y);
-    memory dst = dst_scratch_ ? dst_scratch_ : y_user;
+    if (NumElements(y_shape_) == 0) {
+      y->Resize(y_shape_);
+      return;
+    }
+    memory dst = ResizeForDesc(y, y_shape_, setup_.forward.dst_desc());
+    memory src = ReorderIfNeeded(AsMemory(x), setup_.forward.src_desc(), &src_scratch_);
+    memory weights =
+        ReorderIfNeeded(ToMemory(filter, setup_.filter), setup_.forward.weights_desc(), &weights_scratch_);
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
     if (bias) args[DNNL_ARG_BIAS] = ToMemory(*bias, setup_.bias);
     Execute(primitive_, args);
-    ReorderIfNeeded(dst, setup_.y, &y_user);  // y_user as the reorder's buffer: the result lands in y
   }
 
  private:
@@ -118,9 +111,6 @@ class ConvOp : public Operator {
     if (NumElements(y_shape_) == 0) return;
     setup_ = MakeConvSetup(args_, group_, x, filter, y_shape_, bias != nullptr);
     primitive_ = dnnl::convolution_forward(setup_.forward);
-    src_desc_ = setup_.forward.src_desc();
-    weights_desc_ = setup_.forward.weights_desc();
-    dst_scratch_ = ScratchIfNeeded(setup_.forward.dst_desc(), setup_.y);
   }
 
   const ConvPoolArgs args_;
@@ -128,8 +118,8 @@ class ConvOp : public Operator {
   Shape x_shape_, filter_shape_, bias_shape_, y_shape_;
   ConvSetup setup_;
   dnnl::convolution_forward primitive_;
-  memory::desc src_desc_, weights_desc_;
-  memory src_scratch_, weights_scratch_, dst_scratch_;
+  Tensor filter_plain_, bias_plain_;
+  memory src_scratch_, weights_scratch_;
 };
 
 class ConvGradientOp : public Operator {
@@ -138,31 +128,36 @@ class ConvGradientOp : public Operator {
       : Operator(def, ws),
         args_(ParseConvPoolArgs(def)),
         group_(IntArg("group", 1)),
-        wants_(ParseWeightGradientOutputs(def)) {}
+        wants_(ParseWeightGradientOutputs(def)) {
+    AcceptLayouts();
+  }
 
   void Run() override {
-    const Tensor& x = Input(0);       // x is (N, C, H, W)
-    const Tensor& filter = Input(1);  // filter is (M, C/group, kh, kw)
-    const Tensor& dy = Input(2);      // dy is (N, M, OH, OW)
+    const Tensor& x = Input(0);                                       // x is (N, C, H, W), any layout
+    const Tensor& filter = PlainParameter(Input(1), &filter_plain_);  // filter is (M, C/group, kh, kw)
+    const Tensor& dy = Input(2);                                      // dy is (N, M, OH, OW), any layout
     int next = 0;
-    Tensor* dfilter = wants_.dweight ? Output(next++) : nullptr;  // dfilter has filter's shape
+    Tensor* dfilter = wants_.dweight ? Output(next++) : nullptr;  // dfilter has filter's shape, plain
     Tensor* dbias = wants_.dbias ? Output(next++) : nullptr;      // dbias is (M)
-    Tensor* dx = wants_.dx ? Output(next++) : nullptr;            // dx has x's shape
+    Tensor* dx = wants_.dx ? Output(next++) : nullptr;  // dx has x's shape, in the primitive's layout
     if (x.shape() != x_shape_ || filter.shape() != filter_shape_ || dy.shape() != dy_shape_)
       Setup(x.shape(), filter.shape(), dy.shape());
     if (dfilter) dfilter->Resize(filter.shape());
     if (dbias) dbias->Resize({filter.dim(0)});
-    if (dx) dx->Resize(x.shape());
-    if (dy.numel() == 0) {  // an empty batch contributes nothing
+    if (dy.numel() == 0) {  // an empty batch, or no filters, contributes nothing
       if (dfilter) dfilter->Zero();
       if (dbias) dbias->Zero();
+      if (dx) {
+        dx->Resize(x.shape());
+        dx->Zero();
+      }
       return;
     }
 
-    memory dy_user = ToMemory(dy, setup_.y);
+    memory dy_user = AsMemory(dy);
     memory dy_for_weights;
     if (weights_primitive_) {
-      memory src = ReorderIfNeeded(ToMemory(x, setup_.x), weights_src_desc_, &src_scratch_);
+      memory src = ReorderIfNeeded(AsMemory(x), weights_src_desc_, &src_scratch_);
       dy_for_weights = ReorderIfNeeded(dy_user, weights_dy_desc_, &dy_weights_scratch_);
       memory dfilter_user = dfilter ? ToMemory(*dfilter, setup_.filter) : memory();
       memory diff_weights = dfilter_scratch_ ? dfilter_scratch_ : dfilter_user;
@@ -178,11 +173,9 @@ class ConvGradientOp : public Operator {
                                : ReorderIfNeeded(dy_user, data_dy_desc_, &dy_data_scratch_);
       memory weights =
           ReorderIfNeeded(ToMemory(filter, setup_.filter), data_weights_desc_, &weights_scratch_);
-      memory dx_user = ToMemory(*dx, setup_.x);
-      memory diff_src = dx_scratch_ ? dx_scratch_ : dx_user;
+      memory diff_src = ResizeForDesc(dx, x.shape(), dx_desc_);
       Execute(data_primitive_,
               {{DNNL_ARG_DIFF_DST, dy_for_data}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DIFF_SRC, diff_src}});
-      ReorderIfNeeded(diff_src, setup_.x, &dx_user);  // lands in dx
     }
   }
 
@@ -200,29 +193,30 @@ class ConvGradientOp : public Operator {
     const ConvSetup& s = setup_;
     auto algorithm = dnnl::algorithm::convolution_direct;
     if (wants_.dweight || wants_.dbias) {
-      auto desc = wants_.dbias
-                      ? dnnl::convolution_backward_weights::desc(algorithm, AnyLayout(s.x),
-                                                                 AnyLayout(s.filter), s.bias, AnyLayout(s.y),
-                                                                 s.strides, s.dilates, s.pad_l, s.pad_r)
-                      : dnnl::convolution_backward_weights::desc(algorithm, AnyLayout(s.x),
-                                                                 AnyLayout(s.filter), AnyLayout(s.y),
-                                                                 s.strides, s.dilates, s.pad_l, s.pad_r);
+      auto desc =
+          wants_.dbias
+              ? dnnl::convolution_backward_weights::desc(algorithm, s.x_any, s.filter_any, s.bias, s.y_any,
+                                                         s.strides, s.dilates, s.pad_l, s.pad_r)
+              : dnnl::convolution_backward_weights::desc(algorithm, s.x_any, s.filter_any, s.y_any, s.strides,
+                                                         s.dilates, s.pad_l, s.pad_r);
       dnnl::convolution_backward_weights::primitive_desc pd(desc, CpuEngine(), s.forward);
       weights_primitive_ = dnnl::convolution_backward_weights(pd);
       weights_src_desc_ = pd.src_desc();
       weights_dy_desc_ = pd.diff_dst_desc();
-      // Without a dfilter output the primitive still needs somewhere to write it.
-      dfilter_scratch_ = wants_.dweight ? ScratchIfNeeded(pd.diff_weights_desc(), s.filter)
-                                        : memory(pd.diff_weights_desc(), CpuEngine());
+      // The primitive writes dfilter directly when it works in the plain layout; without a dfilter output it
+      // still needs somewhere to write it.
+      dfilter_scratch_ = wants_.dweight && pd.diff_weights_desc() == s.filter
+                             ? memory()
+                             : memory(pd.diff_weights_desc(), CpuEngine());
     }
     if (wants_.dx) {
-      dnnl::convolution_backward_data::desc desc(algorithm, AnyLayout(s.x), AnyLayout(s.filter),
-                                                 AnyLayout(s.y), s.strides, s.dilates, s.pad_l, s.pad_r);
+      dnnl::convolution_backward_data::desc desc(algorithm, s.x_any, s.filter_any, s.y_any, s.strides,
+                                                 s.dilates, s.pad_l, s.pad_r);
       dnnl::convolution_backward_data::primitive_desc pd(desc, CpuEngine(), s.forward);
       data_primitive_ = dnnl::convolution_backward_data(pd);
       data_dy_desc_ = pd.diff_dst_desc();
       data_weights_desc_ = pd.weights_desc();
-      dx_scratch_ = ScratchIfNeeded(pd.diff_src_desc(), s.x);
+      dx_desc_ = pd.diff_src_desc();
     }
   }
 
@@ -233,8 +227,9 @@ class ConvGradientOp : public Operator {
   ConvSetup setup_;
   dnnl::convolution_backward_weights weights_primitive_;
   dnnl::convolution_backward_data data_primitive_;
-  memory::desc weights_src_desc_, weights_dy_desc_, data_dy_desc_, data_weights_desc_;
-  memory src_scratch_, dy_weights_scratch_, dy_data_scratch_, weights_scratch_, dfilter_scratch_, dx_scratch_;
+  memory::desc weights_src_desc_, weights_dy_desc_, data_dy_desc_, data_weights_desc_, dx_desc_;
+  Tensor filter_plain_;
+  memory src_scratch_, dy_weights_scratch_, dy_data_scratch_, weights_scratch_, dfilter_scratch_;
 };
 
 std::vector<TensorShape> ConvShape(const OperatorDef& def, const std::vector<TensorShape>& in) {

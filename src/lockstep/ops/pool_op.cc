@@ -1,6 +1,7 @@
 // MaxPool and AveragePool over NCHW windows (or the whole plane with `global_pooling`) and their gradients,
-// on oneDNN. MaxPoolGradient reruns the forward pass to get oneDNN's argmax workspace, so the forward
-// operator stays a plain inference primitive with a single output, as in Caffe2.
+// on oneDNN. They work in the layout x comes in (pooling reads blocked formats directly): Y has x's layout
+// and dX too. MaxPoolGradient reruns the forward pass to get oneDNN's argmax workspace, so the forward
+// operator stays an inference primitive with a single output, as in Caffe2.
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/conv_pool_args.h"
@@ -53,24 +54,26 @@ Shape PoolOutputShape(const OperatorDef& def, const ConvPoolArgs& window, const 
   return {x[0], x[1], out_h, out_w};
 }
 
-// One pooling shape in oneDNN's terms; both tensors stay in the user's plain NCHW layout.
+// One pooling shape and input layout in oneDNN's terms.
 struct PoolSetup {
   Shape y_shape;
-  memory::desc x, y;
+  memory::desc x;  // x's own layout
   dnnl::algorithm algorithm;
   memory::dims strides, kernel, pad_l, pad_r;
 
-  dnnl::pooling_forward::desc forward_desc(dnnl::prop_kind kind) const {
-    return dnnl::pooling_forward::desc(kind, algorithm, x, y, strides, kernel, pad_l, pad_r);
+  // Y in x's layout, which is what oneDNN picks for a pooling destination left to it.
+  dnnl::pooling_forward::primitive_desc Forward(dnnl::prop_kind kind) const {
+    dnnl::pooling_forward::desc desc(kind, algorithm, x, AnyLayout(PlainDesc(y_shape)), strides, kernel,
+                                     pad_l, pad_r);
+    return dnnl::pooling_forward::primitive_desc(desc, CpuEngine());
   }
 };
 
-PoolSetup MakePoolSetup(const OperatorDef& def, PoolKind kind, const ConvPoolArgs& args, const Shape& x) {
-  ConvPoolArgs window = PoolWindow(def, args, x);
+PoolSetup MakePoolSetup(const OperatorDef& def, PoolKind kind, const ConvPoolArgs& args, const Tensor& x) {
+  ConvPoolArgs window = PoolWindow(def, args, x.shape());
   PoolSetup s;
-  s.y_shape = PoolOutputShape(def, window, x);
-  s.x = PlainDesc(x);
-  s.y = PlainDesc(s.y_shape);
+  s.y_shape = PoolOutputShape(def, window, x.shape());
+  s.x = DescOf(x);
   // Caffe2's count_include_pad=0 divides each window by its non-padding elements.
   bool include_pad = GetIntArgument(def, "count_include_pad", 0) != 0;
   s.algorithm = kind == PoolKind::kMax ? dnnl::algorithm::pooling_max
@@ -86,82 +89,91 @@ PoolSetup MakePoolSetup(const OperatorDef& def, PoolKind kind, const ConvPoolArg
 template <PoolKind kKind>
 class PoolOp : public Operator {
  public:
-  PoolOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), args_(ParsePoolArgs(def)) {}
+  PoolOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), args_(ParsePoolArgs(def)) {
+    AcceptLayouts();
+  }
 
   void Run() override {
-    const Tensor& x = Input(0);  // x is (N, C, H, W)
-    Tensor* y = Output(0);       // y is (N, C, OH, OW)
-    if (x.shape() != x_shape_) {
-      setup_ = MakePoolSetup(def_, kKind, args_, x.shape());
-      x_shape_ = x.shape();
-      if (x.numel() > 0)
-        primitive_ = dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(
-            setup_.forward_desc(dnnl::prop_kind::forward_inference), CpuEngine()));
+    const Tensor& x = Input(0);   // x is (N, C, H, W), any layout
+    Tensor* y = Output(0);        // y is (N, C, OH, OW) in x's layout
+    if (DescOf(x) != setup_.x) {  // a new shape or layout
+      setup_ = MakePoolSetup(def_, kKind, args_, x);
+      if (x.numel() > 0) {
+        auto pd = setup_.Forward(dnnl::prop_kind::forward_inference);
+        primitive_ = dnnl::pooling_forward(pd);
+        y_desc_ = pd.dst_desc();
+      }
     }
-    y->Resize(setup_.y_shape);
-    if (x.numel() == 0) return;
-    Execute(primitive_, {{DNNL_ARG_SRC, ToMemory(x, setup_.x)}, {DNNL_ARG_DST, ToMemory(*y, setup_.y)}});
+    if (x.numel() == 0) {
+      y->Resize(setup_.y_shape);
+      return;
+    }
+    Execute(primitive_,
+            {{DNNL_ARG_SRC, AsMemory(x)}, {DNNL_ARG_DST, ResizeForDesc(y, setup_.y_shape, y_desc_)}});
   }
 
  private:
   const ConvPoolArgs args_;
-  Shape x_shape_;
   PoolSetup setup_;
   dnnl::pooling_forward primitive_;
+  memory::desc y_desc_;
 };
 
 // (X, Y, dY) -> dX as in Caffe2; Y is not read, since oneDNN needs its own record of where each max was.
 template <PoolKind kKind>
 class PoolGradientOp : public Operator {
  public:
-  PoolGradientOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), args_(ParsePoolArgs(def)) {}
+  PoolGradientOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), args_(ParsePoolArgs(def)) {
+    AcceptLayouts();
+  }
 
   void Run() override {
-    const Tensor& x = Input(0);   // x is (N, C, H, W)
-    const Tensor& dy = Input(2);  // dy is (N, C, OH, OW)
-    Tensor* dx = Output(0);       // dx has x's shape
-    if (x.shape() != x_shape_) Setup(x.shape());
+    const Tensor& x = Input(0);           // x is (N, C, H, W), any layout
+    const Tensor& dy = Input(2);          // dy is (N, C, OH, OW), any layout
+    Tensor* dx = Output(0);               // dx has x's shape and layout
+    if (DescOf(x) != setup_.x) Setup(x);  // a new shape or layout
     if (dy.shape() != setup_.y_shape)
       Fail(def_, fmt::format("dY is {} but the pooling output is {}", ShapeToString(dy.shape()),
                              ShapeToString(setup_.y_shape)));
-    dx->Resize(x.shape());
-    if (x.numel() == 0) return;
+    if (x.numel() == 0) {
+      dx->Resize(x.shape());
+      return;
+    }
+    memory diff_dst = ReorderIfNeeded(AsMemory(dy), y_desc_, &dy_scratch_);
+    memory diff_src = ResizeForDesc(dx, x.shape(), setup_.x);
     if constexpr (kKind == PoolKind::kMax) {
-      Execute(forward_, {{DNNL_ARG_SRC, ToMemory(x, setup_.x)},
-                         {DNNL_ARG_DST, y_scratch_},
-                         {DNNL_ARG_WORKSPACE, workspace_}});
-      Execute(backward_, {{DNNL_ARG_DIFF_DST, ToMemory(dy, setup_.y)},
-                          {DNNL_ARG_DIFF_SRC, ToMemory(*dx, setup_.x)},
-                          {DNNL_ARG_WORKSPACE, workspace_}});
+      Execute(forward_,
+              {{DNNL_ARG_SRC, AsMemory(x)}, {DNNL_ARG_DST, y_scratch_}, {DNNL_ARG_WORKSPACE, workspace_}});
+      Execute(
+          backward_,
+          {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}, {DNNL_ARG_WORKSPACE, workspace_}});
     } else {
-      Execute(backward_,
-              {{DNNL_ARG_DIFF_DST, ToMemory(dy, setup_.y)}, {DNNL_ARG_DIFF_SRC, ToMemory(*dx, setup_.x)}});
+      Execute(backward_, {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}});
     }
   }
 
  private:
-  void Setup(const Shape& x) {
+  void Setup(const Tensor& x) {
     setup_ = MakePoolSetup(def_, kKind, args_, x);
-    x_shape_ = x;
-    if (NumElements(x) == 0) return;
-    dnnl::pooling_forward::primitive_desc forward(setup_.forward_desc(dnnl::prop_kind::forward_training),
-                                                  CpuEngine());
-    dnnl::pooling_backward::desc desc(setup_.algorithm, setup_.x, setup_.y, setup_.strides, setup_.kernel,
+    if (x.numel() == 0) return;
+    auto forward = setup_.Forward(dnnl::prop_kind::forward_training);
+    y_desc_ = forward.dst_desc();
+    dnnl::pooling_backward::desc desc(setup_.algorithm, setup_.x, y_desc_, setup_.strides, setup_.kernel,
                                       setup_.pad_l, setup_.pad_r);
     backward_ = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(desc, CpuEngine(), forward));
     if constexpr (kKind == PoolKind::kMax) {
       forward_ = dnnl::pooling_forward(forward);
-      y_scratch_ = memory(setup_.y, CpuEngine());
+      y_scratch_ = memory(y_desc_, CpuEngine());
       workspace_ = memory(forward.workspace_desc(), CpuEngine());
     }
   }
 
   const ConvPoolArgs args_;
-  Shape x_shape_;
   PoolSetup setup_;
+  memory::desc y_desc_;            // the forward output's layout, which dY is brought into
   dnnl::pooling_forward forward_;  // max only: recomputes the argmax workspace
   dnnl::pooling_backward backward_;
-  memory y_scratch_, workspace_;
+  memory y_scratch_, workspace_, dy_scratch_;
 };
 
 std::vector<TensorShape> PoolShape(const OperatorDef& def, const std::vector<TensorShape>& in) {

@@ -1,4 +1,4 @@
-// Output selection of the Conv and FC gradient ops.
+// Output selection of the Conv and FC gradient ops, and their plain view of parameters.
 #include "lockstep/ops/weight_gradient.h"
 
 namespace lockstep {
@@ -28,6 +28,12 @@ OperatorDef MakeWeightGradientOp(const std::string& type, const GradientContext&
     args.emplace_back("no_bias", 1);
   if (g.NeedsGI(0)) outputs.push_back(g.GI(0));
   return MakeOperatorDef(type, {g.I(0), g.I(1), g.GO(0)}, outputs, args);
+}
+
+const Tensor& PlainParameter(const Tensor& parameter, Tensor* scratch) {
+  if (parameter.is_plain()) return parameter;
+  parameter.ToPlain(scratch);
+  return *scratch;
 }
 
 std::vector<TensorShape> WeightGradientShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {

@@ -1,7 +1,8 @@
 // The gradient-op convention shared by the layers with a weight and a bias (Conv, FC):
 // (X, W, dY) -> [dW unless no_dweight], [db unless no_bias], then dX when one more output is given.
 // With a trained weight and bias this is Caffe2's (dW, db[, dX]); the flags let a frozen weight or bias,
-// or a layer without bias, skip work.
+// or a layer without bias, skip work. Weights, biases and their gradients are plain: the optimizer and
+// checkpoints read them so.
 #pragma once
 
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/schema.h"
+#include "lockstep/core/tensor.h"
 
 namespace lockstep {
 
@@ -21,6 +23,10 @@ WeightGradientOutputs ParseWeightGradientOutputs(const OperatorDef& def);
 
 // The gradient op `type` for the forward op in g, whose inputs are (X, W[, b]); writes only the needed GIs.
 OperatorDef MakeWeightGradientOp(const std::string& type, const GradientContext& g);
+
+// `parameter` itself when plain, else its values converted into `scratch` (for a weight some layout-aware
+// operator produced).
+const Tensor& PlainParameter(const Tensor& parameter, Tensor* scratch);
 
 // Shape function: dW has W's shape, db is (W.dim(0)), dX has X's shape.
 std::vector<TensorShape> WeightGradientShapes(const OperatorDef& def, const std::vector<TensorShape>& in);
