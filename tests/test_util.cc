@@ -1,6 +1,8 @@
 // Implementation of the shared test helpers.
 #include "test_util.h"
 
+#include "lockstep/ops/dnnl_utils.h"
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -25,15 +27,32 @@ Tensor TensorFromValues(const Shape& shape, const std::vector<float>& values) {
 
 void Feed(Workspace* ws, const std::string& name, const Tensor& value) { ws->CreateBlob(name)->CopyFrom(value); }
 
+Tensor Plain(const Tensor& tensor) {
+  Tensor plain;
+  tensor.ToPlain(&plain);
+  return plain;
+}
+
+Tensor Blocked(const Tensor& plain) {
+  dnnl::memory::desc desc(ToDims(plain.shape()), dnnl::memory::data_type::f32, dnnl::memory::format_tag::nChw16c);
+  Tensor blocked;
+  dnnl::memory to = ResizeForDesc(&blocked, plain.shape(), desc);
+  dnnl::memory from = ToMemory(plain);
+  Execute(dnnl::reorder(from, to), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+  return blocked;
+}
+
 std::vector<float> Values(const Tensor& tensor) {
-  const float* data = tensor.data<float>();
-  return std::vector<float>(data, data + tensor.numel());
+  Tensor plain = Plain(tensor);
+  const float* data = plain.data<float>();
+  return std::vector<float>(data, data + plain.numel());
 }
 
 void ExpectNear(const Tensor& actual, const Tensor& expected, float tolerance) {
   ASSERT_EQ(ShapeToString(actual.shape()), ShapeToString(expected.shape()));
-  const float* a = actual.data<float>();
-  const float* b = expected.data<float>();
+  Tensor actual_plain = Plain(actual), expected_plain = Plain(expected);
+  const float* a = actual_plain.data<float>();
+  const float* b = expected_plain.data<float>();
   for (int64_t i = 0; i < actual.numel(); ++i) {
     float scale = std::max({1.0f, std::fabs(a[i]), std::fabs(b[i])});
     ASSERT_LE(std::fabs(a[i] - b[i]), tolerance * scale) << "at flat index " << i << ": " << a[i] << " vs " << b[i];
@@ -74,7 +93,8 @@ void CheckGradient(const OperatorDef& op, const std::map<std::string, Tensor>& i
     forward->Run();
     double total = 0;
     for (int k : options.outputs_with_grad) {
-      const float* y = ws.Blob(op.output(k)).data<float>();
+      Tensor output = Plain(ws.Blob(op.output(k)));
+      const float* y = output.data<float>();
       const float* w = weights[k].data<float>();
       for (int64_t j = 0; j < weights[k].numel(); ++j) total += static_cast<double>(y[j]) * w[j];
     }
@@ -83,8 +103,7 @@ void CheckGradient(const OperatorDef& op, const std::map<std::string, Tensor>& i
 
   for (int i : options.inputs_to_check) {
     const std::string& name = op.input(i);
-    Tensor analytic;
-    analytic.CopyFrom(ws.Blob(context.input_grads[i]));
+    Tensor analytic = Plain(ws.Blob(context.input_grads[i]));
     ASSERT_EQ(ShapeToString(analytic.shape()), ShapeToString(ws.Blob(name).shape())) << "gradient of " << name;
     float* x = ws.GetBlob(name)->data<float>();
     for (int64_t j = 0; j < analytic.numel(); ++j) {

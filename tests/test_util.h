@@ -18,7 +18,12 @@ namespace lockstep::testing {
 Tensor RandomTensor(const Shape& shape, unsigned seed, float low = -1.0f, float high = 1.0f);
 Tensor TensorFromValues(const Shape& shape, const std::vector<float>& values);
 void Feed(Workspace* ws, const std::string& name, const Tensor& value);
-std::vector<float> Values(const Tensor& tensor);
+std::vector<float> Values(const Tensor& tensor);  // row-major, whatever the tensor's layout
+// A row-major copy of a tensor in any layout.
+Tensor Plain(const Tensor& tensor);
+// plain is (N, C, H, W); returns it in oneDNN's nChw16c layout (channels in zero-padded blocks of 16), the
+// layout Conv leaves its outputs in.
+Tensor Blocked(const Tensor& plain);
 // |a - b| <= tolerance * max(1, |a|, |b|) element-wise, with the first mismatch reported.
 void ExpectNear(const Tensor& actual, const Tensor& expected, float tolerance);
 void RunOp(Workspace* ws, const OperatorDef& def);
