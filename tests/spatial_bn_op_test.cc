@@ -1,5 +1,5 @@
-// SpatialBN: training and test forward against a reference loop, running-statistics update, gradients, and
-// blocked-layout inputs against plain ones.
+// SpatialBN: training and test forward against a reference loop, running-statistics update, gradients,
+// blocked-layout inputs against plain ones, and the fused relu=1 form against SpatialBN followed by Relu.
 #include <cmath>
 
 #include "lockstep/ops/dnnl_utils.h"
@@ -56,6 +56,25 @@ void FeedBN(Workspace* ws, const Shape& x_shape) {
   Feed(ws, "bias", RandomTensor({c}, 3));
   Feed(ws, "rm", RandomTensor({c}, 4));
   Feed(ws, "rv", RandomTensor({c}, 5, 0.5f, 2.f));
+}
+
+OperatorDef FusedTrainingBN() {
+  return MakeOperatorDef("SpatialBN", {"x", "scale", "bias", "rm", "rv"},
+                         {"y", "rm", "rv", "saved_mean", "saved_var", "mask"},
+                         {Arg("epsilon", 1e-5f), Arg("relu", 1)});
+}
+
+// Each channel of x holds +-0.2, +-0.6, +-1.0, ... (zero mean), so training BN outputs with a small bias stay
+// farther from the ReLU kink than finite-difference steps move them. shape's N*H*W must be even.
+Tensor AwayFromKink(const Shape& shape) {
+  Tensor x(shape, DataType::kFloat);
+  int64_t c = shape[1], hw = x.SizeFromDim(2);
+  for (int64_t j = 0; j < x.numel(); ++j) {
+    int64_t index_in_channel = (j / (c * hw)) * hw + j % hw;
+    float magnitude = 0.2f + 0.4f * static_cast<float>(index_in_channel / 2);
+    x.data<float>()[j] = index_in_channel % 2 == 0 ? magnitude : -magnitude;
+  }
+  return x;
 }
 
 }  // namespace
@@ -192,6 +211,113 @@ TEST(SpatialBNOp, GradientOfBlockedInputMatchesPlain) {
   }
 }
 
+// relu=1 computes relu(BN(X)) with the same statistics as SpatialBN then Relu, in either layout of X.
+TEST(SpatialBNOp, FusedReluMatchesSpatialBNThenRelu) {
+  for (Shape shape : {Shape{4, 32, 5, 3}, Shape{3, 20, 4, 4}}) {
+    for (bool blocked : {false, true}) {
+      for (bool is_test : {false, true}) {
+        std::vector<Arg> args{Arg("is_test", is_test), Arg("epsilon", 1e-5f)};
+        std::vector<std::string> outputs{"y"};
+        if (!is_test) outputs.insert(outputs.end(), {"rm", "rv", "saved_mean", "saved_var"});
+        auto unfused = MakeOperatorDef("SpatialBN", {"x", "scale", "bias", "rm", "rv"}, outputs, args);
+        args.emplace_back("relu", 1);
+        if (!is_test) outputs.push_back("mask");
+        auto fused = MakeOperatorDef("SpatialBN", {"x", "scale", "bias", "rm", "rv"}, outputs, args);
+        Workspace expected, actual;
+        FeedBN(&expected, shape);
+        FeedBN(&actual, shape);
+        if (blocked) {
+          Feed(&expected, "x", Blocked(expected.Blob("x")));
+          Feed(&actual, "x", Blocked(actual.Blob("x")));
+        }
+        RunOp(&expected, unfused);
+        RunOp(&expected, MakeOperatorDef("Relu", {"y"}, {"y"}));
+        RunOp(&actual, fused);
+        EXPECT_EQ(actual.Blob("y").is_plain(), !blocked);
+        ExpectNear(actual.Blob("y"), expected.Blob("y"), 1e-5f);
+        if (is_test) continue;
+        for (const char* name : {"rm", "rv", "saved_mean", "saved_var"})
+          ExpectNear(actual.Blob(name), expected.Blob(name), 1e-5f);
+        EXPECT_EQ(actual.Blob("mask").dtype(), DataType::kUInt8);
+        EXPECT_GT(actual.Blob("mask").numel(), 0);
+      }
+    }
+  }
+}
+
+// The fused gradient equals ReluGradient then SpatialBNGradient, for plain and blocked X and dY, with all
+// gradients or dX alone.
+TEST(SpatialBNOp, FusedReluGradientMatchesReluGradientThenSpatialBNGradient) {
+  Shape shape{3, 20, 4, 4};
+  for (bool blocked : {false, true}) {
+    for (std::vector<int64_t> gradients : {std::vector<int64_t>{0, 1, 2}, std::vector<int64_t>{0}}) {
+      std::vector<std::string> outputs{"dx", "dscale", "dbias"};
+      outputs.resize(gradients.size());
+      Workspace expected, actual;
+      for (Workspace* ws : {&expected, &actual}) {
+        FeedBN(ws, shape);
+        if (blocked) Feed(ws, "x", Blocked(ws->Blob("x")));
+        Tensor dy = RandomTensor(shape, 7);
+        Feed(ws, "dy", blocked ? Blocked(dy) : dy);
+      }
+      RunOp(&expected, TrainingBN());
+      RunOp(&expected, MakeOperatorDef("Relu", {"y"}, {"y"}));
+      RunOp(&expected, MakeOperatorDef("ReluGradient", {"y", "dy"}, {"dy_masked"}));
+      RunOp(&expected,
+            MakeOperatorDef("SpatialBNGradient", {"x", "scale", "dy_masked", "saved_mean", "saved_var"},
+                            outputs, {Arg("gradients", gradients)}));
+      RunOp(&actual, FusedTrainingBN());
+      RunOp(&actual,
+            MakeOperatorDef("SpatialBNGradient", {"x", "scale", "dy", "saved_mean", "saved_var", "mask"},
+                            outputs, {Arg("gradients", gradients), Arg("relu", 1)}));
+      EXPECT_EQ(actual.Blob("dx").is_plain(), !blocked);
+      for (const auto& name : outputs) ExpectNear(actual.Blob(name), expected.Blob(name), 1e-5f);
+    }
+  }
+}
+
+TEST(SpatialBNOp, FusedReluGradient) {
+  GradientCheckOptions options;
+  options.inputs_to_check = {0, 1, 2};
+  options.step = 1e-3f;
+  for (Shape shape : {Shape{2, 3, 2, 2}, Shape{4, 2}}) {
+    int64_t c = shape[1];
+    CheckGradient(FusedTrainingBN(),
+                  {{"x", AwayFromKink(shape)},
+                   {"scale", RandomTensor({c}, 42, 0.5f, 1.5f)},
+                   {"bias", RandomTensor({c}, 43, -0.05f, 0.05f)},
+                   {"rm", RandomTensor({c}, 44)},
+                   {"rv", RandomTensor({c}, 45, 0.5f, 2.f)}},
+                  options);
+  }
+}
+
+TEST(SpatialBNOp, FusedReluRejectsMismatchedArity) {
+  Workspace ws;
+  FeedBN(&ws, {2, 3, 4, 4});
+  // Training with relu=1 needs the mask output.
+  EXPECT_THROW(RunOp(&ws, MakeOperatorDef("SpatialBN", {"x", "scale", "bias", "rm", "rv"},
+                                          {"y", "rm", "rv", "saved_mean", "saved_var"}, {Arg("relu", 1)})),
+               InvalidInput);
+  RunOp(&ws, FusedTrainingBN());
+  Feed(&ws, "dy", RandomTensor({2, 3, 4, 4}, 8));
+  EXPECT_THROW(
+      RunOp(&ws, MakeOperatorDef("SpatialBNGradient", {"x", "scale", "dy", "saved_mean", "saved_var"}, {"dx"},
+                                 {Arg("gradients", std::vector<int64_t>{0}), Arg("relu", 1)})),
+      InvalidInput);
+  // A mask of the wrong size (here one from a different X) is refused, not read out of bounds.
+  Feed(&ws, "mask", Tensor(Shape{3}, DataType::kUInt8));
+  EXPECT_THROW(
+      RunOp(&ws, MakeOperatorDef("SpatialBNGradient", {"x", "scale", "dy", "saved_mean", "saved_var", "mask"},
+                                 {"dx"}, {Arg("gradients", std::vector<int64_t>{0}), Arg("relu", 1)})),
+      InvalidInput);
+  // Test-mode nets keep no mask, so the fused test-mode op has no gradient.
+  auto test_mode = MakeOperatorDef("SpatialBN", {"x", "scale", "bias", "rm", "rv"}, {"y"},
+                                   {Arg("is_test", 1), Arg("relu", 1)});
+  GradientContext context{test_mode, {"y_grad"}, {"x_grad", "", "", "", ""}};
+  EXPECT_THROW((*GradientRegistry::Find("SpatialBN"))(context), InvalidInput);
+}
+
 TEST(SpatialBNOp, ShapeInference) {
   NetDef net;
   *net.add_op() = TrainingBN();
@@ -199,6 +325,15 @@ TEST(SpatialBNOp, ShapeInference) {
       net, {{"x", {{4, 3, 5, 5}}}, {"scale", {{3}}}, {"bias", {{3}}}, {"rm", {{3}}}, {"rv", {{3}}}});
   EXPECT_EQ(shapes["y"].dims, (Shape{4, 3, 5, 5}));
   EXPECT_EQ(shapes["saved_var"].dims, (Shape{3}));
+
+  NetDef fused;
+  *fused.add_op() = FusedTrainingBN();
+  shapes = InferNetShapes(
+      fused, {{"x", {{4, 3, 5, 5}}}, {"scale", {{3}}}, {"bias", {{3}}}, {"rm", {{3}}}, {"rv", {{3}}}});
+  EXPECT_EQ(shapes["y"].dims, (Shape{4, 3, 5, 5}));
+  EXPECT_EQ(shapes["mask"].dtype, DataType::kUInt8);
+  ASSERT_EQ(shapes["mask"].dims.size(), 1u);
+  EXPECT_GT(shapes["mask"].dims[0], 0);
 }
 
 }  // namespace lockstep::testing

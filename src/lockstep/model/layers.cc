@@ -55,7 +55,7 @@ std::string GlobalAveragePool(ModelHelper& model, const std::string& in, const s
 }
 
 std::string SpatialBN(ModelHelper& model, const std::string& in, const std::string& out, int channels,
-                      bool is_test, float epsilon, float momentum) {
+                      bool is_test, float epsilon, float momentum, bool relu) {
   std::string output = model.Scoped(out);
   std::string scale = model.CreateParam(out + "_s", {channels}, FillSpec::Constant(1), ParamTag::kWeight);
   std::string bias = model.CreateParam(out + "_b", {channels}, FillSpec::Constant(0), ParamTag::kBias);
@@ -63,8 +63,10 @@ std::string SpatialBN(ModelHelper& model, const std::string& in, const std::stri
   std::string var = model.CreateParam(out + "_riv", {channels}, FillSpec::Constant(1), ParamTag::kComputed);
   std::vector<std::string> outputs = {output};
   if (!is_test) outputs.insert(outputs.end(), {mean, var, output + "_sm", output + "_sv"});
-  model.AddOp("SpatialBN", {in, scale, bias, mean, var}, outputs,
-              {Arg("is_test", is_test), Arg("epsilon", epsilon), Arg("momentum", momentum)});
+  if (!is_test && relu) outputs.push_back(output + "_relu_mask");
+  model.AddOp(
+      "SpatialBN", {in, scale, bias, mean, var}, outputs,
+      {Arg("is_test", is_test), Arg("epsilon", epsilon), Arg("momentum", momentum), Arg("relu", relu)});
   return output;
 }
 

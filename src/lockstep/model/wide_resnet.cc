@@ -20,9 +20,9 @@ std::string BuildWideResNet(ModelHelper& model, const std::string& data, const M
     options.weight_init = FillSpec::Msra();
     return layers::Conv(model, in, name, dim_in, dim_out, kernel, options);
   };
+  // relu(BN(in)) in one fused operator, output "<name>_bn".
   auto bn_relu = [&](const std::string& in, const std::string& name, int channels) {
-    std::string x = layers::SpatialBN(model, in, name + "_bn", channels, config.is_test);
-    return layers::Relu(model, x, name + "_relu");
+    return layers::SpatialBN(model, in, name + "_bn", channels, config.is_test, 1e-5f, 0.9f, true);
   };
 
   std::string x = conv(data, "conv1", config.num_channels, 16, 3, 1);
