@@ -101,19 +101,13 @@ TEST(Trainer, WritesLogAndCheckpointsAndResumesExactly) {
 
 TEST(Trainer, LoadRejectsCorruptAndMismatchedCheckpoints) {
   fs::path dir = FreshDir("bad_checkpoint");
-  TrainerConfig config;
-  config.model = "lenet";
-  config.train_data = "null";
-  config.num_channels = 1;
-  config.image_size = 28;
-  config.num_labels = 10;
+  TrainerConfig config = SmallLeNet(dir);
+  config.train_data = "null";  // synthetic: no dataset needed
   config.batch_size = 8;
   config.epoch_size = 8;
-  config.threads = 1;
-  config.log_dir = config.file_store_path = dir.string();
-  config.save_model_name = "m";
+  config.num_epochs = 1;
   Train(config);
-  fs::path good = dir / "m_1.safetensors";
+  fs::path good = dir / "lenet_1.safetensors";
   ASSERT_TRUE(fs::exists(good));
 
   config.num_epochs = 2;

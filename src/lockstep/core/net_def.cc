@@ -127,6 +127,10 @@ std::string DescribeOperator(const OperatorDef& def) {
   return out;
 }
 
+void FailOperator(const OperatorDef& def, const std::string& what) {
+  throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
+}
+
 static bool IsTextPath(const std::string& path) {
   return path.size() > 6 && path.compare(path.size() - 6, 6, ".pbtxt") == 0;
 }

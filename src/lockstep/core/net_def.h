@@ -44,6 +44,8 @@ void SetDevice(OperatorDef* def, const Device& device);
 
 // "Conv(data, conv1_w, conv1_b) -> conv1" for error messages.
 std::string DescribeOperator(const OperatorDef& def);
+// Throws InvalidInput "<operator>: <what>".
+[[noreturn]] void FailOperator(const OperatorDef& def, const std::string& what);
 
 // Nets in files: ".pbtxt" is protobuf text format, anything else binary.
 NetDef ReadNetDef(const std::string& path);

@@ -10,10 +10,6 @@
 namespace lockstep {
 namespace {
 
-[[noreturn]] void Fail(const OperatorDef& def, const std::string& what) {
-  throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
-}
-
 // Reads an (h, w) pair spelled `name`, `name_h` and `name_w`, or the two-element list `plural`.
 void ReadPair(const OperatorDef& def, const std::string& name, const std::string& plural, int64_t* h,
               int64_t* w) {
@@ -21,18 +17,18 @@ void ReadPair(const OperatorDef& def, const std::string& name, const std::string
   bool split = HasArgument(def, name + "_h") || HasArgument(def, name + "_w");
   bool list = HasArgument(def, plural);
   if (single + split + list > 1)
-    Fail(def, fmt::format("give only one of '{0}', '{0}_h/_w' and '{1}'", name, plural));
+    FailOperator(def, fmt::format("give only one of '{0}', '{0}_h/_w' and '{1}'", name, plural));
   if (single) {
     *h = *w = GetIntArgument(def, name, 0);
   } else if (split) {
     if (!HasArgument(def, name + "_h") || !HasArgument(def, name + "_w"))
-      Fail(def, fmt::format("'{0}_h' and '{0}_w' must be given together", name));
+      FailOperator(def, fmt::format("'{0}_h' and '{0}_w' must be given together", name));
     *h = GetIntArgument(def, name + "_h", 0);
     *w = GetIntArgument(def, name + "_w", 0);
   } else if (list) {
     auto values = GetIntsArgument(def, plural);
     if (values.size() != 2)
-      Fail(def, fmt::format("'{}' needs 2 values (h, w) for 2-D inputs, got {}", plural, values.size()));
+      FailOperator(def, fmt::format("'{}' needs 2 values (h, w) for 2-D inputs, got {}", plural, values.size()));
     *h = values[0];
     *w = values[1];
   }
@@ -44,9 +40,9 @@ ConvPoolArgs ParseConvPoolArgs(const OperatorDef& def) {
   ConvPoolArgs args;
   std::string order = GetStringArgument(def, "order", "NCHW");
   if (order != "NCHW")
-    Fail(def, fmt::format("order '{}' is not supported; lockstep tensors are NCHW", order));
+    FailOperator(def, fmt::format("order '{}' is not supported; lockstep tensors are NCHW", order));
   if (GetIntArgument(def, "legacy_pad", 0) != 0)
-    Fail(def, "'legacy_pad' is not supported; give explicit pads");
+    FailOperator(def, "'legacy_pad' is not supported; give explicit pads");
 
   ReadPair(def, "kernel", "kernels", &args.kernel_h, &args.kernel_w);
   ReadPair(def, "stride", "strides", &args.stride_h, &args.stride_w);
@@ -56,7 +52,7 @@ ConvPoolArgs ParseConvPoolArgs(const OperatorDef& def) {
   bool split = HasArgument(def, "pad_t") || HasArgument(def, "pad_l") || HasArgument(def, "pad_b") ||
                HasArgument(def, "pad_r");
   bool list = HasArgument(def, "pads");
-  if (single + split + list > 1) Fail(def, "give only one of 'pad', 'pad_t/l/b/r' and 'pads'");
+  if (single + split + list > 1) FailOperator(def, "give only one of 'pad', 'pad_t/l/b/r' and 'pads'");
   if (single) {
     args.pad_t = args.pad_l = args.pad_b = args.pad_r = GetIntArgument(def, "pad", 0);
   } else if (split) {
@@ -67,7 +63,7 @@ ConvPoolArgs ParseConvPoolArgs(const OperatorDef& def) {
   } else if (list) {
     auto pads = GetIntsArgument(def, "pads");
     if (pads.size() != 4)
-      Fail(def, fmt::format("'pads' needs 4 values (t, l, b, r) for 2-D inputs, got {}", pads.size()));
+      FailOperator(def, fmt::format("'pads' needs 4 values (t, l, b, r) for 2-D inputs, got {}", pads.size()));
     args.pad_t = pads[0];
     args.pad_l = pads[1];
     args.pad_b = pads[2];
@@ -78,13 +74,13 @@ ConvPoolArgs ParseConvPoolArgs(const OperatorDef& def) {
   bool kernel_given =
       HasArgument(def, "kernel") || HasArgument(def, "kernel_h") || HasArgument(def, "kernels");
   if (kernel_given && (args.kernel_h <= 0 || args.kernel_w <= 0))
-    Fail(def, fmt::format("kernel must be positive, got {}x{}", args.kernel_h, args.kernel_w));
+    FailOperator(def, fmt::format("kernel must be positive, got {}x{}", args.kernel_h, args.kernel_w));
   if (args.stride_h <= 0 || args.stride_w <= 0)
-    Fail(def, fmt::format("stride must be positive, got {}x{}", args.stride_h, args.stride_w));
+    FailOperator(def, fmt::format("stride must be positive, got {}x{}", args.stride_h, args.stride_w));
   if (args.dilation_h <= 0 || args.dilation_w <= 0)
-    Fail(def, fmt::format("dilation must be positive, got {}x{}", args.dilation_h, args.dilation_w));
+    FailOperator(def, fmt::format("dilation must be positive, got {}x{}", args.dilation_h, args.dilation_w));
   if (args.pad_t < 0 || args.pad_l < 0 || args.pad_b < 0 || args.pad_r < 0)
-    Fail(def, fmt::format("pads must be non-negative, got (t {}, l {}, b {}, r {})", args.pad_t, args.pad_l,
+    FailOperator(def, fmt::format("pads must be non-negative, got (t {}, l {}, b {}, r {})", args.pad_t, args.pad_l,
                           args.pad_b, args.pad_r));
   return args;
 }
@@ -96,7 +92,7 @@ std::pair<int64_t, int64_t> ConvPoolOutputSize(const OperatorDef& def, const Con
   int64_t padded_h = height + args.pad_t + args.pad_b;
   int64_t padded_w = width + args.pad_l + args.pad_r;
   if (window_h > padded_h || window_w > padded_w)
-    Fail(def,
+    FailOperator(def,
          fmt::format("the {}x{} window (kernel {}x{}, dilation {}x{}) does not fit the {}x{} padded input",
                      window_h, window_w, args.kernel_h, args.kernel_w, args.dilation_h, args.dilation_w,
                      padded_h, padded_w));

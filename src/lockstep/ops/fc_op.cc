@@ -11,10 +11,6 @@ namespace {
 
 using dnnl::memory;
 
-[[noreturn]] void Fail(const OperatorDef& def, const std::string& what) {
-  throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
-}
-
 // X's flattening as a matrix (N, K) and Y's shape x[:axis] + (M), checking that W is (M, K) and that b
 // (when given) is (M).
 struct FcShapes {
@@ -27,18 +23,18 @@ FcShapes FcOutputShape(const OperatorDef& def, const Shape& x, const Shape& w, c
   int64_t axis = GetIntArgument(def, "axis", 1);
   if (axis < 0) axis += ndim;
   if (axis < 0 || axis >= ndim)
-    Fail(def, fmt::format("axis {} is out of range for input {}", GetIntArgument(def, "axis", 1),
+    FailOperator(def, fmt::format("axis {} is out of range for input {}", GetIntArgument(def, "axis", 1),
                           ShapeToString(x)));
   FcShapes s;
   s.y.assign(x.begin(), x.begin() + axis);
   s.n = NumElements(s.y);
   s.k = NumElements(Shape(x.begin() + axis, x.end()));
   if (w.size() != 2 || w[1] != s.k)
-    Fail(def, fmt::format("W must be (M, {}) to match input {} flattened at axis {}, got {}", s.k,
+    FailOperator(def, fmt::format("W must be (M, {}) to match input {} flattened at axis {}, got {}", s.k,
                           ShapeToString(x), axis, ShapeToString(w)));
   s.m = w[0];
   if (b && (b->size() != 1 || (*b)[0] != s.m))
-    Fail(def, fmt::format("b must be ({}), got {}", s.m, ShapeToString(*b)));
+    FailOperator(def, fmt::format("b must be ({}), got {}", s.m, ShapeToString(*b)));
   s.y.push_back(s.m);
   return s;
 }
@@ -136,7 +132,7 @@ class FcGradientOp : public Operator {
   void Setup(const Shape& x, const Shape& w, const Tensor& dy) {
     setup_ = MakeFcSetup(def_, x, w, nullptr);
     if (dy.shape() != setup_.shapes.y)
-      Fail(def_, fmt::format("dY is {} but the FC output is {}", ShapeToString(dy.shape()),
+      FailOperator(def_, fmt::format("dY is {} but the FC output is {}", ShapeToString(dy.shape()),
                              ShapeToString(setup_.shapes.y)));
     x_shape_ = x;
     w_shape_ = w;

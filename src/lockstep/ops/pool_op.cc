@@ -14,32 +14,28 @@ using dnnl::memory;
 
 enum class PoolKind { kMax, kAverage };
 
-[[noreturn]] void Fail(const OperatorDef& def, const std::string& what) {
-  throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
-}
-
 // The window arguments, with the checks that only pooling needs.
 ConvPoolArgs ParsePoolArgs(const OperatorDef& def) {
   ConvPoolArgs args = ParseConvPoolArgs(def);
-  if (args.dilation_h != 1 || args.dilation_w != 1) Fail(def, "pooling does not support dilation");
+  if (args.dilation_h != 1 || args.dilation_w != 1) FailOperator(def, "pooling does not support dilation");
   if (args.global_pooling) {
     if (args.has_kernel() || args.stride_h != 1 || args.stride_w != 1 || args.pad_t || args.pad_l ||
         args.pad_b || args.pad_r)
-      Fail(def, "global_pooling covers the whole plane: drop kernel, stride and pad");
+      FailOperator(def, "global_pooling covers the whole plane: drop kernel, stride and pad");
     return args;
   }
-  if (!args.has_kernel()) Fail(def, "needs 'kernel' (or kernel_h/kernel_w, kernels) or global_pooling=1");
+  if (!args.has_kernel()) FailOperator(def, "needs 'kernel' (or kernel_h/kernel_w, kernels) or global_pooling=1");
   // A window that lies wholly in the padding would have nothing to pool.
   if (args.pad_t >= args.kernel_h || args.pad_b >= args.kernel_h || args.pad_l >= args.kernel_w ||
       args.pad_r >= args.kernel_w)
-    Fail(def, fmt::format("pads (t {}, l {}, b {}, r {}) must be smaller than the {}x{} kernel", args.pad_t,
+    FailOperator(def, fmt::format("pads (t {}, l {}, b {}, r {}) must be smaller than the {}x{} kernel", args.pad_t,
                           args.pad_l, args.pad_b, args.pad_r, args.kernel_h, args.kernel_w));
   return args;
 }
 
 // The window over an x of (N, C, H, W): global pooling takes the whole (H, W).
 ConvPoolArgs PoolWindow(const OperatorDef& def, const ConvPoolArgs& args, const Shape& x) {
-  if (x.size() != 4) Fail(def, fmt::format("input must be (N, C, H, W), got {}", ShapeToString(x)));
+  if (x.size() != 4) FailOperator(def, fmt::format("input must be (N, C, H, W), got {}", ShapeToString(x)));
   ConvPoolArgs window = args;
   if (args.global_pooling) {
     window.kernel_h = x[2];
@@ -133,7 +129,7 @@ class PoolGradientOp : public Operator {
     Tensor* dx = Output(0);               // dx has x's shape and layout
     if (DescOf(x) != setup_.x) Setup(x);  // a new shape or layout
     if (dy.shape() != setup_.y_shape)
-      Fail(def_, fmt::format("dY is {} but the pooling output is {}", ShapeToString(dy.shape()),
+      FailOperator(def_, fmt::format("dY is {} but the pooling output is {}", ShapeToString(dy.shape()),
                              ShapeToString(setup_.y_shape)));
     if (x.numel() == 0) {
       dx->Resize(x.shape());
