@@ -1,5 +1,5 @@
-// The whole backward pass of a small residual network (conv, BN, relu, residual add, pooling, FC, softmax
-// loss) built by the layer helpers and AddGradientOperators, checked against finite differences of the loss.
+// The whole backward pass of a small residual network (conv, BN with fused relu, BN, residual add, relu,
+// pooling, FC, softmax loss) built by the layer helpers and AddGradientOperators, checked against finite differences of the loss.
 #include <cmath>
 
 #include "lockstep/model/layers.h"
@@ -13,8 +13,7 @@ TEST(NetGradient, ResidualNetworkMatchesFiniteDifferences) {
   conv.pad = 1;
   conv.weight_init = FillSpec::Gaussian(0.3f);
   std::string x = layers::Conv(model, "data", "conv1", 3, 8, 3, conv);
-  x = layers::SpatialBN(model, x, "bn1", 8, /*is_test=*/false);
-  x = layers::Relu(model, x, "relu1");
+  x = layers::SpatialBN(model, x, "bn1", 8, /*is_test=*/false, 1e-5f, 0.9f, /*relu=*/true);
   std::string branch = layers::Conv(model, x, "conv2", 8, 8, 3, conv);
   branch = layers::SpatialBN(model, branch, "bn2", 8, false);
   x = layers::Add(model, branch, x, "sum");
