@@ -6,12 +6,6 @@
 namespace lockstep::testing {
 namespace {
 
-Tensor Labels(const Shape& shape, const std::vector<int32_t>& values) {
-  Tensor labels(shape, DataType::kInt32);
-  std::copy(values.begin(), values.end(), labels.data<int32_t>());
-  return labels;
-}
-
 float RunAccuracy(Workspace* ws, int top_k) {
   RunOp(ws, MakeOperatorDef("Accuracy", {"predictions", "labels"}, {"accuracy"}, {Arg("top_k", top_k)}));
   EXPECT_EQ(ws->Blob("accuracy").shape(), Shape{});
@@ -27,7 +21,7 @@ TEST(AccuracyOp, TopOneAndTopThreeMatchReference) {
   std::vector<int32_t> labels(n);
   for (int i = 0; i < n; ++i) labels[i] = (i * 3) % d;
   Feed(&ws, "predictions", predictions);
-  Feed(&ws, "labels", Labels({n}, labels));
+  Feed(&ws, "labels", Int32Tensor({n}, labels));
   for (int k : {1, 3}) {
     int correct = 0;
     for (int i = 0; i < n; ++i) {
@@ -47,7 +41,7 @@ TEST(AccuracyOp, HandComputedWithTies) {
                                  0.4f, 0.3f, 0.2f, 0.1f,      // label 2 is third
                                  0.25f, 0.25f, 0.25f, 0.25f,  // all tied: counts at k=1
                                  0.5f, 0.5f, 0.f, 0.f}));     // tie for first
-  Feed(&ws, "labels", Labels({4, 1}, {1, 2, 3, 1}));
+  Feed(&ws, "labels", Int32Tensor({4, 1}, {1, 2, 3, 1}));
   EXPECT_FLOAT_EQ(RunAccuracy(&ws, 1), 0.75f);
   EXPECT_FLOAT_EQ(RunAccuracy(&ws, 3), 1.f);
 }
@@ -55,9 +49,9 @@ TEST(AccuracyOp, HandComputedWithTies) {
 TEST(AccuracyOp, BadLabelsAreInvalidInput) {
   Workspace ws;
   Feed(&ws, "predictions", RandomTensor({2, 3}, 1));
-  Feed(&ws, "labels", Labels({2}, {0, 5}));
+  Feed(&ws, "labels", Int32Tensor({2}, {0, 5}));
   EXPECT_THROW(RunAccuracy(&ws, 1), InvalidInput);
-  Feed(&ws, "labels", Labels({3}, {0, 1, 2}));
+  Feed(&ws, "labels", Int32Tensor({3}, {0, 1, 2}));
   EXPECT_THROW(RunAccuracy(&ws, 1), InvalidInput);
 }
 

@@ -29,9 +29,7 @@ TEST(NetGradient, ResidualNetworkMatchesFiniteDifferences) {
     model.param_init_net().mutable_op(i)->mutable_device_option()->set_random_seed(100 + i);
   ws.RunNetOnce(model.param_init_net());
   Feed(&ws, "data", RandomTensor({4, 3, 6, 6}, 3));
-  Tensor labels(Shape{4}, DataType::kInt32);
-  for (int i = 0; i < 4; ++i) labels.data<int32_t>()[i] = (i * 3) % 5;
-  Feed(&ws, "label", labels);
+  Feed(&ws, "label", Int32Tensor({4}, {0, 3, 1, 4}));
 
   NetDef forward;  // the forward ops only, to evaluate the loss at perturbed parameters
   forward.set_name("forward");

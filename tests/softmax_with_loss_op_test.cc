@@ -8,12 +8,6 @@
 namespace lockstep::testing {
 namespace {
 
-Tensor Labels(const Shape& shape, const std::vector<int32_t>& values) {
-  Tensor labels(shape, DataType::kInt32);
-  std::copy(values.begin(), values.end(), labels.data<int32_t>());
-  return labels;
-}
-
 }  // namespace
 
 TEST(SoftmaxWithLossOp, ForwardMatchesReference) {
@@ -21,7 +15,7 @@ TEST(SoftmaxWithLossOp, ForwardMatchesReference) {
   Tensor logits = RandomTensor({4, 5}, 1, -3.f, 3.f);
   std::vector<int32_t> labels{0, 4, 2, 2};
   Feed(&ws, "logits", logits);
-  Feed(&ws, "labels", Labels({4}, labels));
+  Feed(&ws, "labels", Int32Tensor({4}, labels));
   RunOp(&ws,
         MakeOperatorDef("SoftmaxWithLoss", {"logits", "labels"}, {"softmax", "loss"}, {Arg("scale", 0.5f)}));
   Tensor expected({4, 5}, DataType::kFloat);
@@ -42,7 +36,7 @@ TEST(SoftmaxWithLossOp, ForwardMatchesReference) {
 TEST(SoftmaxWithLossOp, StableForLargeLogitsAndColumnLabels) {
   Workspace ws;
   Feed(&ws, "logits", TensorFromValues({2, 3}, {1000.f, 0.f, -1000.f, 500.f, 500.f, 500.f}));
-  Feed(&ws, "labels", Labels({2, 1}, {2, 1}));
+  Feed(&ws, "labels", Int32Tensor({2, 1}, {2, 1}));
   RunOp(&ws, MakeOperatorDef("SoftmaxWithLoss", {"logits", "labels"}, {"softmax", "loss"}));
   std::vector<float> softmax = Values(ws.Blob("softmax"));
   EXPECT_NEAR(softmax[0], 1.f, 1e-6f);
@@ -56,7 +50,7 @@ TEST(SoftmaxWithLossOp, StableForLargeLogitsAndColumnLabels) {
 TEST(SoftmaxWithLossOp, LabelOutOfRangeIsInvalidInput) {
   Workspace ws;
   Feed(&ws, "logits", RandomTensor({2, 3}, 1));
-  Feed(&ws, "labels", Labels({2}, {1, 3}));
+  Feed(&ws, "labels", Int32Tensor({2}, {1, 3}));
   try {
     RunOp(&ws, MakeOperatorDef("SoftmaxWithLoss", {"logits", "labels"}, {"softmax", "loss"}));
     FAIL() << "expected InvalidInput";
@@ -65,7 +59,7 @@ TEST(SoftmaxWithLossOp, LabelOutOfRangeIsInvalidInput) {
     EXPECT_NE(message.find("label 3"), std::string::npos) << message;
     EXPECT_NE(message.find("[0, 3)"), std::string::npos) << message;
   }
-  Feed(&ws, "labels", Labels({2}, {-1, 0}));
+  Feed(&ws, "labels", Int32Tensor({2}, {-1, 0}));
   EXPECT_THROW(RunOp(&ws, MakeOperatorDef("SoftmaxWithLoss", {"logits", "labels"}, {"softmax", "loss"})),
                InvalidInput);
   Feed(&ws, "labels", RandomTensor({2}, 1));  // float labels
@@ -79,13 +73,13 @@ TEST(SoftmaxWithLossOp, Gradient) {
   options.outputs_with_grad = {1};
   CheckGradient(
       MakeOperatorDef("SoftmaxWithLoss", {"logits", "labels"}, {"softmax", "loss"}, {Arg("scale", 2.f)}),
-      {{"logits", RandomTensor({3, 4}, 1, -2.f, 2.f)}, {"labels", Labels({3}, {3, 0, 1})}}, options);
+      {{"logits", RandomTensor({3, 4}, 1, -2.f, 2.f)}, {"labels", Int32Tensor({3}, {3, 0, 1})}}, options);
 }
 
 TEST(SoftmaxWithLossOp, GradientValues) {
   Workspace ws;
   Feed(&ws, "logits", TensorFromValues({1, 2}, {0.f, 0.f}));
-  Feed(&ws, "labels", Labels({1}, {1}));
+  Feed(&ws, "labels", Int32Tensor({1}, {1}));
   RunOp(&ws, MakeOperatorDef("SoftmaxWithLoss", {"logits", "labels"}, {"softmax", "loss"}));
   Feed(&ws, "dloss", TensorFromValues({}, {3.f}));
   RunOp(&ws,

@@ -3,6 +3,7 @@
 
 #include "lockstep/ops/dnnl_utils.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -22,6 +23,13 @@ Tensor TensorFromValues(const Shape& shape, const std::vector<float>& values) {
   Tensor tensor(shape, DataType::kFloat);
   EXPECT_EQ(tensor.numel(), static_cast<int64_t>(values.size()));
   std::memcpy(tensor.data<float>(), values.data(), values.size() * sizeof(float));
+  return tensor;
+}
+
+Tensor Int32Tensor(const Shape& shape, const std::vector<int32_t>& values) {
+  Tensor tensor(shape, DataType::kInt32);
+  EXPECT_EQ(tensor.numel(), static_cast<int64_t>(values.size()));
+  std::copy(values.begin(), values.end(), tensor.data<int32_t>());
   return tensor;
 }
 

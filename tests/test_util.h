@@ -17,6 +17,7 @@ namespace lockstep::testing {
 // Uniform values in [low, high) from a fixed seed.
 Tensor RandomTensor(const Shape& shape, unsigned seed, float low = -1.0f, float high = 1.0f);
 Tensor TensorFromValues(const Shape& shape, const std::vector<float>& values);
+Tensor Int32Tensor(const Shape& shape, const std::vector<int32_t>& values);  // labels
 void Feed(Workspace* ws, const std::string& name, const Tensor& value);
 std::vector<float> Values(const Tensor& tensor);  // row-major, whatever the tensor's layout
 // A row-major copy of a tensor in any layout.
