@@ -117,7 +117,8 @@ TEST(Executor, ErrorsNameTheOperator) {
       ws.RunNetOnce(net);
       FAIL();
     } catch (const InvalidInput& e) {
-      EXPECT_NE(std::string(e.what()).find("input 'missing' has not been set"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("input 'missing' has not been set"), std::string::npos)
+          << e.what();
     }
   }
 }

@@ -1,6 +1,5 @@
 // Model zoo: parameter shapes and counts against the published architectures, output shapes by inference.
 #include "lockstep/model/zoo.h"
-
 #include "test_util.h"
 
 namespace lockstep::testing {
@@ -29,7 +28,7 @@ TEST(ModelZoo, LeNetIsTheD2lNetwork) {
   BuildModel("lenet", model, "data", config);
   std::vector<std::pair<std::string, Shape>> expected = {
       {"conv1_w", {20, 1, 3, 3}}, {"conv1_b", {20}}, {"conv2_w", {50, 20, 5, 5}}, {"conv2_b", {50}},
-      {"fc3_w", {128, 800}},      {"fc3_b", {128}},  {"fc4_w", {10, 128}},       {"fc4_b", {10}}};
+      {"fc3_w", {128, 800}},      {"fc3_b", {128}},  {"fc4_w", {10, 128}},        {"fc4_b", {10}}};
   ASSERT_EQ(model.params().size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(model.params()[i].name, expected[i].first);

@@ -1,5 +1,6 @@
 // The whole backward pass of a small residual network (conv, BN with fused relu, BN, residual add, relu,
-// pooling, FC, softmax loss) built by the layer helpers and AddGradientOperators, checked against finite differences of the loss.
+// pooling, FC, softmax loss) built by the layer helpers and AddGradientOperators, checked against finite
+// differences of the loss.
 #include <cmath>
 
 #include "lockstep/model/layers.h"

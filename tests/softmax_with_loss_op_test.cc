@@ -6,9 +6,7 @@
 #include "test_util.h"
 
 namespace lockstep::testing {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 TEST(SoftmaxWithLossOp, ForwardMatchesReference) {
   Workspace ws;

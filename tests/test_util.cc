@@ -1,12 +1,12 @@
 // Implementation of the shared test helpers.
 #include "test_util.h"
 
-#include "lockstep/ops/dnnl_utils.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+
+#include "lockstep/ops/dnnl_utils.h"
 
 namespace lockstep::testing {
 
@@ -33,7 +33,9 @@ Tensor Int32Tensor(const Shape& shape, const std::vector<int32_t>& values) {
   return tensor;
 }
 
-void Feed(Workspace* ws, const std::string& name, const Tensor& value) { ws->CreateBlob(name)->CopyFrom(value); }
+void Feed(Workspace* ws, const std::string& name, const Tensor& value) {
+  ws->CreateBlob(name)->CopyFrom(value);
+}
 
 Tensor Plain(const Tensor& tensor) {
   Tensor plain;
@@ -42,7 +44,8 @@ Tensor Plain(const Tensor& tensor) {
 }
 
 Tensor Blocked(const Tensor& plain) {
-  dnnl::memory::desc desc(ToDims(plain.shape()), dnnl::memory::data_type::f32, dnnl::memory::format_tag::nChw16c);
+  dnnl::memory::desc desc(ToDims(plain.shape()), dnnl::memory::data_type::f32,
+                          dnnl::memory::format_tag::nChw16c);
   Tensor blocked;
   dnnl::memory to = ResizeForDesc(&blocked, plain.shape(), desc);
   dnnl::memory from = ToMemory(plain);
@@ -63,13 +66,15 @@ void ExpectNear(const Tensor& actual, const Tensor& expected, float tolerance) {
   const float* b = expected_plain.data<float>();
   for (int64_t i = 0; i < actual.numel(); ++i) {
     float scale = std::max({1.0f, std::fabs(a[i]), std::fabs(b[i])});
-    ASSERT_LE(std::fabs(a[i] - b[i]), tolerance * scale) << "at flat index " << i << ": " << a[i] << " vs " << b[i];
+    ASSERT_LE(std::fabs(a[i] - b[i]), tolerance * scale)
+        << "at flat index " << i << ": " << a[i] << " vs " << b[i];
   }
 }
 
 void RunOp(Workspace* ws, const OperatorDef& def) { CreateOperator(def, ws)->Run(); }
 
-void CheckGradient(const OperatorDef& op, const std::map<std::string, Tensor>& inputs, GradientCheckOptions options) {
+void CheckGradient(const OperatorDef& op, const std::map<std::string, Tensor>& inputs,
+                   GradientCheckOptions options) {
   Workspace ws;
   for (const auto& [name, value] : inputs) Feed(&ws, name, value);
   if (options.inputs_to_check.empty())
@@ -81,7 +86,8 @@ void CheckGradient(const OperatorDef& op, const std::map<std::string, Tensor>& i
   forward->Run();
 
   // Output gradients: fixed random weights of the scalar L.
-  GradientContext context{op, std::vector<std::string>(op.output_size()), std::vector<std::string>(op.input_size())};
+  GradientContext context{op, std::vector<std::string>(op.output_size()),
+                          std::vector<std::string>(op.input_size())};
   std::vector<Tensor> weights(op.output_size());
   for (int k : options.outputs_with_grad) {
     weights[k] = RandomTensor(ws.Blob(op.output(k)).shape(), 1000 + k);
@@ -112,7 +118,8 @@ void CheckGradient(const OperatorDef& op, const std::map<std::string, Tensor>& i
   for (int i : options.inputs_to_check) {
     const std::string& name = op.input(i);
     Tensor analytic = Plain(ws.Blob(context.input_grads[i]));
-    ASSERT_EQ(ShapeToString(analytic.shape()), ShapeToString(ws.Blob(name).shape())) << "gradient of " << name;
+    ASSERT_EQ(ShapeToString(analytic.shape()), ShapeToString(ws.Blob(name).shape()))
+        << "gradient of " << name;
     float* x = ws.GetBlob(name)->data<float>();
     for (int64_t j = 0; j < analytic.numel(); ++j) {
       float saved = x[j];

@@ -1,4 +1,5 @@
-// The trainer end to end on small runs: log format, checkpoints, exact resume, and one-line errors from the CLI.
+// The trainer end to end on small runs: log format, checkpoints, exact resume, and one-line errors from the
+// CLI.
 #include "lockstep/train/trainer.h"
 
 #include <sys/wait.h>
@@ -140,7 +141,8 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
       {"train --train_data null --model lenet", "pass --use_cpu"},
       {"train --use_cpu --train_data null --model lenet --batch_size 0", "--batch_size must be positive"},
       {base + "--model lenet --load_model_path /nonexistent/x.safetensors", "/nonexistent/x.safetensors"},
-      {"train --use_cpu --model lenet --train_data fashion-mnist --image_size 32", "does not match fashion-mnist"},
+      {"train --use_cpu --model lenet --train_data fashion-mnist --image_size 32",
+       "does not match fashion-mnist"},
   };
   for (const auto& c : cases) {
     auto [code, err] = RunCli(c.arguments);
@@ -154,7 +156,8 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
   auto [missing_code, missing_err] = RunCli("train --use_cpu --model lenet --train_data fashion-mnist");
   unsetenv("LOCKSTEP_FASHION_MNIST_DIR");
   EXPECT_EQ(missing_code, 1);
-  EXPECT_NE(missing_err.find("cannot open " + (empty / "train-images-idx3-ubyte.gz").string()), std::string::npos)
+  EXPECT_NE(missing_err.find("cannot open " + (empty / "train-images-idx3-ubyte.gz").string()),
+            std::string::npos)
       << missing_err;
 }
 

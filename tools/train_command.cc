@@ -18,7 +18,8 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
   app->add_option("--num_gpus", c->num_devices, "Number of devices (with --use_cpu: CPU devices)")
       ->capture_default_str();
   app->add_option("--num_channels", c->num_channels, "Color channels of the input")->capture_default_str();
-  app->add_option("--image_size", c->image_size, "Height and width of the input images")->capture_default_str();
+  app->add_option("--image_size", c->image_size, "Height and width of the input images")
+      ->capture_default_str();
   app->add_option("--num_labels", c->num_labels, "Number of classes")->capture_default_str();
   app->add_option("--batch_size", c->batch_size, "Batch size, total over the machine's devices")
       ->capture_default_str();
@@ -31,26 +32,29 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
   app->add_option("--weight_decay", c->weight_decay, "L2 weight decay on weights (not biases or BN)")
       ->capture_default_str();
   app->add_option("--seed", c->seed, "Seed of initialisation and data order")->capture_default_str();
-  app->add_option("--threads", c->threads, "CPU threads for the kernels (0: all cores)")->capture_default_str();
-  app->add_option("--save_model_name", c->save_model_name,
-                  "Save a checkpoint {file_store_path}/{save_model_name}_{epoch}.safetensors after each epoch");
-  app->add_option("--file_store_path", c->file_store_path, "Directory for checkpoints")->capture_default_str();
+  app->add_option("--threads", c->threads, "CPU threads for the kernels (0: all cores)")
+      ->capture_default_str();
+  app->add_option(
+      "--save_model_name", c->save_model_name,
+      "Save a checkpoint {file_store_path}/{save_model_name}_{epoch}.safetensors after each epoch");
+  app->add_option("--file_store_path", c->file_store_path, "Directory for checkpoints")
+      ->capture_default_str();
   app->add_option("--load_model_path", c->load_model_path, "Resume from this checkpoint");
   app->add_option("--log_dir", c->log_dir, "Directory of the CSV log")->capture_default_str();
 }
 
 int RunTrain(const CLI::App& app, TrainerConfig c, bool use_cpu, const std::string& arguments) {
-  if (!use_cpu)
-    throw InvalidInput("this build has no CUDA backend: pass --use_cpu to train on CPU devices");
+  if (!use_cpu) throw InvalidInput("this build has no CUDA backend: pass --use_cpu to train on CPU devices");
   if (c.train_data == "fashion-mnist") {
     // The dataset fixes the input geometry; explicit flags must agree with it.
-    const std::pair<const char*, int*> geometry[] = {
-        {"--num_channels", &c.num_channels}, {"--image_size", &c.image_size}, {"--num_labels", &c.num_labels}};
+    const std::pair<const char*, int*> geometry[] = {{"--num_channels", &c.num_channels},
+                                                     {"--image_size", &c.image_size},
+                                                     {"--num_labels", &c.num_labels}};
     const int expected[] = {1, 28, 10};
     for (int i = 0; i < 3; ++i) {
       if (app.count(geometry[i].first) && *geometry[i].second != expected[i])
-        throw InvalidInput(fmt::format("{} {} does not match fashion-mnist ({}); drop the flag", geometry[i].first,
-                                       *geometry[i].second, expected[i]));
+        throw InvalidInput(fmt::format("{} {} does not match fashion-mnist ({}); drop the flag",
+                                       geometry[i].first, *geometry[i].second, expected[i]));
       *geometry[i].second = expected[i];
     }
   } else if (c.train_data == "null") {

@@ -27,23 +27,24 @@ class InvalidInput : public Error {
   using Error::Error;
 };
 
-[[noreturn]] void ThrowEnforce(const char* file, int line, const std::string& condition, const std::string& message);
+[[noreturn]] void ThrowEnforce(const char* file, int line, const std::string& condition,
+                               const std::string& message);
 
 }  // namespace lockstep
 
-#define LOCKSTEP_ENFORCE(condition, ...)                                                           \
-  do {                                                                                             \
+#define LOCKSTEP_ENFORCE(condition, ...)                                                                     \
+  do {                                                                                                       \
     if (!(condition)) ::lockstep::ThrowEnforce(__FILE__, __LINE__, #condition, fmt::format("" __VA_ARGS__)); \
   } while (0)
 
-#define LOCKSTEP_ENFORCE_BINARY_(op, a, b, ...)                                                    \
-  do {                                                                                             \
-    const auto& lockstep_a_ = (a);                                                                 \
-    const auto& lockstep_b_ = (b);                                                                 \
-    if (!(lockstep_a_ op lockstep_b_))                                                             \
-      ::lockstep::ThrowEnforce(__FILE__, __LINE__, #a " " #op " " #b,                              \
-                               fmt::format("{} vs {}. ", lockstep_a_, lockstep_b_) +               \
-                                   fmt::format("" __VA_ARGS__));                                   \
+#define LOCKSTEP_ENFORCE_BINARY_(op, a, b, ...)                                               \
+  do {                                                                                        \
+    const auto& lockstep_a_ = (a);                                                            \
+    const auto& lockstep_b_ = (b);                                                            \
+    if (!(lockstep_a_ op lockstep_b_))                                                        \
+      ::lockstep::ThrowEnforce(                                                               \
+          __FILE__, __LINE__, #a " " #op " " #b,                                              \
+          fmt::format("{} vs {}. ", lockstep_a_, lockstep_b_) + fmt::format("" __VA_ARGS__)); \
   } while (0)
 
 #define LOCKSTEP_ENFORCE_EQ(a, b, ...) LOCKSTEP_ENFORCE_BINARY_(==, a, b, __VA_ARGS__)

@@ -33,8 +33,8 @@ std::vector<Arg> GradientContext::Args() const {
 }
 
 void GradientRegistry::Register(const std::string& type, GradientMaker maker) {
-  LOCKSTEP_ENFORCE(!Makers().count(type) && !NonDifferentiable().count(type), "gradient of '{}' registered twice",
-                   type);
+  LOCKSTEP_ENFORCE(!Makers().count(type) && !NonDifferentiable().count(type),
+                   "gradient of '{}' registered twice", type);
   Makers()[type] = std::move(maker);
 }
 
@@ -48,7 +48,9 @@ const GradientMaker* GradientRegistry::Find(const std::string& type) {
   return it == Makers().end() ? nullptr : &it->second;
 }
 
-bool GradientRegistry::IsNonDifferentiable(const std::string& type) { return NonDifferentiable().count(type) > 0; }
+bool GradientRegistry::IsNonDifferentiable(const std::string& type) {
+  return NonDifferentiable().count(type) > 0;
+}
 
 std::string GradientName(const std::string& blob) { return blob + "_grad"; }
 
@@ -112,7 +114,8 @@ std::map<std::string, std::string> AddGradientOperators(NetDef* net, const std::
       std::string name;
       if (requires_grad.count(in)) {
         bool taken = !partials[in].empty() || named_here.count(in);
-        name = taken ? fmt::format("{}_autosplit_{}", GradientName(in), autosplit_count[in]++) : GradientName(in);
+        name = taken ? fmt::format("{}_autosplit_{}", GradientName(in), autosplit_count[in]++)
+                     : GradientName(in);
         named_here.insert(in);
         any_input_grad = true;
       }
@@ -121,9 +124,10 @@ std::map<std::string, std::string> AddGradientOperators(NetDef* net, const std::
     if (!any_output_grad || !any_input_grad || GradientRegistry::IsNonDifferentiable(op.type())) continue;
     const GradientMaker* maker = GradientRegistry::Find(op.type());
     if (!maker)
-      throw InvalidInput(fmt::format("operator {} has no gradient; mark it non-differentiable or keep it off the "
-                                     "path from the parameters to the loss",
-                                     DescribeOperator(op)));
+      throw InvalidInput(
+          fmt::format("operator {} has no gradient; mark it non-differentiable or keep it off the "
+                      "path from the parameters to the loss",
+                      DescribeOperator(op)));
     for (auto grad_op : (*maker)(context)) {
       *grad_op.mutable_device_option() = op.device_option();
       if (op.has_engine() && !grad_op.has_engine()) grad_op.set_engine(op.engine());

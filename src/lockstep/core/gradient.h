@@ -39,7 +39,8 @@ using GradientMaker = std::function<std::vector<OperatorDef>(GradientContext&)>;
 class GradientRegistry {
  public:
   static void Register(const std::string& type, GradientMaker maker);
-  // Marks a type as having no gradient on purpose (Accuracy, Iter, fills): backward passes through it silently.
+  // Marks a type as having no gradient on purpose (Accuracy, Iter, fills): backward passes through it
+  // silently.
   static void RegisterNoGradient(const std::string& type);
   static const GradientMaker* Find(const std::string& type);
   static bool IsNonDifferentiable(const std::string& type);
@@ -55,9 +56,9 @@ std::string GradientName(const std::string& blob);  // "x" -> "x_grad"
 
 }  // namespace lockstep
 
-#define LOCKSTEP_REGISTER_GRADIENT(type, maker)                                                       \
-  static const bool LOCKSTEP_SCHEMA_NAME_(gradient_##type##_, __COUNTER__) [[maybe_unused]] =         \
+#define LOCKSTEP_REGISTER_GRADIENT(type, maker)                                               \
+  static const bool LOCKSTEP_SCHEMA_NAME_(gradient_##type##_, __COUNTER__) [[maybe_unused]] = \
       (::lockstep::GradientRegistry::Register(#type, maker), true)
-#define LOCKSTEP_NO_GRADIENT(type)                                                                    \
-  static const bool LOCKSTEP_SCHEMA_NAME_(no_gradient_##type##_, __COUNTER__) [[maybe_unused]] =      \
+#define LOCKSTEP_NO_GRADIENT(type)                                                               \
+  static const bool LOCKSTEP_SCHEMA_NAME_(no_gradient_##type##_, __COUNTER__) [[maybe_unused]] = \
       (::lockstep::GradientRegistry::RegisterNoGradient(#type), true)

@@ -34,7 +34,8 @@ Net::~Net() {
   std::sort(rows.rbegin(), rows.rend());
   std::fprintf(stderr, "profile of net '%s' (%.3f s in operators):\n", def_.name().c_str(), total);
   for (const auto& [seconds, type] : rows)
-    std::fprintf(stderr, "  %-28s %10.3f s %6.1f%%\n", type.c_str(), seconds, total > 0 ? 100 * seconds / total : 0);
+    std::fprintf(stderr, "  %-28s %10.3f s %6.1f%%\n", type.c_str(), seconds,
+                 total > 0 ? 100 * seconds / total : 0);
 }
 
 void Net::RunOperatorAt(size_t i) {
@@ -161,8 +162,8 @@ void DagNet::Run() {
 std::unique_ptr<Net> CreateNetExecutor(const NetDef& def, Workspace* ws) {
   if (def.type().empty() || def.type() == "simple") return std::make_unique<SequentialNet>(def, ws);
   if (def.type() == "dag") return std::make_unique<DagNet>(def, ws);
-  throw InvalidInput(fmt::format("net '{}' has unknown executor type '{}'; use 'simple' or 'dag'", def.name(),
-                                 def.type()));
+  throw InvalidInput(
+      fmt::format("net '{}' has unknown executor type '{}'; use 'simple' or 'dag'", def.name(), def.type()));
 }
 
 }  // namespace lockstep

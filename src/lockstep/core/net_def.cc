@@ -53,7 +53,9 @@ const Argument* FindArgument(const OperatorDef& def, const std::string& name) {
   return nullptr;
 }
 
-bool HasArgument(const OperatorDef& def, const std::string& name) { return FindArgument(def, name) != nullptr; }
+bool HasArgument(const OperatorDef& def, const std::string& name) {
+  return FindArgument(def, name) != nullptr;
+}
 
 namespace {
 [[noreturn]] void WrongType(const OperatorDef& def, const std::string& name, const char* expected) {
@@ -76,7 +78,8 @@ float GetFloatArgument(const OperatorDef& def, const std::string& name, float de
   WrongType(def, name, "a number");
 }
 
-std::string GetStringArgument(const OperatorDef& def, const std::string& name, const std::string& default_value) {
+std::string GetStringArgument(const OperatorDef& def, const std::string& name,
+                              const std::string& default_value) {
   const Argument* arg = FindArgument(def, name);
   if (!arg) return default_value;
   if (!arg->has_s()) WrongType(def, name, "a string");
@@ -160,7 +163,8 @@ void WriteNetDef(const NetDef& net, const std::string& path) {
     out << bytes;
     if (!out) throw IoError(fmt::format("cannot write {}", temporary));
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) throw IoError(fmt::format("cannot rename {} to {}", temporary, path));
+  if (std::rename(temporary.c_str(), path.c_str()) != 0)
+    throw IoError(fmt::format("cannot rename {} to {}", temporary, path));
 }
 
 }  // namespace lockstep

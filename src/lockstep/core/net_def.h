@@ -1,4 +1,5 @@
-// Helpers over the protobuf graph: build OperatorDefs, read typed arguments, read/write nets as text or binary.
+// Helpers over the protobuf graph: build OperatorDefs, read typed arguments, read/write nets as text or
+// binary.
 #pragma once
 
 #include <string>
@@ -32,7 +33,8 @@ const Argument* FindArgument(const OperatorDef& def, const std::string& name);
 bool HasArgument(const OperatorDef& def, const std::string& name);
 int64_t GetIntArgument(const OperatorDef& def, const std::string& name, int64_t default_value);
 float GetFloatArgument(const OperatorDef& def, const std::string& name, float default_value);
-std::string GetStringArgument(const OperatorDef& def, const std::string& name, const std::string& default_value);
+std::string GetStringArgument(const OperatorDef& def, const std::string& name,
+                              const std::string& default_value);
 std::vector<int64_t> GetIntsArgument(const OperatorDef& def, const std::string& name,
                                      const std::vector<int64_t>& default_value = {});
 std::vector<float> GetFloatsArgument(const OperatorDef& def, const std::string& name,

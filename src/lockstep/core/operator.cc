@@ -27,8 +27,9 @@ Operator::Operator(const OperatorDef& def, Workspace* ws) : def_(def), ws_(ws) {
 const Tensor& Operator::Input(int i) {
   const Tensor* tensor = inputs_.at(i);
   if (!tensor->defined())
-    throw InvalidInput(fmt::format("{}: input '{}' has not been set (feed it or run the net that fills it first)",
-                                   DescribeOperator(def_), def_.input(i)));
+    throw InvalidInput(
+        fmt::format("{}: input '{}' has not been set (feed it or run the net that fills it first)",
+                    DescribeOperator(def_), def_.input(i)));
   if (tensor->is_plain() || accepts_layouts_) return *tensor;
   plain_inputs_.resize(inputs_.size());
   tensor->ToPlain(&plain_inputs_[i]);

@@ -1,5 +1,5 @@
-// Operator: one node of the graph bound to its workspace blobs. Construction resolves blobs, checks the schema
-// and reads arguments; Run() only computes. Implementations register per (type, device, engine).
+// Operator: one node of the graph bound to its workspace blobs. Construction resolves blobs, checks the
+// schema and reads arguments; Run() only computes. Implementations register per (type, device, engine).
 #pragma once
 
 #include <functional>
@@ -46,7 +46,8 @@ class Operator {
   std::string StringArg(const std::string& name, const std::string& default_value) const {
     return GetStringArgument(def_, name, default_value);
   }
-  std::vector<int64_t> IntsArg(const std::string& name, const std::vector<int64_t>& default_value = {}) const {
+  std::vector<int64_t> IntsArg(const std::string& name,
+                               const std::vector<int64_t>& default_value = {}) const {
     return GetIntsArgument(def_, name, default_value);
   }
 
@@ -86,9 +87,9 @@ struct OperatorRegisterer {
 
 }  // namespace lockstep
 
-#define LOCKSTEP_REGISTER_OPERATOR_(type, device, engine, ...)                                    \
-  static ::lockstep::OperatorRegisterer<__VA_ARGS__> LOCKSTEP_SCHEMA_NAME_(registerer_##type##_, \
-                                                                         __COUNTER__)(#type, device, engine)
+#define LOCKSTEP_REGISTER_OPERATOR_(type, device, engine, ...)              \
+  static ::lockstep::OperatorRegisterer<__VA_ARGS__> LOCKSTEP_SCHEMA_NAME_( \
+      registerer_##type##_, __COUNTER__)(#type, device, engine)
 #define LOCKSTEP_REGISTER_CPU_OPERATOR(type, ...) \
   LOCKSTEP_REGISTER_OPERATOR_(type, ::lockstep::DeviceType::kCpu, "", __VA_ARGS__)
 #define LOCKSTEP_REGISTER_CPU_OPERATOR_WITH_ENGINE(type, engine, ...) \

@@ -70,7 +70,8 @@ void OpSchema::Verify(const OperatorDef& def) const {
   }
 }
 
-std::vector<TensorShape> OpSchema::InferShapes(const OperatorDef& def, const std::vector<TensorShape>& in) const {
+std::vector<TensorShape> OpSchema::InferShapes(const OperatorDef& def,
+                                               const std::vector<TensorShape>& in) const {
   if (!infer_) throw InvalidInput(fmt::format("operator {} has no shape function", type_));
   return infer_(def, in);
 }
@@ -91,7 +92,8 @@ const OpSchema* SchemaRegistry::Find(const std::string& type) {
   return it == Schemas().end() ? nullptr : it->second.get();
 }
 
-std::map<std::string, TensorShape> InferNetShapes(const NetDef& net, std::map<std::string, TensorShape> shapes) {
+std::map<std::string, TensorShape> InferNetShapes(const NetDef& net,
+                                                  std::map<std::string, TensorShape> shapes) {
   for (const auto& op : net.op()) {
     const OpSchema* schema = SchemaRegistry::Find(op.type());
     if (!schema) throw InvalidInput(fmt::format("unknown operator type '{}'", op.type()));
@@ -103,7 +105,8 @@ std::map<std::string, TensorShape> InferNetShapes(const NetDef& net, std::map<st
       inputs.push_back(it->second);
     }
     auto outputs = schema->InferShapes(op, inputs);
-    LOCKSTEP_ENFORCE_EQ(outputs.size(), static_cast<size_t>(op.output_size()), "shape function of {}", op.type());
+    LOCKSTEP_ENFORCE_EQ(outputs.size(), static_cast<size_t>(op.output_size()), "shape function of {}",
+                        op.type());
     for (int i = 0; i < op.output_size(); ++i) shapes[op.output(i)] = outputs[i];
   }
   return shapes;

@@ -60,12 +60,13 @@ class SchemaRegistry {
 
 // Runs the shape functions of a whole net from the shapes of its external inputs; every blob the net writes
 // gets an entry. Throws if an op has no shape function or its inputs are unknown.
-std::map<std::string, TensorShape> InferNetShapes(const NetDef& net, std::map<std::string, TensorShape> shapes);
+std::map<std::string, TensorShape> InferNetShapes(const NetDef& net,
+                                                  std::map<std::string, TensorShape> shapes);
 
 }  // namespace lockstep
 
 #define LOCKSTEP_SCHEMA_CONCAT_(a, b) a##b
 #define LOCKSTEP_SCHEMA_NAME_(a, b) LOCKSTEP_SCHEMA_CONCAT_(a, b)
-#define LOCKSTEP_OPERATOR_SCHEMA(type)                                                         \
+#define LOCKSTEP_OPERATOR_SCHEMA(type)                                                                 \
   static ::lockstep::OpSchema& LOCKSTEP_SCHEMA_NAME_(schema_##type##_, __COUNTER__) [[maybe_unused]] = \
       ::lockstep::SchemaRegistry::Register(#type)

@@ -9,22 +9,32 @@ namespace lockstep {
 
 size_t ElementSize(DataType type) {
   switch (type) {
-    case DataType::kFloat: return 4;
-    case DataType::kInt32: return 4;
-    case DataType::kUInt8: return 1;
-    case DataType::kInt64: return 8;
-    case DataType::kUndefined: return 0;
+    case DataType::kFloat:
+      return 4;
+    case DataType::kInt32:
+      return 4;
+    case DataType::kUInt8:
+      return 1;
+    case DataType::kInt64:
+      return 8;
+    case DataType::kUndefined:
+      return 0;
   }
   return 0;
 }
 
 const char* DataTypeName(DataType type) {
   switch (type) {
-    case DataType::kFloat: return "float32";
-    case DataType::kInt32: return "int32";
-    case DataType::kUInt8: return "uint8";
-    case DataType::kInt64: return "int64";
-    case DataType::kUndefined: return "undefined";
+    case DataType::kFloat:
+      return "float32";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kUInt8:
+      return "uint8";
+    case DataType::kInt64:
+      return "int64";
+    case DataType::kUndefined:
+      return "undefined";
   }
   return "unknown";
 }

@@ -18,10 +18,22 @@ size_t ElementSize(DataType type);
 const char* DataTypeName(DataType type);
 template <typename T>
 DataType DataTypeOf();
-template <> inline DataType DataTypeOf<float>() { return DataType::kFloat; }
-template <> inline DataType DataTypeOf<int32_t>() { return DataType::kInt32; }
-template <> inline DataType DataTypeOf<uint8_t>() { return DataType::kUInt8; }
-template <> inline DataType DataTypeOf<int64_t>() { return DataType::kInt64; }
+template <>
+inline DataType DataTypeOf<float>() {
+  return DataType::kFloat;
+}
+template <>
+inline DataType DataTypeOf<int32_t>() {
+  return DataType::kInt32;
+}
+template <>
+inline DataType DataTypeOf<uint8_t>() {
+  return DataType::kUInt8;
+}
+template <>
+inline DataType DataTypeOf<int64_t>() {
+  return DataType::kInt64;
+}
 
 enum class DeviceType : int { kCpu = 0, kCuda = 1 };
 
@@ -45,11 +57,12 @@ class Tensor {
   Tensor() = default;
   Tensor(const Shape& shape, DataType type) { Resize(shape, type); }
 
-  // Sets the shape and dtype in plain layout; reallocates only when the buffer is too small (contents are then
-  // undefined).
+  // Sets the shape and dtype in plain layout; reallocates only when the buffer is too small (contents are
+  // then undefined).
   void Resize(const Shape& shape, DataType type = DataType::kFloat);
   // Same, in a backend layout that occupies `bytes` (blocked formats may pad, so bytes >= numel * size).
-  void ResizeWithLayout(const Shape& shape, DataType type, std::shared_ptr<const TensorLayout> layout, size_t bytes);
+  void ResizeWithLayout(const Shape& shape, DataType type, std::shared_ptr<const TensorLayout> layout,
+                        size_t bytes);
   const TensorLayout* layout() const { return layout_.get(); }
   const std::shared_ptr<const TensorLayout>& shared_layout() const { return layout_; }
   bool is_plain() const { return !layout_; }

@@ -36,7 +36,8 @@ std::vector<std::string> Workspace::BlobNames() const {
 Net* Workspace::CreateNet(const NetDef& def, bool overwrite) {
   LOCKSTEP_ENFORCE(!def.name().empty(), "a net needs a name to be created in a workspace");
   auto& slot = nets_[def.name()];
-  if (slot && !overwrite) throw InvalidInput(fmt::format("net '{}' already exists in the workspace", def.name()));
+  if (slot && !overwrite)
+    throw InvalidInput(fmt::format("net '{}' already exists in the workspace", def.name()));
   slot = CreateNetExecutor(def, this);
   return slot.get();
 }

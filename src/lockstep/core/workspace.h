@@ -22,7 +22,7 @@ class Workspace {
 
   // Returns the blob, creating an empty one if needed. Pointers stay valid for the workspace's lifetime.
   Tensor* CreateBlob(const std::string& name);
-  Tensor* GetBlob(const std::string& name);  // nullptr when absent
+  Tensor* GetBlob(const std::string& name);           // nullptr when absent
   const Tensor& Blob(const std::string& name) const;  // throws InvalidInput when absent
   bool HasBlob(const std::string& name) const;
   std::vector<std::string> BlobNames() const;

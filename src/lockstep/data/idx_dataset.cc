@@ -15,8 +15,8 @@ namespace {
 std::vector<uint8_t> ReadWholeFile(const std::string& path) {
   gzFile file = gzopen(path.c_str(), "rb");
   if (!file)
-    throw IoError(fmt::format("cannot open {} ---> HINT: for Fashion-MNIST install Debian's dataset-fashion-mnist",
-                              path));
+    throw IoError(fmt::format(
+        "cannot open {} ---> HINT: for Fashion-MNIST install Debian's dataset-fashion-mnist", path));
   std::unique_ptr<gzFile_s, int (*)(gzFile)> closer(file, gzclose);
   std::vector<uint8_t> bytes;
   uint8_t buffer[1 << 16];
@@ -27,8 +27,8 @@ std::vector<uint8_t> ReadWholeFile(const std::string& path) {
 }
 
 uint32_t BigEndian32(const std::vector<uint8_t>& bytes, size_t offset) {
-  return uint32_t{bytes[offset]} << 24 | uint32_t{bytes[offset + 1]} << 16 | uint32_t{bytes[offset + 2]} << 8 |
-         bytes[offset + 3];
+  return uint32_t{bytes[offset]} << 24 | uint32_t{bytes[offset + 1]} << 16 |
+         uint32_t{bytes[offset + 2]} << 8 | bytes[offset + 3];
 }
 
 }  // namespace
@@ -47,14 +47,14 @@ ImageDataset ReadIdxDataset(const std::string& images_path, const std::string& l
   dataset.width = static_cast<int>(BigEndian32(images, 12));
   int64_t label_count = BigEndian32(labels, 4);
   if (count != label_count)
-    throw InvalidInput(fmt::format("{} holds {} images but {} holds {} labels", images_path, count, labels_path,
-                                   label_count));
+    throw InvalidInput(fmt::format("{} holds {} images but {} holds {} labels", images_path, count,
+                                   labels_path, label_count));
   if (static_cast<int64_t>(images.size()) != 16 + count * dataset.image_bytes())
     throw InvalidInput(fmt::format("{} is truncated: expected {} bytes, found {}", images_path,
                                    16 + count * dataset.image_bytes(), images.size()));
   if (static_cast<int64_t>(labels.size()) != 8 + count)
-    throw InvalidInput(fmt::format("{} is truncated: expected {} bytes, found {}", labels_path, 8 + count,
-                                   labels.size()));
+    throw InvalidInput(
+        fmt::format("{} is truncated: expected {} bytes, found {}", labels_path, 8 + count, labels.size()));
   dataset.pixels.assign(images.begin() + 16, images.end());
   dataset.labels.assign(labels.begin() + 8, labels.end());
   return dataset;

@@ -6,12 +6,14 @@ namespace lockstep::layers {
 std::string Conv(ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
                  int kernel, const ConvOptions& options) {
   LOCKSTEP_ENFORCE(dim_in % options.group == 0 && dim_out % options.group == 0,
-                   "conv '{}': channels {} -> {} not divisible by group {}", out, dim_in, dim_out, options.group);
+                   "conv '{}': channels {} -> {} not divisible by group {}", out, dim_in, dim_out,
+                   options.group);
   std::string output = model.Scoped(out);
   std::vector<std::string> inputs = {
-      in, model.CreateParam(out + "_w", {dim_out, dim_in / options.group, kernel, kernel}, options.weight_init,
-                            ParamTag::kWeight)};
-  if (options.bias) inputs.push_back(model.CreateParam(out + "_b", {dim_out}, options.bias_init, ParamTag::kBias));
+      in, model.CreateParam(out + "_w", {dim_out, dim_in / options.group, kernel, kernel},
+                            options.weight_init, ParamTag::kWeight)};
+  if (options.bias)
+    inputs.push_back(model.CreateParam(out + "_b", {dim_out}, options.bias_init, ParamTag::kBias));
   model.AddOp("Conv", inputs, {output},
               {Arg("kernel", kernel), Arg("stride", options.stride), Arg("pad", options.pad),
                Arg("dilation", options.dilation), Arg("group", options.group)});
@@ -45,8 +47,8 @@ std::string MaxPool(ModelHelper& model, const std::string& in, const std::string
   return Pool(model, "MaxPool", in, out, {Arg("kernel", kernel), Arg("stride", stride), Arg("pad", pad)});
 }
 
-std::string AveragePool(ModelHelper& model, const std::string& in, const std::string& out, int kernel, int stride,
-                        int pad) {
+std::string AveragePool(ModelHelper& model, const std::string& in, const std::string& out, int kernel,
+                        int stride, int pad) {
   return Pool(model, "AveragePool", in, out, {Arg("kernel", kernel), Arg("stride", stride), Arg("pad", pad)});
 }
 
@@ -70,7 +72,8 @@ std::string SpatialBN(ModelHelper& model, const std::string& in, const std::stri
   return output;
 }
 
-std::string Dropout(ModelHelper& model, const std::string& in, const std::string& out, float ratio, bool is_test) {
+std::string Dropout(ModelHelper& model, const std::string& in, const std::string& out, float ratio,
+                    bool is_test) {
   std::string output = model.Scoped(out);
   std::vector<std::string> outputs = {output};
   if (!is_test) outputs.push_back(output + "_mask");

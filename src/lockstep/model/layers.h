@@ -25,19 +25,21 @@ std::string Conv(ModelHelper& model, const std::string& in, const std::string& o
                  int kernel, const ConvOptions& options = {});
 // Parameters "<out>_w" (dim_out, dim_in) and "<out>_b" (dim_out); `in` is flattened from axis 1.
 std::string FC(ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
-               const FillSpec& weight_init = FillSpec::Xavier(), const FillSpec& bias_init = FillSpec::Constant(0));
+               const FillSpec& weight_init = FillSpec::Xavier(),
+               const FillSpec& bias_init = FillSpec::Constant(0));
 std::string Relu(ModelHelper& model, const std::string& in, const std::string& out);
 std::string MaxPool(ModelHelper& model, const std::string& in, const std::string& out, int kernel, int stride,
                     int pad = 0);
-std::string AveragePool(ModelHelper& model, const std::string& in, const std::string& out, int kernel, int stride,
-                        int pad = 0);
+std::string AveragePool(ModelHelper& model, const std::string& in, const std::string& out, int kernel,
+                        int stride, int pad = 0);
 std::string GlobalAveragePool(ModelHelper& model, const std::string& in, const std::string& out);
 // Parameters "<out>_s", "<out>_b" (trained) and "<out>_rm", "<out>_riv" (running mean / variance, computed).
 // relu = true fuses a following Relu: the output is relu(BN(in)), and training keeps the ReLU mask in
 // "<out>_relu_mask" for the gradient.
 std::string SpatialBN(ModelHelper& model, const std::string& in, const std::string& out, int channels,
                       bool is_test, float epsilon = 1e-5f, float momentum = 0.9f, bool relu = false);
-std::string Dropout(ModelHelper& model, const std::string& in, const std::string& out, float ratio, bool is_test);
+std::string Dropout(ModelHelper& model, const std::string& in, const std::string& out, float ratio,
+                    bool is_test);
 std::string Add(ModelHelper& model, const std::string& a, const std::string& b, const std::string& out);
 std::string Flatten(ModelHelper& model, const std::string& in, const std::string& out);
 // Returns {softmax, loss}.

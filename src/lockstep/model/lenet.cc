@@ -7,9 +7,9 @@ namespace lockstep {
 
 std::string BuildLeNet(ModelHelper& model, const std::string& data, const ModelConfig& config) {
   const FillSpec weight = FillSpec::Gaussian(0.01f);
-  const int conv1_size = config.image_size - 2;   // 3x3, no padding
+  const int conv1_size = config.image_size - 2;  // 3x3, no padding
   const int pool1_size = conv1_size / 2;
-  const int conv2_size = pool1_size - 4;          // 5x5, no padding
+  const int conv2_size = pool1_size - 4;  // 5x5, no padding
   const int pool2_size = conv2_size / 2;
   if (pool2_size < 1)
     throw InvalidInput(fmt::format("lenet needs --image_size of at least 12, got {}", config.image_size));

@@ -65,9 +65,11 @@ const ParamInfo& ModelHelper::Param(const std::string& name) const {
   throw InvalidInput(fmt::format("model '{}' has no parameter '{}'", net_.name(), name));
 }
 
-const std::map<std::string, std::string>& ModelHelper::AddGradientOperators(const std::vector<std::string>& losses) {
+const std::map<std::string, std::string>& ModelHelper::AddGradientOperators(
+    const std::vector<std::string>& losses) {
   auto trainable = GetTrainableParams();
-  param_to_grad_ = lockstep::AddGradientOperators(&net_, losses, std::set<std::string>(trainable.begin(), trainable.end()));
+  param_to_grad_ = lockstep::AddGradientOperators(&net_, losses,
+                                                  std::set<std::string>(trainable.begin(), trainable.end()));
   return param_to_grad_;
 }
 

@@ -20,15 +20,17 @@ SgdBlobs AddMomentumSgd(ModelHelper& model, const SgdOptions& options) {
   for (const auto& param : model.GetTrainableParams(model.name_scope())) {
     auto grad = model.param_to_grad().find(param);
     if (grad == model.param_to_grad().end())
-      throw InvalidInput(fmt::format("parameter '{}' gets no gradient from the loss; remove it or connect it", param));
+      throw InvalidInput(
+          fmt::format("parameter '{}' gets no gradient from the loss; remove it or connect it", param));
     std::string moment = param + "_momentum";
     auto* init = model.param_init_net().add_op();
     *init = MakeOperatorDef("ConstantFill", {}, {moment},
                             {Arg("shape", model.Param(param).shape), Arg("value", 0.0f)});
     SetDevice(init, model.device());
     float decay = model.Param(param).tag == ParamTag::kWeight ? options.weight_decay : 0.0f;
-    model.AddOp("MomentumSGDUpdate", {grad->second, moment, blobs.lr, param}, {grad->second, moment, param},
-                {Arg("momentum", options.momentum), Arg("nesterov", options.nesterov), Arg("weight_decay", decay)});
+    model.AddOp(
+        "MomentumSGDUpdate", {grad->second, moment, blobs.lr, param}, {grad->second, moment, param},
+        {Arg("momentum", options.momentum), Arg("nesterov", options.nesterov), Arg("weight_decay", decay)});
     blobs.moments.push_back(moment);
   }
   return blobs;

@@ -38,7 +38,8 @@ class ResNetBuilder {
       x = ConvBN(x, name + "_conv2", dim_out, dim_out, 3, 1, false);
     }
     std::string shortcut = in;
-    if (dim_in != dim_out || stride != 1) shortcut = ConvBN(in, name + "_shortcut", dim_in, dim_out, 1, stride, false);
+    if (dim_in != dim_out || stride != 1)
+      shortcut = ConvBN(in, name + "_shortcut", dim_in, dim_out, 1, stride, false);
     x = layers::Add(model_, x, shortcut, name + "_sum");
     return layers::Relu(model_, x, name + "_relu");
   }
@@ -54,14 +55,24 @@ std::string BuildResNet(ModelHelper& model, const std::string& data, const Model
   std::vector<int> blocks;
   bool bottleneck = depth >= 50;
   switch (depth) {
-    case 18: blocks = {2, 2, 2, 2}; break;
-    case 34: blocks = {3, 4, 6, 3}; break;
-    case 50: blocks = {3, 4, 6, 3}; break;
-    case 101: blocks = {3, 4, 23, 3}; break;
-    default: throw InvalidInput(fmt::format("ResNet depth must be 18, 34, 50 or 101, got {}", depth));
+    case 18:
+      blocks = {2, 2, 2, 2};
+      break;
+    case 34:
+      blocks = {3, 4, 6, 3};
+      break;
+    case 50:
+      blocks = {3, 4, 6, 3};
+      break;
+    case 101:
+      blocks = {3, 4, 23, 3};
+      break;
+    default:
+      throw InvalidInput(fmt::format("ResNet depth must be 18, 34, 50 or 101, got {}", depth));
   }
   if (config.image_size < 32)
-    throw InvalidInput(fmt::format("resnet{} needs --image_size of at least 32, got {}", depth, config.image_size));
+    throw InvalidInput(
+        fmt::format("resnet{} needs --image_size of at least 32, got {}", depth, config.image_size));
   ResNetBuilder builder(model, config.is_test);
   std::string x = builder.ConvBN(data, "conv1", config.num_channels, 64, 7, 2, true);
   x = layers::MaxPool(model, x, "pool1", 3, 2, 1);

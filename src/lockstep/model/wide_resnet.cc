@@ -9,10 +9,11 @@ namespace lockstep {
 std::string BuildWideResNet(ModelHelper& model, const std::string& data, const ModelConfig& config, int depth,
                             int width) {
   if (depth < 10 || (depth - 4) % 6 != 0 || width < 1)
-    throw InvalidInput(fmt::format("wrn-{}-{}: depth must be 6n+4 (10, 16, 22, 28, 40, ...) and width >= 1", depth,
-                                   width));
+    throw InvalidInput(
+        fmt::format("wrn-{}-{}: depth must be 6n+4 (10, 16, 22, 28, 40, ...) and width >= 1", depth, width));
   const int blocks = (depth - 4) / 6;
-  auto conv = [&](const std::string& in, const std::string& name, int dim_in, int dim_out, int kernel, int stride) {
+  auto conv = [&](const std::string& in, const std::string& name, int dim_in, int dim_out, int kernel,
+                  int stride) {
     layers::ConvOptions options;
     options.stride = stride;
     options.pad = kernel / 2;
@@ -36,7 +37,8 @@ std::string BuildWideResNet(ModelHelper& model, const std::string& data, const M
       std::string y = conv(pre, name + "_conv1", dim_in, dim_out, 3, stride);
       y = bn_relu(y, name + "_mid", dim_out);
       y = conv(y, name + "_conv2", dim_out, dim_out, 3, 1);
-      std::string shortcut = (dim_in != dim_out || stride != 1) ? conv(pre, name + "_shortcut", dim_in, dim_out, 1, stride) : x;
+      std::string shortcut =
+          (dim_in != dim_out || stride != 1) ? conv(pre, name + "_shortcut", dim_in, dim_out, 1, stride) : x;
       x = layers::Add(model, y, shortcut, name + "_sum");
       dim_in = dim_out;
     }

@@ -22,7 +22,9 @@ bool IsKnownModel(const std::string& name) {
   return name == "lenet" || ResNetDepth(name) > 0 || ParseWideResNet(name, &depth, &width);
 }
 
-std::string KnownModelsText() { return "lenet, resnet18, resnet34, resnet50, resnet101, wrn-<depth>-<width>"; }
+std::string KnownModelsText() {
+  return "lenet, resnet18, resnet34, resnet50, resnet101, wrn-<depth>-<width>";
+}
 
 std::string BuildModel(const std::string& name, ModelHelper& model, const std::string& data,
                        const ModelConfig& config) {

@@ -21,14 +21,14 @@ Shape ConvOutputShape(const OperatorDef& def, const ConvPoolArgs& args, int64_t 
   if (filter.size() != 4)
     FailOperator(def, fmt::format("filter must be (M, C/group, kh, kw), got {}", ShapeToString(filter)));
   if (group <= 0 || x[1] % group != 0 || filter[0] % group != 0)
-    FailOperator(def, fmt::format("group {} must divide the input channels ({}) and the filter count ({})", group,
-                          x[1], filter[0]));
+    FailOperator(def, fmt::format("group {} must divide the input channels ({}) and the filter count ({})",
+                                  group, x[1], filter[0]));
   if (filter[1] * group != x[1])
     FailOperator(def, fmt::format("filter {} has {} channels per group but input {} with group {} needs {}",
-                          ShapeToString(filter), filter[1], ShapeToString(x), group, x[1] / group));
+                                  ShapeToString(filter), filter[1], ShapeToString(x), group, x[1] / group));
   if (args.has_kernel() && (args.kernel_h != filter[2] || args.kernel_w != filter[3]))
     FailOperator(def, fmt::format("kernel {}x{} does not match filter {}", args.kernel_h, args.kernel_w,
-                          ShapeToString(filter)));
+                                  ShapeToString(filter)));
   if (bias && (bias->size() != 1 || (*bias)[0] != filter[0]))
     FailOperator(def, fmt::format("bias must be ({}), got {}", filter[0], ShapeToString(*bias)));
   ConvPoolArgs window = args;
@@ -179,8 +179,8 @@ class ConvGradientOp : public Operator {
   void Setup(const Shape& x, const Shape& filter, const Shape& dy) {
     Shape y = ConvOutputShape(def_, args_, group_, x, filter, nullptr);
     if (dy != y)
-      FailOperator(def_,
-           fmt::format("dY is {} but the convolution output is {}", ShapeToString(dy), ShapeToString(y)));
+      FailOperator(def_, fmt::format("dY is {} but the convolution output is {}", ShapeToString(dy),
+                                     ShapeToString(y)));
     x_shape_ = x;
     filter_shape_ = filter;
     dy_shape_ = dy;

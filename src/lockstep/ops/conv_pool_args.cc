@@ -28,7 +28,8 @@ void ReadPair(const OperatorDef& def, const std::string& name, const std::string
   } else if (list) {
     auto values = GetIntsArgument(def, plural);
     if (values.size() != 2)
-      FailOperator(def, fmt::format("'{}' needs 2 values (h, w) for 2-D inputs, got {}", plural, values.size()));
+      FailOperator(def,
+                   fmt::format("'{}' needs 2 values (h, w) for 2-D inputs, got {}", plural, values.size()));
     *h = values[0];
     *w = values[1];
   }
@@ -63,7 +64,8 @@ ConvPoolArgs ParseConvPoolArgs(const OperatorDef& def) {
   } else if (list) {
     auto pads = GetIntsArgument(def, "pads");
     if (pads.size() != 4)
-      FailOperator(def, fmt::format("'pads' needs 4 values (t, l, b, r) for 2-D inputs, got {}", pads.size()));
+      FailOperator(def,
+                   fmt::format("'pads' needs 4 values (t, l, b, r) for 2-D inputs, got {}", pads.size()));
     args.pad_t = pads[0];
     args.pad_l = pads[1];
     args.pad_b = pads[2];
@@ -80,8 +82,8 @@ ConvPoolArgs ParseConvPoolArgs(const OperatorDef& def) {
   if (args.dilation_h <= 0 || args.dilation_w <= 0)
     FailOperator(def, fmt::format("dilation must be positive, got {}x{}", args.dilation_h, args.dilation_w));
   if (args.pad_t < 0 || args.pad_l < 0 || args.pad_b < 0 || args.pad_r < 0)
-    FailOperator(def, fmt::format("pads must be non-negative, got (t {}, l {}, b {}, r {})", args.pad_t, args.pad_l,
-                          args.pad_b, args.pad_r));
+    FailOperator(def, fmt::format("pads must be non-negative, got (t {}, l {}, b {}, r {})", args.pad_t,
+                                  args.pad_l, args.pad_b, args.pad_r));
   return args;
 }
 
@@ -92,10 +94,11 @@ std::pair<int64_t, int64_t> ConvPoolOutputSize(const OperatorDef& def, const Con
   int64_t padded_h = height + args.pad_t + args.pad_b;
   int64_t padded_w = width + args.pad_l + args.pad_r;
   if (window_h > padded_h || window_w > padded_w)
-    FailOperator(def,
-         fmt::format("the {}x{} window (kernel {}x{}, dilation {}x{}) does not fit the {}x{} padded input",
-                     window_h, window_w, args.kernel_h, args.kernel_w, args.dilation_h, args.dilation_w,
-                     padded_h, padded_w));
+    FailOperator(
+        def,
+        fmt::format("the {}x{} window (kernel {}x{}, dilation {}x{}) does not fit the {}x{} padded input",
+                    window_h, window_w, args.kernel_h, args.kernel_w, args.dilation_h, args.dilation_w,
+                    padded_h, padded_w));
   return {(padded_h - window_h) / args.stride_h + 1, (padded_w - window_w) / args.stride_w + 1};
 }
 

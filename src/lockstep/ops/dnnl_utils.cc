@@ -18,18 +18,24 @@ dnnl::memory::dims ToDims(const Shape& shape) { return dnnl::memory::dims(shape.
 dnnl::memory::format_tag PlainTag(int rank) {
   using tag = dnnl::memory::format_tag;
   switch (rank) {
-    case 1: return tag::a;
-    case 2: return tag::ab;
-    case 3: return tag::abc;
-    case 4: return tag::abcd;
-    case 5: return tag::abcde;
+    case 1:
+      return tag::a;
+    case 2:
+      return tag::ab;
+    case 3:
+      return tag::abc;
+    case 4:
+      return tag::abcd;
+    case 5:
+      return tag::abcde;
   }
   LOCKSTEP_ENFORCE(false, "oneDNN tensors have rank 1 to 5, got {}", rank);
   return tag::undef;
 }
 
 dnnl::memory::desc PlainDesc(const Shape& shape) {
-  return dnnl::memory::desc(ToDims(shape), dnnl::memory::data_type::f32, PlainTag(static_cast<int>(shape.size())));
+  return dnnl::memory::desc(ToDims(shape), dnnl::memory::data_type::f32,
+                            PlainTag(static_cast<int>(shape.size())));
 }
 
 dnnl::memory ToMemory(const Tensor& tensor) { return ToMemory(tensor, PlainDesc(tensor.shape())); }
@@ -74,7 +80,8 @@ void ReorderToPlain(const Tensor& from, Tensor* plain) {
 const bool registered = (RegisterLayoutConverter(ReorderToPlain), true);
 }  // namespace
 
-dnnl::memory ReorderIfNeeded(const dnnl::memory& user, const dnnl::memory::desc& desc, dnnl::memory* scratch) {
+dnnl::memory ReorderIfNeeded(const dnnl::memory& user, const dnnl::memory::desc& desc,
+                             dnnl::memory* scratch) {
   if (user.get_desc() == desc) return user;
   if (!*scratch || scratch->get_desc() != desc) *scratch = dnnl::memory(desc, CpuEngine());
   Execute(dnnl::reorder(user, *scratch), {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, *scratch}});

@@ -214,7 +214,8 @@ class SumReduceLikeOp : public Operator {
 std::vector<OperatorDef> AddGradient(GradientContext& g) {
   g.PassThrough(0, g.GO(0));
   if (!g.NeedsGI(1)) return {};
-  if (GetIntArgument(g.def, "broadcast", 0) != 0) return {MakeOperatorDef("SumReduceLike", {g.GO(0), g.I(1)}, {g.GI(1)})};
+  if (GetIntArgument(g.def, "broadcast", 0) != 0)
+    return {MakeOperatorDef("SumReduceLike", {g.GO(0), g.I(1)}, {g.GI(1)})};
   g.PassThrough(1, g.GO(0));
   return {};
 }

@@ -24,14 +24,14 @@ FcShapes FcOutputShape(const OperatorDef& def, const Shape& x, const Shape& w, c
   if (axis < 0) axis += ndim;
   if (axis < 0 || axis >= ndim)
     FailOperator(def, fmt::format("axis {} is out of range for input {}", GetIntArgument(def, "axis", 1),
-                          ShapeToString(x)));
+                                  ShapeToString(x)));
   FcShapes s;
   s.y.assign(x.begin(), x.begin() + axis);
   s.n = NumElements(s.y);
   s.k = NumElements(Shape(x.begin() + axis, x.end()));
   if (w.size() != 2 || w[1] != s.k)
     FailOperator(def, fmt::format("W must be (M, {}) to match input {} flattened at axis {}, got {}", s.k,
-                          ShapeToString(x), axis, ShapeToString(w)));
+                                  ShapeToString(x), axis, ShapeToString(w)));
   s.m = w[0];
   if (b && (b->size() != 1 || (*b)[0] != s.m))
     FailOperator(def, fmt::format("b must be ({}), got {}", s.m, ShapeToString(*b)));
@@ -133,7 +133,7 @@ class FcGradientOp : public Operator {
     setup_ = MakeFcSetup(def_, x, w, nullptr);
     if (dy.shape() != setup_.shapes.y)
       FailOperator(def_, fmt::format("dY is {} but the FC output is {}", ShapeToString(dy.shape()),
-                             ShapeToString(setup_.shapes.y)));
+                                     ShapeToString(setup_.shapes.y)));
     x_shape_ = x;
     w_shape_ = w;
     dy_shape_ = dy.shape();

@@ -24,12 +24,14 @@ ConvPoolArgs ParsePoolArgs(const OperatorDef& def) {
       FailOperator(def, "global_pooling covers the whole plane: drop kernel, stride and pad");
     return args;
   }
-  if (!args.has_kernel()) FailOperator(def, "needs 'kernel' (or kernel_h/kernel_w, kernels) or global_pooling=1");
+  if (!args.has_kernel())
+    FailOperator(def, "needs 'kernel' (or kernel_h/kernel_w, kernels) or global_pooling=1");
   // A window that lies wholly in the padding would have nothing to pool.
   if (args.pad_t >= args.kernel_h || args.pad_b >= args.kernel_h || args.pad_l >= args.kernel_w ||
       args.pad_r >= args.kernel_w)
-    FailOperator(def, fmt::format("pads (t {}, l {}, b {}, r {}) must be smaller than the {}x{} kernel", args.pad_t,
-                          args.pad_l, args.pad_b, args.pad_r, args.kernel_h, args.kernel_w));
+    FailOperator(
+        def, fmt::format("pads (t {}, l {}, b {}, r {}) must be smaller than the {}x{} kernel", args.pad_t,
+                         args.pad_l, args.pad_b, args.pad_r, args.kernel_h, args.kernel_w));
   return args;
 }
 
@@ -130,7 +132,7 @@ class PoolGradientOp : public Operator {
     if (DescOf(x) != setup_.x) Setup(x);  // a new shape or layout
     if (dy.shape() != setup_.y_shape)
       FailOperator(def_, fmt::format("dY is {} but the pooling output is {}", ShapeToString(dy.shape()),
-                             ShapeToString(setup_.y_shape)));
+                                     ShapeToString(setup_.y_shape)));
     if (x.numel() == 0) {
       dx->Resize(x.shape());
       return;

@@ -20,7 +20,8 @@ class ReluOp : public Operator {
     if (x.numel() == 0) return;
     if (desc != desc_) {
       desc_ = desc;
-      dnnl::eltwise_forward::desc op_desc(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, desc, 0.f);
+      dnnl::eltwise_forward::desc op_desc(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu,
+                                          desc, 0.f);
       primitive_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(op_desc, CpuEngine()));
     }
     Execute(primitive_, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
@@ -70,8 +71,13 @@ std::vector<OperatorDef> ReluGradient(const GradientContext& g) {
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(Relu).NumInputs(1).NumOutputs(1).AllowInplace({{0, 0}}).IdentityShape();
-LOCKSTEP_OPERATOR_SCHEMA(ReluGradient).NumInputs(2).NumOutputs(1).AllowInplace({{1, 0}}).ShapeFunction(
-    [](const OperatorDef&, const std::vector<TensorShape>& in) { return std::vector<TensorShape>{in[0]}; });
+LOCKSTEP_OPERATOR_SCHEMA(ReluGradient)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{1, 0}})
+    .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>& in) {
+      return std::vector<TensorShape>{in[0]};
+    });
 LOCKSTEP_REGISTER_CPU_OPERATOR(Relu, ReluOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ReluGradient, ReluGradientOp);
 LOCKSTEP_REGISTER_GRADIENT(Relu, ReluGradient);

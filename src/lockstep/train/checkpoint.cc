@@ -38,15 +38,16 @@ int64_t MetadataInt(const std::string& path, const std::map<std::string, std::st
                     const std::string& key) {
   auto it = metadata.find(key);
   if (it == metadata.end())
-    throw InvalidInput(fmt::format("checkpoint {} has no '{}' in its metadata: not a lockstep training checkpoint",
-                                   path, key));
+    throw InvalidInput(fmt::format(
+        "checkpoint {} has no '{}' in its metadata: not a lockstep training checkpoint", path, key));
   try {
     size_t used = 0;
     long long value = std::stoll(it->second, &used);
     if (used == it->second.size()) return value;
   } catch (const std::exception&) {
   }
-  throw InvalidInput(fmt::format("checkpoint {}: metadata '{}' is not an integer: '{}'", path, key, it->second));
+  throw InvalidInput(
+      fmt::format("checkpoint {}: metadata '{}' is not an integer: '{}'", path, key, it->second));
 }
 }  // namespace
 
@@ -56,13 +57,15 @@ TrainerState LoadCheckpoint(const std::string& path, Workspace* ws, const std::s
   std::set<std::string> expected(names.begin(), names.end());
   for (const auto& entry : file.tensors)
     if (!expected.count(entry.first))
-      throw InvalidInput(fmt::format("checkpoint {} holds '{}', which this model does not have: was it saved from "
-                                     "another model?",
-                                     path, entry.first));
+      throw InvalidInput(
+          fmt::format("checkpoint {} holds '{}', which this model does not have: was it saved from "
+                      "another model?",
+                      path, entry.first));
   for (const auto& name : names) {
     auto it = file.tensors.find(name);
     if (it == file.tensors.end())
-      throw InvalidInput(fmt::format("checkpoint {} lacks '{}': was it saved from another model?", path, name));
+      throw InvalidInput(
+          fmt::format("checkpoint {} lacks '{}': was it saved from another model?", path, name));
     Tensor* blob = ws->GetBlob(scope + name);
     LOCKSTEP_ENFORCE(blob != nullptr, "blob '{}' must exist before loading a checkpoint", scope + name);
     if (blob->shape() != it->second.shape() || blob->dtype() != it->second.dtype())

@@ -1,5 +1,5 @@
-// Training checkpoints: the parameters and optimizer state of one replica with its name scope stripped, and the
-// trainer's position in the metadata, as a safetensors file that numpy/PyTorch/JAX can read.
+// Training checkpoints: the parameters and optimizer state of one replica with its name scope stripped, and
+// the trainer's position in the metadata, as a safetensors file that numpy/PyTorch/JAX can read.
 #pragma once
 
 #include <cstdint>

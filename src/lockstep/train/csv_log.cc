@@ -40,10 +40,10 @@ CsvLog::~CsvLog() {
 
 void CsvLog::Append(const EpochRecord& r) {
   double inputs_per_sec = r.time_spent > 0 ? r.input_count / r.time_spent : 0.0;
-  std::string row = fmt::format("{:.6f},{:.6f},{},{},{},{:.4f},{:.6f},{},{:.6g},{:.6f},{:.6f}\n", r.time_spent,
-                                r.cumulative_time_spent, r.input_count, r.cumulative_input_count,
-                                r.cumulative_batch_count, inputs_per_sec, r.accuracy, r.epoch, r.learning_rate,
-                                r.loss, r.test_accuracy);
+  std::string row =
+      fmt::format("{:.6f},{:.6f},{},{},{},{:.4f},{:.6f},{},{:.6g},{:.6f},{:.6f}\n", r.time_spent,
+                  r.cumulative_time_spent, r.input_count, r.cumulative_input_count, r.cumulative_batch_count,
+                  inputs_per_sec, r.accuracy, r.epoch, r.learning_rate, r.loss, r.test_accuracy);
   if (std::fputs(row.c_str(), file_) < 0 || std::fflush(file_) != 0)
     throw IoError(fmt::format("cannot write log file {}: {}", path_, std::strerror(errno)));
 }

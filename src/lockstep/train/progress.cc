@@ -1,11 +1,10 @@
 // Progress line drawing.
 #include "lockstep/train/progress.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdio>
-
-#include <fmt/format.h>
 
 namespace lockstep {
 
@@ -20,8 +19,8 @@ void ProgressLine::Update(int64_t epoch, int64_t num_epochs, int64_t iteration, 
   if (drawn_ && iteration < iterations && now - last_draw_ < std::chrono::milliseconds(100)) return;
   last_draw_ = now;
   drawn_ = true;
-  std::fputs(fmt::format("\repoch {}/{}  iter {}/{}  {:.1f} img/s  loss {:.4f}\x1b[K", epoch, num_epochs, iteration,
-                         iterations, images_per_sec, loss)
+  std::fputs(fmt::format("\repoch {}/{}  iter {}/{}  {:.1f} img/s  loss {:.4f}\x1b[K", epoch, num_epochs,
+                         iteration, iterations, images_per_sec, loss)
                  .c_str(),
              stderr);
   std::fflush(stderr);

@@ -53,8 +53,9 @@ void BuildModels(const TrainerConfig& config, Models* m) {
 }
 
 std::unique_ptr<BatchSource> MakeSource(const std::string& name, const TrainerConfig& config, bool train) {
-  if (name == "null") return std::make_unique<SyntheticSource>(config.num_channels, config.image_size,
-                                                               config.num_labels, config.seed);
+  if (name == "null")
+    return std::make_unique<SyntheticSource>(config.num_channels, config.image_size, config.num_labels,
+                                             config.seed);
   if (name == "fashion-mnist") {
     auto dataset = std::make_shared<ImageDataset>(LoadFashionMnist(train));
     return std::make_unique<DatasetSource>(dataset, train, config.seed);
@@ -70,7 +71,8 @@ void SeedInitNet(NetDef* init, uint64_t seed) {
 
 float ScalarOf(const Workspace& ws, const std::string& name) { return ws.Blob(name).data<float>()[0]; }
 
-double Evaluate(Workspace* ws, Net* test_net, BatchSource* source, int batch_size, const std::string& accuracy) {
+double Evaluate(Workspace* ws, Net* test_net, BatchSource* source, int batch_size,
+                const std::string& accuracy) {
   double correct = 0;
   const int64_t total = source->size();
   for (int64_t first = 0; first < total; first += batch_size) {
@@ -84,15 +86,19 @@ double Evaluate(Workspace* ws, Net* test_net, BatchSource* source, int batch_siz
 
 void Validate(const TrainerConfig& c) {
   auto fail = [](const std::string& message) { throw InvalidInput(message); };
-  if (!IsKnownModel(c.model)) fail(fmt::format("unknown --model '{}'; choose one of: {}", c.model, KnownModelsText()));
-  if (c.train_data.empty()) fail("--train_data is required: a dataset (fashion-mnist) or null for synthetic data");
+  if (!IsKnownModel(c.model))
+    fail(fmt::format("unknown --model '{}'; choose one of: {}", c.model, KnownModelsText()));
+  if (c.train_data.empty())
+    fail("--train_data is required: a dataset (fashion-mnist) or null for synthetic data");
   if (c.num_devices != 1)
     fail(fmt::format("--num_gpus {}: this build trains on one device; use --num_gpus 1", c.num_devices));
   if (c.batch_size <= 0) fail(fmt::format("--batch_size must be positive, got {}", c.batch_size));
   if (c.num_epochs <= 0) fail(fmt::format("--num_epochs must be positive, got {}", c.num_epochs));
   if (c.epoch_size < 0) fail(fmt::format("--epoch_size must be positive, got {}", c.epoch_size));
-  if (c.base_learning_rate <= 0) fail(fmt::format("--base_learning_rate must be positive, got {}", c.base_learning_rate));
-  if (c.momentum < 0 || c.momentum >= 1) fail(fmt::format("--momentum must be in [0, 1), got {}", c.momentum));
+  if (c.base_learning_rate <= 0)
+    fail(fmt::format("--base_learning_rate must be positive, got {}", c.base_learning_rate));
+  if (c.momentum < 0 || c.momentum >= 1)
+    fail(fmt::format("--momentum must be in [0, 1), got {}", c.momentum));
   if (c.weight_decay < 0) fail(fmt::format("--weight_decay must be >= 0, got {}", c.weight_decay));
   if (c.num_channels <= 0 || c.image_size <= 0 || c.num_labels <= 1)
     fail("--num_channels, --image_size must be positive and --num_labels at least 2");
@@ -111,8 +117,9 @@ TrainerResult Train(const TrainerConfig& config) {
   const int64_t epoch_size = config.epoch_size > 0 ? config.epoch_size : train_source->size();
   const int64_t iterations = epoch_size / config.batch_size;
   if (iterations == 0)
-    throw InvalidInput(fmt::format("--epoch_size {} is smaller than --batch_size {}: an epoch would have no step",
-                                   epoch_size, config.batch_size));
+    throw InvalidInput(
+        fmt::format("--epoch_size {} is smaller than --batch_size {}: an epoch would have no step",
+                    epoch_size, config.batch_size));
 
   Models models;
   BuildModels(config, &models);
@@ -126,14 +133,15 @@ TrainerResult Train(const TrainerConfig& config) {
   if (!config.load_model_path.empty()) {
     state = LoadCheckpoint(config.load_model_path, &ws, "", models.state_blobs);
     if (state.model != config.model)
-      throw InvalidInput(fmt::format("checkpoint {} was saved from model '{}', not --model {}", config.load_model_path,
-                                     state.model, config.model));
+      throw InvalidInput(fmt::format("checkpoint {} was saved from model '{}', not --model {}",
+                                     config.load_model_path, state.model, config.model));
     if (state.seed != config.seed)
       throw InvalidInput(fmt::format("checkpoint {} was saved with --seed {}; pass the same seed to resume",
                                      config.load_model_path, state.seed));
     if (state.epochs_done >= config.num_epochs)
-      throw InvalidInput(fmt::format("checkpoint {} already has {} epochs; raise --num_epochs to train further",
-                                     config.load_model_path, state.epochs_done));
+      throw InvalidInput(
+          fmt::format("checkpoint {} already has {} epochs; raise --num_epochs to train further",
+                      config.load_model_path, state.epochs_done));
   }
 
   // Feed one batch so the nets can be instantiated against real blobs.
@@ -155,7 +163,8 @@ TrainerResult Train(const TrainerConfig& config) {
   for (int64_t epoch = state.epochs_done; epoch < config.num_epochs; ++epoch) {
     auto start = Clock::now();
     for (int64_t i = 0; i < iterations; ++i) {
-      train_source->Fill(state.reader_position, config.batch_size, ws.CreateBlob(kData), ws.CreateBlob(kLabel));
+      train_source->Fill(state.reader_position, config.batch_size, ws.CreateBlob(kData),
+                         ws.CreateBlob(kLabel));
       train_net->Run();
       state.reader_position += config.batch_size;
       ++state.iteration;
@@ -176,9 +185,10 @@ TrainerResult Train(const TrainerConfig& config) {
     record.test_accuracy =
         test_net ? Evaluate(&ws, test_net, test_source.get(), config.batch_size, models.test_accuracy) : -1;
     log.Append(record);
-    fmt::print("epoch {}/{}: {:.1f} s, {:.1f} img/s, loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}\n",
-               epoch + 1, config.num_epochs, record.time_spent, record.input_count / record.time_spent, record.loss,
-               record.accuracy, record.test_accuracy);
+    fmt::print(
+        "epoch {}/{}: {:.1f} s, {:.1f} img/s, loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}\n",
+        epoch + 1, config.num_epochs, record.time_spent, record.input_count / record.time_spent, record.loss,
+        record.accuracy, record.test_accuracy);
     std::fflush(stdout);
     state.epochs_done = epoch + 1;
     if (!config.save_model_name.empty()) {

@@ -13,8 +13,8 @@ struct TrainerConfig {
   std::string test_data;   // "" (none) or "fashion-mnist"
   int num_devices = 1;
   int num_channels = 3, image_size = 227, num_labels = 1000;
-  int batch_size = 32;       // total over the machine's devices
-  int64_t epoch_size = 0;    // images per epoch; 0 = one pass over the training data
+  int batch_size = 32;     // total over the machine's devices
+  int64_t epoch_size = 0;  // images per epoch; 0 = one pass over the training data
   int num_epochs = 1;
   float base_learning_rate = 0.1f, weight_decay = 1e-4f, momentum = 0.9f;
   bool nesterov = false;
