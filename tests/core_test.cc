@@ -49,6 +49,15 @@ TEST(Registry, UnknownTypeListsKnownOnes) {
   }
 }
 
+TEST(Registry, UnknownEngineFallsBackToTheDefaultImplementation) {
+  Workspace ws;
+  Feed(&ws, "x", TensorFromValues({2}, {-1.0f, 3.0f}));
+  auto def = MakeOperatorDef("Relu", {"x"}, {"y"});
+  def.set_engine("CUDNN");
+  RunOp(&ws, def);
+  EXPECT_EQ(Values(ws.Blob("y")), (std::vector<float>{0.0f, 3.0f}));
+}
+
 TEST(NetDefProto, ReadsCaffe2TextFormat) {
   // A net as Caffe2 prints it; the field names and numbers must match caffe2.proto.
   const char* text = R"(

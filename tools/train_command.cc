@@ -9,6 +9,8 @@
 namespace lockstep {
 
 void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
+  // A flag given twice takes its last value, so wrappers such as scripts/demo.sh can be overridden.
+  app->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app->add_option("--model", c->model, "Network: lenet, resnet18, resnet34, resnet50, resnet101, wrn-D-K")
       ->capture_default_str();
   app->add_option("--train_data", c->train_data, "Training data: fashion-mnist, or null for synthetic images")
