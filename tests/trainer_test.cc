@@ -88,7 +88,10 @@ TEST(Trainer, WritesLogAndCheckpointsAndResumesExactly) {
   fs::path resumed_dir = FreshDir("resumed");
   TrainerConfig resumed = SmallLeNet(resumed_dir);
   resumed.load_model_path = (dir / "lenet_1.safetensors").string();
-  Train(resumed);
+  TrainerResult second = Train(resumed);
+  auto resumed_lines = Lines(second.log_path);
+  ASSERT_EQ(resumed_lines.size(), 3u) << "one row: the second epoch";
+  EXPECT_TRUE(std::regex_match(resumed_lines[2], row)) << "running totals continue: " << resumed_lines[2];
   auto expected = ReadSafetensors((dir / "lenet_2.safetensors").string());
   auto actual = ReadSafetensors((resumed_dir / "lenet_2.safetensors").string());
   ASSERT_EQ(expected.tensors.size(), actual.tensors.size());

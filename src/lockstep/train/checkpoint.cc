@@ -29,6 +29,8 @@ void SaveCheckpoint(const std::string& path, const Workspace& ws, const std::str
       {"iteration", std::to_string(state.iteration)},
       {"reader_position", std::to_string(state.reader_position)},
       {"seed", std::to_string(state.seed)},
+      {"images_trained", std::to_string(state.images_trained)},
+      {"training_milliseconds", std::to_string(state.training_milliseconds)},
   };
   WriteSafetensors(path, tensors, metadata);
 }
@@ -81,6 +83,8 @@ TrainerState LoadCheckpoint(const std::string& path, Workspace* ws, const std::s
   state.iteration = MetadataInt(path, file.metadata, "iteration");
   state.reader_position = MetadataInt(path, file.metadata, "reader_position");
   state.seed = static_cast<uint64_t>(MetadataInt(path, file.metadata, "seed"));
+  state.images_trained = MetadataInt(path, file.metadata, "images_trained");
+  state.training_milliseconds = MetadataInt(path, file.metadata, "training_milliseconds");
   return state;
 }
 

@@ -16,6 +16,8 @@ struct TrainerState {
   int64_t iteration = 0;        // optimizer steps taken
   int64_t reader_position = 0;  // next record of the training stream
   uint64_t seed = 0;            // the data order and initialisation derive from it
+  int64_t images_trained = 0;   // the log's running totals continue from these
+  int64_t training_milliseconds = 0;
 };
 
 std::string CheckpointPath(const std::string& directory, const std::string& name, int64_t epoch);

@@ -158,6 +158,8 @@ TrainerResult Train(const TrainerConfig& config) {
   result.log_path = log.path();
   EpochRecord record;
   record.cumulative_batch_count = state.iteration;
+  record.cumulative_input_count = state.images_trained;
+  record.cumulative_time_spent = state.training_milliseconds / 1000.0;
   using Clock = std::chrono::steady_clock;
 
   for (int64_t epoch = state.epochs_done; epoch < config.num_epochs; ++epoch) {
@@ -191,6 +193,8 @@ TrainerResult Train(const TrainerConfig& config) {
         record.accuracy, record.test_accuracy);
     std::fflush(stdout);
     state.epochs_done = epoch + 1;
+    state.images_trained = record.cumulative_input_count;
+    state.training_milliseconds = static_cast<int64_t>(record.cumulative_time_spent * 1000);
     if (!config.save_model_name.empty()) {
       std::string path = CheckpointPath(config.file_store_path, config.save_model_name, state.epochs_done);
       SaveCheckpoint(path, ws, "", models.state_blobs, state);
