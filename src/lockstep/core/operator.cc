@@ -43,10 +43,6 @@ void OperatorRegistry::Register(const std::string& type, DeviceType device, cons
   Factories()[key] = std::move(factory);
 }
 
-bool OperatorRegistry::Has(const std::string& type, DeviceType device) {
-  return Factories().count({type, static_cast<int>(device), ""}) > 0;
-}
-
 std::vector<std::string> OperatorRegistry::Types(DeviceType device) {
   std::vector<std::string> types;
   for (const auto& entry : Factories())

@@ -33,7 +33,6 @@ class Operator {
   void AcceptLayouts() { accepts_layouts_ = true; }
   Tensor* Output(int i) { return outputs_.at(i); }
   const std::string& InputName(int i) const { return def_.input(i); }
-  const std::string& OutputName(int i) const { return def_.output(i); }
   bool IsInplace(int input, int output) const { return inputs_.at(input) == outputs_.at(output); }
   Device device() const { return DeviceOf(def_); }
 
@@ -68,7 +67,6 @@ class OperatorRegistry {
   // Refuses a second registration of the same (type, device, engine).
   static void Register(const std::string& type, DeviceType device, const std::string& engine,
                        OperatorFactory factory);
-  static bool Has(const std::string& type, DeviceType device);
   static std::vector<std::string> Types(DeviceType device);
 };
 

@@ -102,16 +102,6 @@ void Tensor::ToPlain(Tensor* plain) const {
   layout_converter(*this, plain);
 }
 
-void Tensor::ShareData(const Tensor& other) {
-  storage_ = other.storage_;
-  capacity_ = other.capacity_;
-  shape_ = other.shape_;
-  numel_ = other.numel_;
-  bytes_ = other.bytes_;
-  dtype_ = other.dtype_;
-  layout_ = other.layout_;
-}
-
 void Tensor::CopyFrom(const Tensor& other) {
   if (this == &other) return;
   if (other.is_plain()) {

@@ -64,12 +64,9 @@ class Tensor {
   void ResizeWithLayout(const Shape& shape, DataType type, std::shared_ptr<const TensorLayout> layout,
                         size_t bytes);
   const TensorLayout* layout() const { return layout_.get(); }
-  const std::shared_ptr<const TensorLayout>& shared_layout() const { return layout_; }
   bool is_plain() const { return !layout_; }
   // Writes this tensor's values into `plain` in row-major layout.
   void ToPlain(Tensor* plain) const;
-  // Makes this tensor an alias of other's buffer (same bytes; used when buffers are shared on purpose).
-  void ShareData(const Tensor& other);
   void CopyFrom(const Tensor& other);
   void Zero();
 

@@ -27,12 +27,6 @@ const Tensor& Workspace::Blob(const std::string& name) const {
 
 bool Workspace::HasBlob(const std::string& name) const { return blobs_.count(name) > 0; }
 
-std::vector<std::string> Workspace::BlobNames() const {
-  std::vector<std::string> names;
-  for (const auto& entry : blobs_) names.push_back(entry.first);
-  return names;
-}
-
 Net* Workspace::CreateNet(const NetDef& def, bool overwrite) {
   LOCKSTEP_ENFORCE(!def.name().empty(), "a net needs a name to be created in a workspace");
   auto& slot = nets_[def.name()];

@@ -25,7 +25,6 @@ class Workspace {
   Tensor* GetBlob(const std::string& name);           // nullptr when absent
   const Tensor& Blob(const std::string& name) const;  // throws InvalidInput when absent
   bool HasBlob(const std::string& name) const;
-  std::vector<std::string> BlobNames() const;
 
   // Instantiates the net's operators once; RunNet then only runs them.
   Net* CreateNet(const NetDef& def, bool overwrite = false);
