@@ -1,5 +1,5 @@
-// Tensor: a dtype, a shape and a contiguous row-major buffer on one device. Resize keeps the buffer when it
-// is large enough, so the steady-state training step never allocates.
+// Tensor: a dtype, a shape and a contiguous buffer (row-major unless it carries a backend layout). Resize
+// keeps the buffer when it is large enough, so the steady-state training step never allocates.
 #pragma once
 
 #include <cstdint>
@@ -77,7 +77,6 @@ class Tensor {
   int64_t numel() const { return numel_; }
   size_t nbytes() const { return bytes_; }  // bytes in use, including any layout padding
   bool defined() const { return dtype_ != DataType::kUndefined; }
-  const Device& device() const { return device_; }
   // Product of the dims from axis on (and before axis), as Caffe2's size_from_dim / size_to_dim.
   int64_t SizeFromDim(int axis) const;
   int64_t SizeToDim(int axis) const;
@@ -107,7 +106,6 @@ class Tensor {
   size_t capacity_ = 0;
   std::shared_ptr<const TensorLayout> layout_;
   std::shared_ptr<uint8_t> storage_;
-  Device device_;
 };
 
 // The backend registers how its layouts turn into plain row-major (ToPlain calls it).

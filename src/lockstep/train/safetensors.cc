@@ -236,7 +236,7 @@ void WriteSafetensors(const std::string& path, const std::map<std::string, const
     const char* dtype = SafetensorsDtype(tensor->dtype());
     if (!dtype)
       throw InvalidInput(fmt::format("cannot save tensor '{}' to {}: it holds no data", name, path));
-    LOCKSTEP_ENFORCE(tensor->device().type == DeviceType::kCpu, "tensor '{}' must be on the CPU to be saved",
+    LOCKSTEP_ENFORCE(tensor->is_plain(), "tensor '{}' is in a backend layout; save a plain copy (ToPlain)",
                      name);
     header[name] = {
         {"dtype", dtype}, {"shape", tensor->shape()}, {"data_offsets", {offset, offset + tensor->nbytes()}}};
