@@ -13,8 +13,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_lenet import (BENCH_DIR, BenchError, LogFolder, add_common_arguments, last_json_line,  # noqa: E402
-                           print_table, repeat_warnings, require_lockstep, run_lockstep, run_streaming)
+from compare_common import (BENCH_DIR, add_common_arguments, alternate_rounds, print_table,  # noqa: E402
+                            repeat_warnings, require_lockstep)
 
 RESNET50_SPEED_RATIO_TARGET = 1.2
 
@@ -48,21 +48,11 @@ def main():
                     "--num_labels", str(args.num_labels), "--iterations", str(args.iterations),
                     "--chunks", str(args.chunks), "--warmup", str(args.iterations)]
 
-    ours, theirs, peer_outputs = [], [], []  # images/sec of every timed chunk
-    try:
-        with LogFolder(args.log_dir) as log_parent:
-            for round_index in range(args.rounds):
-                print(f"\n=== round {round_index + 1}/{args.rounds} ===", flush=True)
-                rows = run_lockstep(args.lockstep, lockstep_arguments, "resnet50", log_parent,
-                                    f"resnet50_round{round_index + 1}")
-                timed_rows = rows[1:] if len(rows) > 1 else rows
-                ours.append([row["inputs_per_sec"] for row in timed_rows])
-                output = run_streaming(peer_command, "pytorch")
-                peer_outputs.append(output)
-                theirs.append(last_json_line(output, "resnet50_peer.py")["all"])
-    except BenchError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
+    rows, results, peer_outputs = alternate_rounds(args, lockstep_arguments, "resnet50", peer_command,
+                                                   "resnet50_peer.py")
+    # images/sec of every timed chunk; lockstep's first epoch is the warm-up.
+    ours = [[row["inputs_per_sec"] for row in (r[1:] if len(r) > 1 else r)] for r in rows]
+    theirs = [r["all"] for r in results]
 
     for index, (a, b) in enumerate(zip(ours, theirs)):
         print(f"round {index + 1}: lockstep {' '.join(f'{v:.2f}' for v in a)} images/s | "

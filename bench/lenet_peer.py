@@ -15,12 +15,10 @@ import os
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_setup import import_torch  # noqa: E402
+
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
-
-# A 512x512 single-thread matmul reaches tens of GFLOP/s with OpenBLAS; the reference BLAS
-# manages about one. Anything below this is the reference BLAS or a badly overloaded machine.
-MIN_EXPECTED_GEMM_GFLOPS = 5.0
-
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -37,50 +35,6 @@ def parse_args():
     if args.threads < 1 or args.epochs < 1 or args.batch_size < 1 or (args.limit is not None and args.limit < 1):
         parser.error("--threads, --epochs, --batch_size and --limit must be positive")
     return args
-
-
-def limit_blas_threads(threads):
-    """Caps the BLAS and OpenMP pools; must run before torch (and its BLAS) is imported.
-
-    Debian's torch calls an external BLAS that torch.set_num_threads does not reach, so
-    OpenBLAS would otherwise start one thread per core whatever --threads says.
-    """
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[name] = str(threads)
-
-
-def configure_torch_threads(torch, threads):
-    torch.set_num_threads(threads)
-    torch.set_num_interop_threads(threads)
-
-
-def warn_if_slow_blas(torch):
-    """Prints a warning to stderr when the BLAS torch uses looks like the slow reference one."""
-    size, repeats = 512, 5
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    a = torch.randn(size, size)
-    a @ a
-    start = time.perf_counter()
-    for _ in range(repeats):
-        a @ a
-    seconds = (time.perf_counter() - start) / repeats
-    torch.set_num_threads(previous_threads)
-    gflops = 2 * size ** 3 / seconds / 1e9
-
-    blas_libraries = set()
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            path = line.split()[-1]
-            if "blas" in os.path.basename(path) or "blis" in os.path.basename(path):
-                blas_libraries.add(os.path.realpath(path))
-    optimised = any(("openblas" in p or "blis" in p or "mkl" in p) for p in blas_libraries)
-    if gflops < MIN_EXPECTED_GEMM_GFLOPS or (blas_libraries and not optimised):
-        print(f"WARNING: BLAS looks slow ({gflops:.1f} GFLOP/s single-thread sgemm; loaded: "
-              f"{', '.join(sorted(blas_libraries)) or 'none found'}). PyTorch may be using the reference "
-              f"BLAS; install libopenblas0-pthread (or select it with update-alternatives) before "
-              f"trusting these numbers.", file=sys.stderr, flush=True)
-    return gflops
 
 
 def read_idx(path):
@@ -133,12 +87,8 @@ def evaluate(torch, model, images, labels, batch_size):
 
 def main():
     args = parse_args()
-    limit_blas_threads(args.threads)
-    import torch
-    import torch.nn.functional as F
-    configure_torch_threads(torch, args.threads)
-    warn_if_slow_blas(torch)
-    torch.manual_seed(args.seed)
+    torch = import_torch(args.threads, args.seed)
+    F = torch.nn.functional
 
     train_x, train_y = load_fashion_mnist(torch, args.data_dir, "train")
     test_x, test_y = load_fashion_mnist(torch, args.data_dir, "t10k")

@@ -16,7 +16,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lenet_peer import configure_torch_threads, limit_blas_threads, warn_if_slow_blas  # noqa: E402
+from torch_setup import import_torch  # noqa: E402
 
 
 def parse_args():
@@ -90,12 +90,8 @@ def build_resnet50(torch, num_labels):
 
 def main():
     args = parse_args()
-    limit_blas_threads(args.threads)
-    import torch
-    import torch.nn.functional as F
-    configure_torch_threads(torch, args.threads)
-    warn_if_slow_blas(torch)
-    torch.manual_seed(args.seed)
+    torch = import_torch(args.threads, args.seed)
+    F = torch.nn.functional
 
     model = build_resnet50(torch, args.num_labels)
     model.train()
