@@ -144,8 +144,8 @@ TrainerResult Train(const TrainerConfig& config) {
                       config.load_model_path, state.epochs_done));
   }
 
-  // Feed one batch so the nets can be instantiated against real blobs.
-  train_source->Fill(state.reader_position, config.batch_size, ws.CreateBlob(kData), ws.CreateBlob(kLabel));
+  Tensor* data = ws.CreateBlob(kData);
+  Tensor* label = ws.CreateBlob(kLabel);
   Net* train_net = ws.CreateNet(models.train.net());
   Net* test_net = test_source ? ws.CreateNet(models.test.net()) : nullptr;
 
@@ -165,8 +165,7 @@ TrainerResult Train(const TrainerConfig& config) {
   for (int64_t epoch = state.epochs_done; epoch < config.num_epochs; ++epoch) {
     auto start = Clock::now();
     for (int64_t i = 0; i < iterations; ++i) {
-      train_source->Fill(state.reader_position, config.batch_size, ws.CreateBlob(kData),
-                         ws.CreateBlob(kLabel));
+      train_source->Fill(state.reader_position, config.batch_size, data, label);
       train_net->Run();
       state.reader_position += config.batch_size;
       ++state.iteration;
