@@ -17,8 +17,13 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
       ->required();
   app->add_option("--test_data", c->test_data, "Test data evaluated after each epoch: fashion-mnist");
   app->add_flag("--use_cpu", *use_cpu, "Train on CPU devices (required: this build has no CUDA backend)");
-  app->add_option("--num_gpus", c->num_devices, "Number of devices (with --use_cpu: CPU devices)")
+  app->add_option("--num_gpus", c->num_devices,
+                  "Number of devices (with --use_cpu: CPU devices, concurrent replicas that share --threads)")
       ->capture_default_str();
+  app->add_flag("--combine_spatial_bn", c->combine_spatial_bn,
+                "Batch normalization uses the statistics of all devices' batches, not each device's own");
+  app->add_flag("--optimize_gradient_memory", c->optimize_gradient_memory,
+                "Let gradient blobs share buffers (less memory, same results)");
   app->add_option("--num_channels", c->num_channels, "Color channels of the input")->capture_default_str();
   app->add_option("--image_size", c->image_size, "Height and width of the input images")
       ->capture_default_str();
@@ -34,7 +39,7 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
   app->add_option("--weight_decay", c->weight_decay, "L2 weight decay on weights (not biases or BN)")
       ->capture_default_str();
   app->add_option("--seed", c->seed, "Seed of initialisation and data order")->capture_default_str();
-  app->add_option("--threads", c->threads, "CPU threads for the kernels (0: all cores)")
+  app->add_option("--threads", c->threads, "CPU threads for the kernels, divided among the devices (0: all cores)")
       ->capture_default_str();
   app->add_option(
       "--save_model_name", c->save_model_name,

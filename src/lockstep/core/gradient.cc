@@ -72,6 +72,7 @@ std::map<std::string, std::string> AddGradientOperators(NetDef* net, const std::
   }
 
   std::map<std::string, std::vector<std::string>> partials;
+  std::map<std::string, DeviceOption> reader_device;  // where a blob's partial gradients were computed
   std::map<std::string, int> autosplit_count;
   std::vector<OperatorDef> backward;
   for (const auto& loss : losses) {
@@ -134,14 +135,18 @@ std::map<std::string, std::string> AddGradientOperators(NetDef* net, const std::
       grad_op.set_is_gradient_op(true);
       backward.push_back(std::move(grad_op));
     }
-    for (int k = 0; k < op.input_size(); ++k)
-      if (context.NeedsGI(k)) partials[op.input(k)].push_back(context.GI(k));
+    for (int k = 0; k < op.input_size(); ++k) {
+      if (!context.NeedsGI(k)) continue;
+      partials[op.input(k)].push_back(context.GI(k));
+      reader_device[op.input(k)] = op.device_option();
+    }
   }
 
   std::map<std::string, std::string> gradient_of;
   for (const auto& blob : wrt) {
-    OperatorDef none;
-    std::string grad = finalize(blob, none);
+    OperatorDef reader;  // a parameter read twice has its partials summed on the device that read it
+    *reader.mutable_device_option() = reader_device[blob];
+    std::string grad = finalize(blob, reader);
     if (!grad.empty()) gradient_of[blob] = grad;
   }
   for (auto& op : backward) *net->add_op() = std::move(op);

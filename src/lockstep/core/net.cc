@@ -1,6 +1,8 @@
 // Sequential and DAG executors.
 #include "lockstep/core/net.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -9,6 +11,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <queue>
 #include <set>
 #include <thread>
 
@@ -61,16 +64,26 @@ void SequentialNet::Run() {
   for (size_t i = 0; i < operators_.size(); ++i) RunOperatorAt(i);
 }
 
-// A fixed pool of workers that live as long as the net; Run() hands them the ready operators and waits.
+// A fixed pool of workers per lane that live as long as the net; Run() hands them the ready operators and
+// waits. One mutex guards everything: operators are coarse (milliseconds), the bookkeeping is not.
 struct DagNet::State {
+  struct Lane {
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;  // earliest operator first
+    std::condition_variable work_ready;
+  };
   std::mutex mutex;
-  std::condition_variable work_ready, run_done;
-  std::vector<int> ready;
+  std::condition_variable run_done;
+  std::vector<Lane> lanes;
   std::vector<int> pending_parents;
   int remaining = 0;
   bool running = false, stopping = false;
   std::exception_ptr error;
   std::vector<std::thread> workers;
+
+  void MakeReady(int op, int lane) {
+    lanes[lane].ready.push(op);
+    lanes[lane].work_ready.notify_one();
+  }
 };
 
 DagNet::DagNet(const NetDef& def, Workspace* ws) : Net(def, ws), state_(std::make_unique<State>()) {
@@ -100,35 +113,69 @@ DagNet::DagNet(const NetDef& def, Workspace* ws) : Net(def, ws), state_(std::mak
     parents_[i].assign(parents.begin(), parents.end());
     for (int parent : parents) children_[parent].push_back(i);
   }
+
+  int device_lanes = static_cast<int>(GetIntArgument(def, "device_lanes", 1));
+  int intra_op_threads = static_cast<int>(GetIntArgument(def, "intra_op_threads", 0));
   int workers = def.has_num_workers() && def.num_workers() > 0 ? def.num_workers() : 2;
-  for (int w = 0; w < workers; ++w) {
-    state_->workers.emplace_back([this] {
-      State& s = *state_;
-      std::unique_lock<std::mutex> lock(s.mutex);
-      while (true) {
-        s.work_ready.wait(lock, [&] { return s.stopping || (s.running && !s.ready.empty()); });
-        if (s.stopping) return;
-        int index = s.ready.back();
-        s.ready.pop_back();
-        lock.unlock();
-        std::exception_ptr error;
-        try {
-          if (!s.error) RunOperatorAt(index);
-        } catch (...) {
-          error = std::current_exception();
-        }
-        lock.lock();
-        if (error && !s.error) s.error = error;
-        for (int child : children_[index])
-          if (--s.pending_parents[child] == 0) s.ready.push_back(child);
-        if (--s.remaining == 0) {
-          s.running = false;
-          s.run_done.notify_all();
-        } else {
-          s.work_ready.notify_all();
-        }
+  if (device_lanes < 1 || intra_op_threads < 0)
+    throw InvalidInput(
+        fmt::format("net '{}': device_lanes must be >= 1 and intra_op_threads >= 0, got {} and {}",
+                    def.name(), device_lanes, intra_op_threads));
+  const int comm_lane = device_lanes;
+  std::map<std::pair<int, int>, int> device_order;  // devices in order of first appearance
+  int last_collective = -1;
+  lane_of_.resize(n);
+  for (int i = 0; i < n; ++i) {
+    if (IsCollective(def.op(i))) {
+      lane_of_[i] = comm_lane;
+      // Collectives run one at a time anyway; chaining them fixes their order, which every process of a
+      // job must share.
+      if (last_collective >= 0 &&
+          std::find(parents_[i].begin(), parents_[i].end(), last_collective) == parents_[i].end()) {
+        parents_[i].push_back(last_collective);
+        children_[last_collective].push_back(i);
       }
-    });
+      last_collective = i;
+      continue;
+    }
+    Device device = DeviceOf(def.op(i));
+    auto key = std::make_pair(static_cast<int>(device.type), device.id);
+    auto found = device_order.emplace(key, static_cast<int>(device_order.size())).first;
+    lane_of_[i] = found->second % device_lanes;
+  }
+  const bool has_collectives = last_collective >= 0;
+  state_->lanes = std::vector<State::Lane>(device_lanes + 1);
+  for (int lane = 0; lane < device_lanes; ++lane)
+    for (int w = 0; w < workers; ++w) state_->workers.emplace_back([=] { Work(lane, intra_op_threads); });
+  if (has_collectives) state_->workers.emplace_back([=] { Work(comm_lane, 1); });
+}
+
+void DagNet::Work(int lane, int intra_op_threads) {
+  // OpenMP's thread count is per calling thread: this worker's oneDNN calls use its own budget.
+  if (intra_op_threads > 0) omp_set_num_threads(intra_op_threads);
+  State& s = *state_;
+  State::Lane& queue = s.lanes[lane];
+  std::unique_lock<std::mutex> lock(s.mutex);
+  while (true) {
+    queue.work_ready.wait(lock, [&] { return s.stopping || (s.running && !queue.ready.empty()); });
+    if (s.stopping) return;
+    int index = queue.ready.top();
+    queue.ready.pop();
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      if (!s.error) RunOperatorAt(index);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    if (error && !s.error) s.error = error;
+    for (int child : children_[index])
+      if (--s.pending_parents[child] == 0) s.MakeReady(child, lane_of_[child]);
+    if (--s.remaining == 0) {
+      s.running = false;
+      s.run_done.notify_all();
+    }
   }
 }
 
@@ -137,7 +184,7 @@ DagNet::~DagNet() {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->stopping = true;
   }
-  state_->work_ready.notify_all();
+  for (auto& lane : state_->lanes) lane.work_ready.notify_all();
   for (auto& worker : state_->workers) worker.join();
 }
 
@@ -146,15 +193,13 @@ void DagNet::Run() {
   if (operators_.empty()) return;
   std::unique_lock<std::mutex> lock(s.mutex);
   s.pending_parents.resize(operators_.size());
-  s.ready.clear();
-  for (size_t i = 0; i < operators_.size(); ++i) {
-    s.pending_parents[i] = static_cast<int>(parents_[i].size());
-    if (parents_[i].empty()) s.ready.push_back(static_cast<int>(i));
-  }
   s.remaining = static_cast<int>(operators_.size());
   s.error = nullptr;
   s.running = true;
-  s.work_ready.notify_all();
+  for (size_t i = 0; i < operators_.size(); ++i) {
+    s.pending_parents[i] = static_cast<int>(parents_[i].size());
+    if (parents_[i].empty()) s.MakeReady(static_cast<int>(i), lane_of_[i]);
+  }
   s.run_done.wait(lock, [&] { return !s.running; });
   if (s.error) std::rethrow_exception(s.error);
 }

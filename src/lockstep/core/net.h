@@ -38,7 +38,14 @@ class SequentialNet : public Net {
 };
 
 // Runs each operator once all operators it depends on (through a blob it reads, or a blob it overwrites that
-// an earlier operator reads or writes) have finished. net.num_workers threads (default 2).
+// an earlier operator reads or writes) have finished. Operators run on lanes, each with its own workers:
+//   - the operators of the i-th device (in order of first appearance) run on lane i % `device_lanes` (net
+//     arg, default 1), so each replica of a data-parallel model keeps to its own threads;
+//   - collective operators (OpSchema::Collective) run in list order on a lane of their own with one worker,
+//     so a gradient allreduce overlaps with the rest of the backward pass.
+// A device lane has net.num_workers workers (default 2), each using `intra_op_threads` OpenMP threads for
+// oneDNN (net arg; 0 keeps the process default). Among its ready operators a lane runs the earliest in list
+// order first, so a replica follows the order the net was written in.
 class DagNet : public Net {
  public:
   DagNet(const NetDef& def, Workspace* ws);
@@ -49,7 +56,9 @@ class DagNet : public Net {
 
  private:
   struct State;
+  void Work(int lane, int intra_op_threads);
   std::vector<std::vector<int>> parents_, children_;
+  std::vector<int> lane_of_;
   std::unique_ptr<State> state_;
 };
 

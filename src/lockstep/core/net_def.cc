@@ -86,6 +86,25 @@ std::string GetStringArgument(const OperatorDef& def, const std::string& name,
   return arg->s();
 }
 
+int64_t GetIntArgument(const NetDef& net, const std::string& name, int64_t default_value) {
+  for (const auto& arg : net.arg()) {
+    if (arg.name() != name) continue;
+    if (!arg.has_i())
+      throw InvalidInput(fmt::format("argument '{}' of net '{}' must be an integer", name, net.name()));
+    return arg.i();
+  }
+  return default_value;
+}
+
+void SetArgument(NetDef* net, const Arg& arg) {
+  for (auto& existing : *net->mutable_arg())
+    if (existing.name() == arg.proto.name()) {
+      existing = arg.proto;
+      return;
+    }
+  *net->add_arg() = arg.proto;
+}
+
 std::vector<int64_t> GetIntsArgument(const OperatorDef& def, const std::string& name,
                                      const std::vector<int64_t>& default_value) {
   const Argument* arg = FindArgument(def, name);

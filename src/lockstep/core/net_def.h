@@ -40,6 +40,9 @@ std::vector<int64_t> GetIntsArgument(const OperatorDef& def, const std::string& 
 std::vector<float> GetFloatsArgument(const OperatorDef& def, const std::string& name,
                                      const std::vector<float>& default_value = {});
 void SetArgument(OperatorDef* def, const Arg& arg);  // replaces an argument of the same name
+// Net-level arguments (executor settings).
+int64_t GetIntArgument(const NetDef& net, const std::string& name, int64_t default_value);
+void SetArgument(NetDef* net, const Arg& arg);
 
 Device DeviceOf(const OperatorDef& def);
 void SetDevice(OperatorDef* def, const Device& device);

@@ -48,6 +48,11 @@ static std::string Range(int min, int max) {
   return fmt::format("{} to {}", min, max);
 }
 
+bool IsCollective(const OperatorDef& op) {
+  const OpSchema* schema = SchemaRegistry::Find(op.type());
+  return schema && schema->collective();
+}
+
 void OpSchema::Verify(const OperatorDef& def) const {
   auto fail = [&](const std::string& what) {
     throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
@@ -62,7 +67,7 @@ void OpSchema::Verify(const OperatorDef& def) const {
   }
   for (int in = 0; in < def.input_size(); ++in) {
     for (int out = 0; out < def.output_size(); ++out) {
-      if (def.input(in) != def.output(out)) continue;
+      if (def.input(in) != def.output(out) || (inplace_same_index_ && in == out)) continue;
       if (!allow_inplace_.count({in, out}) && !enforce_inplace_.count({in, out}))
         fail(fmt::format("output {} may not overwrite input {} ('{}'): use another blob name", out, in,
                          def.input(in)));

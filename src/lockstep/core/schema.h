@@ -33,11 +33,23 @@ class OpSchema {
   OpSchema& NumOutputs(int min, int max);
   // Output `output` may be the same blob as input `input` (computed in place).
   OpSchema& AllowInplace(std::set<std::pair<int, int>> pairs);
+  // Output i may be the same blob as input i, for every i (ops with any number of inputs).
+  OpSchema& AllowInplaceSameIndex() {
+    inplace_same_index_ = true;
+    return *this;
+  }
   // Output `output` must be the same blob as input `input` (e.g. parameter updates).
   OpSchema& EnforceInplace(std::set<std::pair<int, int>> pairs);
   OpSchema& ShapeFunction(ShapeInference function);
   // Output i has the shape and dtype of input i.
   OpSchema& IdentityShape();
+  // The op reads and writes the blobs of several devices (a gradient allreduce, a broadcast): executors run
+  // it on a communication thread of its own so that it overlaps with the devices' compute.
+  OpSchema& Collective() {
+    collective_ = true;
+    return *this;
+  }
+  bool collective() const { return collective_; }
 
   // Throws InvalidInput naming the operator when the def breaks this schema.
   void Verify(const OperatorDef& def) const;
@@ -50,7 +62,12 @@ class OpSchema {
   int min_inputs_ = 0, max_inputs_ = INT_MAX, min_outputs_ = 0, max_outputs_ = INT_MAX;
   std::set<std::pair<int, int>> allow_inplace_, enforce_inplace_;
   ShapeInference infer_;
+  bool collective_ = false;
+  bool inplace_same_index_ = false;
 };
+
+// True when the op's type is registered with OpSchema::Collective().
+bool IsCollective(const OperatorDef& op);
 
 class SchemaRegistry {
  public:

@@ -76,6 +76,7 @@ class Tensor {
   int ndim() const { return static_cast<int>(shape_.size()); }
   int64_t numel() const { return numel_; }
   size_t nbytes() const { return bytes_; }  // bytes in use, including any layout padding
+  size_t capacity() const { return capacity_; }  // bytes allocated
   bool defined() const { return dtype_ != DataType::kUndefined; }
   // Product of the dims from axis on (and before axis), as Caffe2's size_from_dim / size_to_dim.
   int64_t SizeFromDim(int axis) const;

@@ -27,6 +27,18 @@ const Tensor& Workspace::Blob(const std::string& name) const {
 
 bool Workspace::HasBlob(const std::string& name) const { return blobs_.count(name) > 0; }
 
+size_t Workspace::AllocatedBytes() const {
+  size_t bytes = 0;
+  for (const auto& [name, blob] : blobs_) bytes += blob->capacity();
+  return bytes;
+}
+
+std::vector<std::string> Workspace::BlobNames() const {
+  std::vector<std::string> names;
+  for (const auto& [name, blob] : blobs_) names.push_back(name);
+  return names;
+}
+
 Net* Workspace::CreateNet(const NetDef& def, bool overwrite) {
   LOCKSTEP_ENFORCE(!def.name().empty(), "a net needs a name to be created in a workspace");
   auto& slot = nets_[def.name()];

@@ -1,6 +1,7 @@
 // Workspace: the named blobs (tensors) a set of nets reads and writes, and the nets instantiated over them.
 #pragma once
 
+#include <any>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,6 +26,25 @@ class Workspace {
   Tensor* GetBlob(const std::string& name);           // nullptr when absent
   const Tensor& Blob(const std::string& name) const;  // throws InvalidInput when absent
   bool HasBlob(const std::string& name) const;
+  std::vector<std::string> BlobNames() const;
+  // Bytes allocated by all blobs: the step's peak tensor memory, since buffers are kept across runs.
+  size_t AllocatedBytes() const;
+
+  // Shared objects that operators find by name (a communicator, a data reader); set before creating the nets
+  // that use them.
+  template <typename T>
+  void SetObject(const std::string& name, std::shared_ptr<T> object) {
+    objects_[name] = std::move(object);
+  }
+  // Throws InvalidInput when there is no object of that name and type.
+  template <typename T>
+  std::shared_ptr<T> GetObject(const std::string& name) const {
+    auto it = objects_.find(name);
+    const auto* object = it == objects_.end() ? nullptr : std::any_cast<std::shared_ptr<T>>(&it->second);
+    if (!object)
+      throw InvalidInput(fmt::format("the workspace holds no object '{}' of the expected type", name));
+    return *object;
+  }
 
   // Instantiates the net's operators once; RunNet then only runs them.
   Net* CreateNet(const NetDef& def, bool overwrite = false);
@@ -34,6 +54,7 @@ class Workspace {
 
  private:
   std::map<std::string, std::unique_ptr<Tensor>> blobs_;
+  std::map<std::string, std::any> objects_;
   std::map<std::string, std::unique_ptr<Net>> nets_;
 };
 

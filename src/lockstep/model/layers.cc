@@ -87,6 +87,20 @@ std::string Add(ModelHelper& model, const std::string& a, const std::string& b, 
   return output;
 }
 
+std::pair<std::string, std::string> ReadBatch(ModelHelper& model, const std::string& reader,
+                                              const std::string& data, const std::string& label) {
+  std::pair<std::string, std::string> outputs{model.Scoped(data), model.Scoped(label)};
+  model.AddOp("ReadBatch", {}, {outputs.first, outputs.second},
+              {Arg("reader", reader), Arg("replica", int64_t{model.replica().index})});
+  return outputs;
+}
+
+std::string Scale(ModelHelper& model, const std::string& in, const std::string& out, float scale) {
+  std::string output = model.Scoped(out);
+  model.AddOp("Scale", {in}, {output}, {Arg("scale", scale)});
+  return output;
+}
+
 std::string Flatten(ModelHelper& model, const std::string& in, const std::string& out) {
   std::string output = model.Scoped(out);
   model.AddOp("Flatten", {in}, {output});

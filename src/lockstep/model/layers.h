@@ -41,7 +41,13 @@ std::string SpatialBN(ModelHelper& model, const std::string& in, const std::stri
 std::string Dropout(ModelHelper& model, const std::string& in, const std::string& out, float ratio,
                     bool is_test);
 std::string Add(ModelHelper& model, const std::string& a, const std::string& b, const std::string& out);
+// out = scale * in (a data-parallel forward builder scales its loss by the loss_scale it is given).
+std::string Scale(ModelHelper& model, const std::string& in, const std::string& out, float scale);
 std::string Flatten(ModelHelper& model, const std::string& in, const std::string& out);
+// Reads the model's replica's slice of the next global batch from the BatchReader the workspace holds under
+// `reader` (see data/batch_reader.h). Returns {data, label}.
+std::pair<std::string, std::string> ReadBatch(ModelHelper& model, const std::string& reader,
+                                              const std::string& data, const std::string& label);
 // Returns {softmax, loss}.
 std::pair<std::string, std::string> SoftmaxWithLoss(ModelHelper& model, const std::string& logits,
                                                     const std::string& label, const std::string& softmax,

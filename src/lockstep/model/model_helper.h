@@ -84,12 +84,22 @@ class ModelHelper {
 
   const Device& device() const { return device_; }
 
+  // Which of the job's data-parallel replicas the ops being built belong to (index among count); Parallelize
+  // sets it while it calls the builders, so an input builder knows which slice of each batch to read.
+  struct Replica {
+    int index = 0;
+    int count = 1;
+  };
+  const Replica& replica() const { return replica_; }
+  void set_replica(const Replica& replica) { replica_ = replica; }
+
  private:
   NetDef param_init_net_;
   NetDef net_;
   bool init_params_;
   std::string name_scope_;
   Device device_;
+  Replica replica_;
   std::vector<ParamInfo> params_;
   std::map<std::string, std::string> param_to_grad_;
 };

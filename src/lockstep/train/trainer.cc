@@ -7,10 +7,12 @@
 #include <memory>
 
 #include "lockstep/core/net.h"
+#include "lockstep/data/batch_reader.h"
 #include "lockstep/data/batch_source.h"
 #include "lockstep/model/layers.h"
 #include "lockstep/model/optimizer.h"
 #include "lockstep/model/zoo.h"
+#include "lockstep/parallel/data_parallel.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/csv_log.h"
 #include "lockstep/train/progress.h"
@@ -21,35 +23,54 @@ namespace {
 
 constexpr const char* kData = "data";
 constexpr const char* kLabel = "label";
+constexpr const char* kTrainReader = "train_reader";
 
 struct Models {
   ModelHelper train{"train"};
   ModelHelper test{"test", /*init_params=*/false};
-  std::string train_loss, train_accuracy, test_accuracy, lr;
-  std::vector<std::string> state_blobs;  // what a checkpoint holds
+  DataParallelModel parallel;
+  // Device 0's figures, as the log reports them; the loss is the unscaled one.
+  std::string train_loss, train_accuracy, test_accuracy, lr, test_data, test_label;
 };
 
 void BuildModels(const TrainerConfig& config, Models* m) {
   ModelConfig model_config{config.num_channels, config.image_size, config.num_labels, false};
-  std::string logits = BuildModel(config.model, m->train, kData, model_config);
-  auto [softmax, loss] = layers::SoftmaxWithLoss(m->train, logits, kLabel, "softmax", "loss");
-  m->train_loss = loss;
-  m->train_accuracy = layers::Accuracy(m->train, softmax, kLabel, "accuracy");
-  m->train.AddGradientOperators({loss});
-  SgdOptions sgd;
-  sgd.base_learning_rate = config.base_learning_rate;
-  sgd.momentum = config.momentum;
-  sgd.nesterov = config.nesterov;
-  sgd.weight_decay = config.weight_decay;
-  SgdBlobs blobs = AddMomentumSgd(m->train, sgd);
-  m->lr = blobs.lr;
-  for (const auto& param : m->train.GetParams()) m->state_blobs.push_back(param);
-  m->state_blobs.insert(m->state_blobs.end(), blobs.moments.begin(), blobs.moments.end());
-  m->state_blobs.push_back(blobs.iter);
+  std::vector<std::string> losses, accuracies, lrs;
+  ParallelOptions options;
+  for (int d = 0; d < config.num_devices; ++d) options.devices.push_back(d);
+  options.input_builder = [](ModelHelper& model) { layers::ReadBatch(model, kTrainReader, kData, kLabel); };
+  options.forward_builder = [&](ModelHelper& model, float loss_scale) {
+    std::string logits = BuildModel(config.model, model, model.Scoped(kData), model_config);
+    auto [softmax, loss] = layers::SoftmaxWithLoss(model, logits, model.Scoped(kLabel), "softmax", "loss");
+    losses.push_back(loss);
+    accuracies.push_back(layers::Accuracy(model, softmax, model.Scoped(kLabel), "accuracy"));
+    return std::vector<std::string>{layers::Scale(model, loss, "scaled_loss", loss_scale)};
+  };
+  options.param_update_builder = [&](ModelHelper& model) {
+    SgdOptions sgd;
+    sgd.base_learning_rate = config.base_learning_rate;
+    sgd.momentum = config.momentum;
+    sgd.nesterov = config.nesterov;
+    sgd.weight_decay = config.weight_decay;
+    lrs.push_back(AddMomentumSgd(model, sgd).lr);
+  };
+  options.combine_spatial_bn = config.combine_spatial_bn;
+  options.optimize_gradient_memory = config.optimize_gradient_memory;
+  options.keep_blobs = {"loss", "accuracy"};
+  options.max_threads = config.threads;
+  options.threads_per_device = config.threads > 0 ? std::max(1, config.threads / config.num_devices) : 0;
+  m->parallel = Parallelize(m->train, options);
+  m->train_loss = losses[0];
+  m->train_accuracy = accuracies[0];
+  m->lr = lrs[0];
 
+  // Evaluation runs on device 0's parameters, one batch at a time, fed by the trainer.
   model_config.is_test = true;
-  std::string test_logits = BuildModel(config.model, m->test, kData, model_config);
-  m->test_accuracy = layers::Accuracy(m->test, test_logits, kLabel, "test_accuracy");
+  ModelHelper::NameScope scope(m->test, m->parallel.scopes[0]);
+  m->test_data = m->test.Scoped("test_data");
+  m->test_label = m->test.Scoped("test_label");
+  std::string test_logits = BuildModel(config.model, m->test, m->test_data, model_config);
+  m->test_accuracy = layers::Accuracy(m->test, test_logits, m->test_label, "test_accuracy");
 }
 
 std::unique_ptr<BatchSource> MakeSource(const std::string& name, const TrainerConfig& config, bool train) {
@@ -71,15 +92,14 @@ void SeedInitNet(NetDef* init, uint64_t seed) {
 
 float ScalarOf(const Workspace& ws, const std::string& name) { return ws.Blob(name).data<float>()[0]; }
 
-double Evaluate(Workspace* ws, Net* test_net, BatchSource* source, int batch_size,
-                const std::string& accuracy) {
+double Evaluate(Workspace* ws, Net* test_net, BatchSource* source, int batch_size, const Models& m) {
   double correct = 0;
   const int64_t total = source->size();
   for (int64_t first = 0; first < total; first += batch_size) {
     int64_t count = std::min<int64_t>(batch_size, total - first);
-    source->Fill(first, count, ws->CreateBlob(kData), ws->CreateBlob(kLabel));
+    source->Fill(first, count, ws->CreateBlob(m.test_data), ws->CreateBlob(m.test_label));
     test_net->Run();
-    correct += ScalarOf(*ws, accuracy) * count;
+    correct += ScalarOf(*ws, m.test_accuracy) * count;
   }
   return correct / total;
 }
@@ -90,9 +110,12 @@ void Validate(const TrainerConfig& c) {
     fail(fmt::format("unknown --model '{}'; choose one of: {}", c.model, KnownModelsText()));
   if (c.train_data.empty())
     fail("--train_data is required: a dataset (fashion-mnist) or null for synthetic data");
-  if (c.num_devices != 1)
-    fail(fmt::format("--num_gpus {}: this build trains on one device; use --num_gpus 1", c.num_devices));
+  if (c.num_devices < 1) fail(fmt::format("--num_gpus must be at least 1, got {}", c.num_devices));
   if (c.batch_size <= 0) fail(fmt::format("--batch_size must be positive, got {}", c.batch_size));
+  if (c.batch_size % c.num_devices != 0)
+    fail(fmt::format(
+        "--batch_size {} does not divide evenly among --num_gpus {} devices; use a multiple of {}",
+        c.batch_size, c.num_devices, c.num_devices));
   if (c.num_epochs <= 0) fail(fmt::format("--num_epochs must be positive, got {}", c.num_epochs));
   if (c.epoch_size < 0) fail(fmt::format("--epoch_size must be positive, got {}", c.epoch_size));
   if (c.base_learning_rate <= 0)
@@ -110,7 +133,7 @@ void Validate(const TrainerConfig& c) {
 TrainerResult Train(const TrainerConfig& config) {
   Validate(config);
   if (config.threads > 0) omp_set_num_threads(config.threads);
-  auto train_source = MakeSource(config.train_data, config, true);
+  std::shared_ptr<BatchSource> train_source = MakeSource(config.train_data, config, true);
   std::unique_ptr<BatchSource> test_source;
   if (!config.test_data.empty()) test_source = MakeSource(config.test_data, config, false);
 
@@ -124,14 +147,20 @@ TrainerResult Train(const TrainerConfig& config) {
   Models models;
   BuildModels(config, &models);
   Workspace ws;
+  models.parallel.Install(&ws);
+  auto reader =
+      std::make_shared<BatchReader>(train_source, config.batch_size / config.num_devices, config.num_devices);
+  ws.SetObject(kTrainReader, reader);
   SeedInitNet(&models.train.param_init_net(), config.seed);
   ws.RunNetOnce(models.train.param_init_net());
+  const std::string& scope = models.parallel.scopes[0];
 
   TrainerState state;
   state.model = config.model;
   state.seed = config.seed;
   if (!config.load_model_path.empty()) {
-    state = LoadCheckpoint(config.load_model_path, &ws, "", models.state_blobs);
+    state = LoadCheckpoint(config.load_model_path, &ws, scope, models.parallel.state_blobs);
+    ws.RunNetOnce(models.parallel.broadcast_net);
     if (state.model != config.model)
       throw InvalidInput(fmt::format("checkpoint {} was saved from model '{}', not --model {}",
                                      config.load_model_path, state.model, config.model));
@@ -144,8 +173,7 @@ TrainerResult Train(const TrainerConfig& config) {
                       config.load_model_path, state.epochs_done));
   }
 
-  Tensor* data = ws.CreateBlob(kData);
-  Tensor* label = ws.CreateBlob(kLabel);
+  reader->Seek(state.reader_position);
   Net* train_net = ws.CreateNet(models.train.net());
   Net* test_net = test_source ? ws.CreateNet(models.test.net()) : nullptr;
 
@@ -165,7 +193,6 @@ TrainerResult Train(const TrainerConfig& config) {
   for (int64_t epoch = state.epochs_done; epoch < config.num_epochs; ++epoch) {
     auto start = Clock::now();
     for (int64_t i = 0; i < iterations; ++i) {
-      train_source->Fill(state.reader_position, config.batch_size, data, label);
       train_net->Run();
       state.reader_position += config.batch_size;
       ++state.iteration;
@@ -184,7 +211,7 @@ TrainerResult Train(const TrainerConfig& config) {
     record.learning_rate = ScalarOf(ws, models.lr);
     record.epoch = epoch + 1;
     record.test_accuracy =
-        test_net ? Evaluate(&ws, test_net, test_source.get(), config.batch_size, models.test_accuracy) : -1;
+        test_net ? Evaluate(&ws, test_net, test_source.get(), config.batch_size, models) : -1;
     log.Append(record);
     fmt::print(
         "epoch {}/{}: {:.1f} s, {:.1f} img/s, loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}\n",
@@ -196,7 +223,7 @@ TrainerResult Train(const TrainerConfig& config) {
     state.training_milliseconds = static_cast<int64_t>(record.cumulative_time_spent * 1000);
     if (!config.save_model_name.empty()) {
       std::string path = CheckpointPath(config.file_store_path, config.save_model_name, state.epochs_done);
-      SaveCheckpoint(path, ws, "", models.state_blobs, state);
+      SaveCheckpoint(path, ws, scope, models.parallel.state_blobs, state);
       fmt::print("saved checkpoint {}\n", path);
     }
     result.last_test_accuracy = record.test_accuracy;

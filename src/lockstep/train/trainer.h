@@ -11,13 +11,15 @@ struct TrainerConfig {
   std::string model = "resnet50";
   std::string train_data;  // "fashion-mnist" or "null" (synthetic)
   std::string test_data;   // "" (none) or "fashion-mnist"
-  int num_devices = 1;
+  int num_devices = 1;  // CPU devices: concurrent replicas, each with threads / num_devices threads
   int num_channels = 3, image_size = 227, num_labels = 1000;
   int batch_size = 32;     // total over the machine's devices
   int64_t epoch_size = 0;  // images per epoch; 0 = one pass over the training data
   int num_epochs = 1;
   float base_learning_rate = 0.1f, weight_decay = 1e-4f, momentum = 0.9f;
   bool nesterov = false;
+  bool combine_spatial_bn = false;        // BN statistics over all devices
+  bool optimize_gradient_memory = false;  // gradient blobs share buffers
   uint64_t seed = 1;
   int threads = 0;  // oneDNN threads; 0 = all cores
   std::string save_model_name, file_store_path = ".", load_model_path, log_dir = ".";

@@ -1,0 +1,23 @@
+// Communicator: the collectives the data-parallel planner needs, over every replica of a job. A member
+// process holds one buffer per local device; Allreduce sums element-wise over all buffers of all members and
+// leaves the sum in every buffer, Broadcast copies the root's first buffer into all others. Every member
+// issues the same collectives in the same order with the same counts. Implementations: LocalCommunicator
+// (the devices of one process); Gloo across processes and NCCL across GPUs build on the same interface.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace lockstep {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;  // this process among size()
+  virtual int size() const = 0;
+  virtual void Allreduce(const std::vector<float*>& buffers, size_t count) = 0;
+  // Copies `bytes` bytes (any dtype).
+  virtual void Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) = 0;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,34 @@
+// In-process reduction. Buffers are summed in a fixed order (0, 1, ..., k-1) so every run gives the same
+// bits.
+#include "lockstep/comm/local_communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "lockstep/core/enforce.h"
+
+namespace lockstep {
+
+void LocalCommunicator::Allreduce(const std::vector<float*>& buffers, size_t count) {
+  LOCKSTEP_ENFORCE(!buffers.empty(), "Allreduce needs at least one buffer");
+  float* sum = buffers[0];
+  // Blocks that stay in cache while every buffer is added to them.
+  constexpr size_t kBlock = 4096;
+  for (size_t begin = 0; begin < count; begin += kBlock) {
+    size_t n = std::min(kBlock, count - begin);
+    for (size_t b = 1; b < buffers.size(); ++b) {
+      const float* other = buffers[b] + begin;
+      float* out = sum + begin;
+      for (size_t i = 0; i < n; ++i) out[i] += other[i];
+    }
+  }
+  for (size_t b = 1; b < buffers.size(); ++b) std::memcpy(buffers[b], sum, count * sizeof(float));
+}
+
+void LocalCommunicator::Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) {
+  LOCKSTEP_ENFORCE(!buffers.empty(), "Broadcast needs at least one buffer");
+  LOCKSTEP_ENFORCE_EQ(root_rank, 0, "a single process is rank 0");
+  for (size_t b = 1; b < buffers.size(); ++b) std::memcpy(buffers[b], buffers[0], bytes);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,38 @@
+// ReadBatch: () -> (data, label). Reads this replica's slice of the next global batch from the BatchReader
+// the workspace holds under arg `reader`; arg `replica` says which slice. Running it is what advances the
+// stream.
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/operator.h"
+#include "lockstep/data/batch_reader.h"
+
+namespace lockstep {
+namespace {
+
+class ReadBatchOp : public Operator {
+ public:
+  ReadBatchOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws),
+        reader_(ws->GetObject<BatchReader>(StringArg("reader", ""))),
+        replica_(static_cast<int>(IntArg("replica", 0))) {
+    if (replica_ < 0 || replica_ >= reader_->replicas())
+      throw InvalidInput(fmt::format("{}: replica {} is outside the reader's {} replicas",
+                                     DescribeOperator(def), replica_, reader_->replicas()));
+  }
+
+  void Run() override {
+    // data is (b, C, H, W) float, label is (b) int32
+    reader_->Read(replica_, Output(0), Output(1));
+  }
+
+ private:
+  std::shared_ptr<BatchReader> reader_;
+  int replica_;
+};
+
+}  // namespace
+
+LOCKSTEP_OPERATOR_SCHEMA(ReadBatch).NumInputs(0).NumOutputs(2);
+LOCKSTEP_REGISTER_CPU_OPERATOR(ReadBatch, ReadBatchOp);
+LOCKSTEP_NO_GRADIENT(ReadBatch);
+
+}  // namespace lockstep

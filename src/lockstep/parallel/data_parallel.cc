@@ -1,0 +1,328 @@
+// Data-parallel planning: replicas, interleaving, combined BN statistics, gradient buckets, broadcast.
+#include "lockstep/parallel/data_parallel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "lockstep/comm/local_communicator.h"
+#include "lockstep/core/schema.h"
+#include "lockstep/core/workspace.h"
+#include "lockstep/parallel/memonger.h"
+
+namespace lockstep {
+namespace {
+
+[[noreturn]] void Fail(const std::string& what) { throw InvalidInput("Parallelize: " + what); }
+
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
+  if (o.devices.empty()) Fail("the device list is empty; pass at least one device id, e.g. devices = {0}");
+  std::set<int> unique(o.devices.begin(), o.devices.end());
+  if (unique.size() != o.devices.size()) Fail("a device id is listed twice");
+  if (*unique.begin() < 0) Fail(fmt::format("device ids must be >= 0, got {}", *unique.begin()));
+  if (o.device_type != DeviceType::kCpu)
+    Fail("this build has no CUDA devices; use device_type CPU (CPU devices are concurrent replicas)");
+  if (!o.input_builder || !o.forward_builder || !o.param_update_builder)
+    Fail("input_builder, forward_builder and param_update_builder are all required");
+  if (o.num_shards < 1 || o.shard_id < 0 || o.shard_id >= o.num_shards)
+    Fail(fmt::format("shard_id {} must be in [0, num_shards = {})", o.shard_id, o.num_shards));
+  if (o.num_shards > 1 && !o.communicator) Fail("num_shards > 1 needs a communicator that spans the shards");
+  if (o.threads_per_device < 0 || o.max_threads < 0) Fail("threads_per_device and max_threads must be >= 0");
+  if (model.net().op_size() > 0)
+    Fail(fmt::format("model '{}' already has {} ops; the builders must add all of them", model.net().name(),
+                     model.net().op_size()));
+}
+
+// Caffe2's combined SpatialBN: per-device channel sums, summed over devices by an Allreduce that Interleave
+// inserts after each ChannelStats group, then normalization with num_batches = devices. A fused ReLU is split
+// off first, because its mask belongs to the single-device form.
+void CombineSpatialBN(NetDef* net, int devices) {
+  NetDef rewritten = *net;
+  rewritten.clear_op();
+  for (const auto& op : net->op()) {
+    bool training = GetIntArgument(op, "is_test", 0) == 0;
+    if (op.type() != "SpatialBN" || !training || op.input_size() != 5) {
+      *rewritten.add_op() = op;
+      continue;
+    }
+    const std::string& y = op.output(0);
+    OperatorDef stats = MakeOperatorDef("ChannelStats", {op.input(0)}, {y + "_sum", y + "_sumsq"});
+    *stats.mutable_device_option() = op.device_option();
+    *rewritten.add_op() = stats;
+    OperatorDef bn = op;
+    bn.add_input(y + "_sum_combined");
+    bn.add_input(y + "_sumsq_combined");
+    SetArgument(&bn, Arg("num_batches", int64_t{devices}));
+    bool relu = GetIntArgument(op, "relu", 0) != 0;
+    SetArgument(&bn, Arg("relu", false));
+    if (relu) bn.mutable_output()->RemoveLast();  // the ReLU mask
+    *rewritten.add_op() = bn;
+    if (relu) {
+      OperatorDef activation = MakeOperatorDef("Relu", {y}, {y});
+      *activation.mutable_device_option() = op.device_option();
+      *rewritten.add_op() = activation;
+    }
+  }
+  *net = rewritten;
+}
+
+// Each op belongs to one device and touches only that device's blobs; no blob is written by two devices.
+// Returns each op's device index.
+std::vector<int> DeviceOfEachOp(const NetDef& net, const ParallelOptions& o,
+                                const std::vector<std::string>& scopes) {
+  std::vector<int> device_of;
+  std::map<std::string, int> writer;
+  for (const auto& op : net.op()) {
+    Device device = DeviceOf(op);
+    auto it = std::find(o.devices.begin(), o.devices.end(), device.id);
+    if (device.type != o.device_type || it == o.devices.end())
+      Fail(fmt::format("{} runs on {}, which is not one of the model's devices", DescribeOperator(op),
+                       device.ToString()));
+    int index = static_cast<int>(it - o.devices.begin());
+    auto check = [&](const std::string& blob) {
+      for (size_t j = 0; j < scopes.size(); ++j)
+        if (static_cast<int>(j) != index && StartsWith(blob, scopes[j]))
+          Fail(
+              fmt::format("{} on {} uses '{}' of another device; ops may not mix devices: build each "
+                          "replica from its own scope's blobs",
+                          DescribeOperator(op), device.ToString(), blob));
+    };
+    for (const auto& blob : op.input()) check(blob);
+    for (const auto& blob : op.output()) {
+      check(blob);
+      auto [entry, inserted] = writer.emplace(blob, index);
+      if (!inserted && entry->second != index)
+        Fail(
+            fmt::format("blob '{}' is written by the replicas of two devices; name replica blobs with "
+                        "model.Scoped()",
+                        blob));
+    }
+    device_of.push_back(index);
+  }
+  return device_of;
+}
+
+OperatorDef Collective(const std::string& type, const std::vector<std::string>& inputs,
+                       const std::vector<std::string>& outputs, const std::string& communicator, int devices,
+                       const Device& device) {
+  OperatorDef op = MakeOperatorDef(type, inputs, outputs,
+                                   {Arg("communicator", communicator), Arg("num_devices", int64_t{devices})});
+  SetDevice(&op, device);
+  return op;
+}
+
+// Orders the ops as op 0 of every device, op 1 of every device, ... so that the replicas advance together
+// (and a cross-device collective can sit between two groups), and inserts the Allreduce of every
+// ChannelStats / ChannelBackpropStats group into "<output>_combined".
+void Interleave(NetDef* net, const std::vector<int>& device_of, int devices, const std::string& communicator,
+                const Device& first_device) {
+  std::vector<std::vector<const OperatorDef*>> replica(devices);
+  for (int i = 0; i < net->op_size(); ++i) replica[device_of[i]].push_back(&net->op(i));
+  for (int d = 1; d < devices; ++d) {
+    if (replica[d].size() != replica[0].size())
+      Fail(
+          fmt::format("device {} has {} ops but device 0 has {}; the builders must build the same replica "
+                      "on every device",
+                      d, replica[d].size(), replica[0].size()));
+    for (size_t j = 0; j < replica[0].size(); ++j)
+      if (replica[d][j]->type() != replica[0][j]->type())
+        Fail(
+            fmt::format("op {} is {} on device {} but {} on device 0; the builders must build the same "
+                        "replica on every device",
+                        j, replica[d][j]->type(), d, replica[0][j]->type()));
+  }
+  NetDef interleaved = *net;
+  interleaved.clear_op();
+  for (size_t j = 0; j < replica[0].size(); ++j) {
+    std::vector<std::string> inputs, outputs;
+    for (int d = 0; d < devices; ++d) {
+      const OperatorDef& op = *replica[d][j];
+      *interleaved.add_op() = op;
+      if (op.type() != "ChannelStats" && op.type() != "ChannelBackpropStats") continue;
+      for (const auto& blob : op.output()) {
+        inputs.push_back(blob);
+        outputs.push_back(blob + "_combined");
+      }
+    }
+    if (!inputs.empty())
+      *interleaved.add_op() = Collective("Allreduce", inputs, outputs, communicator, devices, first_device);
+  }
+  *net = interleaved;
+}
+
+std::vector<GradientBucket> PlanBuckets(const ModelHelper& model, const std::string& scope,
+                                        size_t bucket_bytes) {
+  std::vector<GradientBucket> buckets;
+  auto params = model.GetTrainableParams(scope);
+  for (auto it = params.rbegin(); it != params.rend(); ++it) {
+    if (buckets.empty() || buckets.back().bytes >= bucket_bytes) buckets.emplace_back();
+    buckets.back().params.push_back(it->substr(scope.size()));
+    buckets.back().bytes += NumElements(model.Param(*it).shape) * sizeof(float);
+  }
+  return buckets;
+}
+
+// Inserts each bucket's Allreduce right after the last backward op that writes one of its gradients (the
+// updates that come later read the sums).
+void AddBucketAllreduces(NetDef* net, const ModelHelper& model, const std::vector<GradientBucket>& buckets,
+                         const std::vector<std::string>& scopes, const std::string& communicator,
+                         const Device& first_device) {
+  std::map<std::string, int> last_writer;
+  for (int i = 0; i < net->op_size(); ++i)
+    if (net->op(i).is_gradient_op())
+      for (const auto& blob : net->op(i).output()) last_writer[blob] = i;
+  std::multimap<int, OperatorDef> after;
+  for (const auto& bucket : buckets) {
+    std::vector<std::string> grads;
+    int position = -1;
+    for (const auto& scope : scopes)
+      for (const auto& param : bucket.params) {
+        auto grad = model.param_to_grad().find(scope + param);
+        if (grad == model.param_to_grad().end())
+          Fail(fmt::format("parameter '{}' gets no gradient from the losses; remove it or connect it",
+                           scope + param));
+        grads.push_back(grad->second);
+        auto writer = last_writer.find(grad->second);
+        LOCKSTEP_ENFORCE(writer != last_writer.end(), "gradient '{}' is never written", grad->second);
+        position = std::max(position, writer->second);
+      }
+    after.emplace(position, Collective("Allreduce", grads, grads, communicator,
+                                       static_cast<int>(scopes.size()), first_device));
+  }
+  NetDef planned = *net;
+  planned.clear_op();
+  for (int i = 0; i < net->op_size(); ++i) {
+    *planned.add_op() = net->op(i);
+    auto [begin, end] = after.equal_range(i);
+    for (auto it = begin; it != end; ++it) *planned.add_op() = it->second;
+  }
+  *net = planned;
+}
+
+// The state every replica initialises: what param_init_net writes under the scope, unscoped.
+std::vector<std::string> StateBlobs(const NetDef& init, const std::string& scope) {
+  std::vector<std::string> names;
+  for (const auto& op : init.op())
+    for (const auto& blob : op.output())
+      if (StartsWith(blob, scope) &&
+          std::find(names.begin(), names.end(), blob.substr(scope.size())) == names.end())
+        names.push_back(blob.substr(scope.size()));
+  return names;
+}
+
+}  // namespace
+
+std::string DeviceScopeName(DeviceType type, int id) {
+  return fmt::format("{}_{}/", type == DeviceType::kCuda ? "gpu" : "cpu", id);
+}
+
+int BatchPerDevice(int batch_size, int devices, int shards) {
+  int replicas = devices * shards;
+  if (replicas <= 0) throw InvalidInput(fmt::format("need at least one device, got {}", replicas));
+  if (batch_size <= 0 || batch_size % replicas != 0)
+    throw InvalidInput(
+        fmt::format("batch size {} does not divide evenly among {} devices x {} shards; use a "
+                    "multiple of {}",
+                    batch_size, devices, shards, replicas));
+  return batch_size / replicas;
+}
+
+void DataParallelModel::Install(Workspace* ws) const {
+  for (const auto& [name, communicator] : communicators) ws->SetObject(name, communicator);
+}
+
+DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
+  ValidateOptions(model, o);
+  const int devices = static_cast<int>(o.devices.size());
+  const Device first_device{o.device_type, o.devices[0]};
+  const bool single = devices == 1 && o.num_shards == 1;
+  DataParallelModel dp;
+  const std::string gradient_comm = model.net().name() + "/gradients";
+  const std::string device_comm = model.net().name() + "/devices";
+  dp.communicators = {
+      {gradient_comm, o.communicator ? o.communicator : std::make_shared<LocalCommunicator>()},
+      {device_comm, std::make_shared<LocalCommunicator>()}};
+
+  const float loss_scale = 1.0f / static_cast<float>(devices * o.num_shards);
+  auto for_each_device = [&](const std::function<void(int)>& build) {
+    for (int d = 0; d < devices; ++d) {
+      ModelHelper::DeviceScope device_scope(model, Device{o.device_type, o.devices[d]});
+      ModelHelper::NameScope name_scope(model, DeviceScopeName(o.device_type, o.devices[d]));
+      model.set_replica({o.shard_id * devices + d, o.num_shards * devices});
+      if (static_cast<int>(dp.scopes.size()) == d) dp.scopes.push_back(model.name_scope());
+      build(d);
+    }
+    model.set_replica({});
+  };
+  for_each_device([&](int d) {
+    o.input_builder(model);
+    auto losses = o.forward_builder(model, loss_scale);
+    if (losses.empty())
+      Fail(fmt::format("forward_builder returned no loss for device {}; return the loss blobs to train",
+                       o.devices[d]));
+    dp.losses.insert(dp.losses.end(), losses.begin(), losses.end());
+  });
+  if (o.combine_spatial_bn && devices > 1) CombineSpatialBN(&model.net(), devices);
+  model.AddGradientOperators(dp.losses);
+  for_each_device([&](int) { o.param_update_builder(model); });
+
+  auto unscoped_params = [&](int d) {
+    std::vector<std::string> names;
+    for (const auto& name : model.GetParams(dp.scopes[d])) names.push_back(name.substr(dp.scopes[d].size()));
+    return names;
+  };
+  for (int d = 1; d < devices; ++d)
+    if (unscoped_params(d) != unscoped_params(0))
+      Fail(
+          fmt::format("device {} has other parameters than device 0; the builders must build the same "
+                      "replica on every device",
+                      o.devices[d]));
+
+  std::vector<int> device_of = DeviceOfEachOp(model.net(), o, dp.scopes);
+  Interleave(&model.net(), device_of, devices, device_comm, first_device);
+  dp.buckets = PlanBuckets(model, dp.scopes[0], o.bucket_bytes);
+  if (!single) AddBucketAllreduces(&model.net(), model, dp.buckets, dp.scopes, gradient_comm, first_device);
+
+  if (o.optimize_gradient_memory) {
+    std::set<std::string> keep(dp.losses.begin(), dp.losses.end());
+    for (const auto& [param, grad] : model.param_to_grad()) keep.insert(grad);
+    for (const auto& scope : dp.scopes)
+      for (const auto& blob : o.keep_blobs) keep.insert(scope + blob);
+    for (const auto& scope : dp.scopes) {
+      MemongerOptions memonger;
+      memonger.namescope = scope;
+      memonger.keep = keep;
+      memonger.share_activations = o.share_activations;
+      model.net() = ShareBlobs(model.net(), memonger);
+    }
+  }
+
+  dp.state_blobs = StateBlobs(model.param_init_net(), dp.scopes[0]);
+  dp.broadcast_net.set_name(model.net().name() + "_broadcast");
+  if (!single) {
+    std::vector<std::string> blobs;
+    for (const auto& scope : dp.scopes)
+      for (const auto& name : dp.state_blobs) blobs.push_back(scope + name);
+    *dp.broadcast_net.add_op() = Collective("Broadcast", blobs, blobs, gradient_comm, devices, first_device);
+    *model.param_init_net().add_op() = dp.broadcast_net.op(0);
+  }
+
+  const int cores = o.max_threads > 0 ? o.max_threads : omp_get_num_procs();
+  if (o.threads_per_device > cores)
+    Fail(fmt::format("threads_per_device {} exceeds the {} cores available", o.threads_per_device, cores));
+  dp.threads_per_device = o.threads_per_device > 0 ? o.threads_per_device : std::max(1, cores / devices);
+  NetDef& net = model.net();
+  net.set_type("dag");
+  net.set_num_workers(1);
+  SetArgument(&net, Arg("device_lanes", int64_t{std::clamp(cores / dp.threads_per_device, 1, devices)}));
+  SetArgument(&net, Arg("intra_op_threads", int64_t{dp.threads_per_device}));
+  return dp;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,79 @@
+// Parallelize: synchronous data parallelism on the devices of one machine (and, through the communicator, of
+// many), as Caffe2's data_parallel_model. The builder functions describe one replica; Parallelize calls them
+// once per device under the device's scope ("cpu_0/", "cpu_1/", ...), adds the backward pass, allreduces
+// the gradients in buckets that start as soon as their last gradient is computed, and adds each replica's
+// update. Every replica then holds the same parameters after every step.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/comm/communicator.h"
+#include "lockstep/model/model_helper.h"
+
+namespace lockstep {
+
+class Workspace;
+
+struct ParallelOptions {
+  // Adds the ops that produce this replica's input (e.g. layers::ReadBatch; model.replica() tells which
+  // slice).
+  std::function<void(ModelHelper& model)> input_builder;
+  // Adds the forward pass and returns its losses, already multiplied by loss_scale = 1 / (devices * shards),
+  // so that the summed gradients are those of the global batch's average loss.
+  std::function<std::vector<std::string>(ModelHelper& model, float loss_scale)> forward_builder;
+  // Adds the parameter update (e.g. AddMomentumSgd); it reads model.param_to_grad().
+  std::function<void(ModelHelper& model)> param_update_builder;
+
+  std::vector<int> devices;  // device ids, e.g. {0, 1}
+  DeviceType device_type = DeviceType::kCpu;
+
+  int num_shards = 1, shard_id = 0;  // processes of the job; the communicator spans them
+  // Sums gradients over every device of every shard; a LocalCommunicator when null.
+  std::shared_ptr<Communicator> communicator;
+
+  size_t bucket_bytes = 8 << 20;          // gradients allreduced together, in reverse creation order
+  bool combine_spatial_bn = false;        // BN batch statistics over all devices of the machine
+  bool optimize_gradient_memory = false;  // gradient blobs share buffers (memonger)
+  bool share_activations = false;         // with optimize_gradient_memory: forward blobs too
+  std::vector<std::string> keep_blobs;    // unscoped names that memonger must not share (read after a step)
+  // oneDNN threads per device; 0 = the cores divided among the devices. Devices run concurrently on their
+  // own threads, at most max_threads / threads_per_device at a time (max_threads 0 = all cores).
+  int threads_per_device = 0;
+  int max_threads = 0;
+};
+
+struct GradientBucket {
+  std::vector<std::string> params;  // unscoped, in the order they are packed
+  size_t bytes = 0;
+};
+
+struct DataParallelModel {
+  std::vector<std::string> scopes;  // name scope of each device, "cpu_0/", ...
+  std::vector<std::string> losses;  // all devices' losses (each already scaled)
+  std::vector<GradientBucket> buckets;
+  // Unscoped names of a replica's state: parameters, BN statistics, optimizer state. A checkpoint holds
+  // device 0's; after loading one into device 0, run broadcast_net.
+  std::vector<std::string> state_blobs;
+  NetDef broadcast_net;  // device 0's state -> every device (and shard 0's -> every shard)
+  int threads_per_device = 1;
+
+  // The workspace objects the nets use (the communicators); call before creating the nets.
+  void Install(Workspace* ws) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Communicator>>> communicators;
+};
+
+// Builds the data-parallel training net into model.net() (which must be empty) and appends to
+// model.param_init_net() the broadcast of device 0's state. Throws InvalidInput on a bad setup: no devices,
+// a builder missing or returning no loss, replicas that differ, an op that mixes devices.
+DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& options);
+
+// The per-device batch of a global batch; throws when it does not divide evenly.
+int BatchPerDevice(int batch_size, int devices, int shards = 1);
+
+// The name scope of device `id`: "cpu_0/" or "gpu_0/".
+std::string DeviceScopeName(DeviceType type, int id);
+
+}  // namespace lockstep

@@ -1,0 +1,328 @@
+// Parallelize: k devices x b/k per device train to the same parameters as one device x b; replicas stay
+// identical; buckets, lanes and memonger keep results; bad setups fail before training.
+#include "lockstep/parallel/data_parallel.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <thread>
+
+#include "lockstep/core/operator.h"
+#include "lockstep/data/batch_reader.h"
+#include "lockstep/model/layers.h"
+#include "lockstep/model/optimizer.h"
+#include "test_util.h"
+
+namespace lockstep::testing {
+namespace {
+
+constexpr int kBatch = 12;  // divides among 1, 2, 3 and 4 devices
+
+struct SmallNet {
+  bool bn = false;
+  bool combine_spatial_bn = false;
+  bool optimize_gradient_memory = false;
+  size_t bucket_bytes = 8 << 20;
+};
+
+std::vector<int> Devices(int k) {
+  std::vector<int> devices(k);
+  std::iota(devices.begin(), devices.end(), 0);
+  return devices;
+}
+
+// conv 3x3 (1 -> 4) [-> BN] -> relu -> max pool 2 -> FC (64 -> 5) -> softmax loss, on 8x8 images.
+ParallelOptions SmallNetOptions(const SmallNet& net, int devices) {
+  ParallelOptions o;
+  o.devices = Devices(devices);
+  o.combine_spatial_bn = net.combine_spatial_bn;
+  o.optimize_gradient_memory = net.optimize_gradient_memory;
+  o.bucket_bytes = net.bucket_bytes;
+  o.threads_per_device = 1;
+  o.max_threads = 2;
+  o.input_builder = [](ModelHelper& model) { layers::ReadBatch(model, "reader", "data", "label"); };
+  o.forward_builder = [net](ModelHelper& model, float loss_scale) {
+    layers::ConvOptions conv;
+    conv.pad = 1;
+    conv.weight_init = FillSpec::Gaussian(0.3f);
+    conv.bias = !net.bn;  // BN cancels a bias
+    std::string x = layers::Conv(model, model.Scoped("data"), "conv", 1, 4, 3, conv);
+    if (net.bn)
+      x = layers::SpatialBN(model, x, "bn", 4, /*is_test=*/false, 1e-5f, 0.9f, /*relu=*/true);
+    else
+      x = layers::Relu(model, x, "relu");
+    x = layers::MaxPool(model, x, "pool", 2, 2);
+    x = layers::FC(model, x, "fc", 4 * 4 * 4, 5, FillSpec::Gaussian(0.1f));
+    auto [softmax, loss] = layers::SoftmaxWithLoss(model, x, model.Scoped("label"), "softmax", "loss");
+    return std::vector<std::string>{layers::Scale(model, loss, "scaled_loss", loss_scale)};
+  };
+  o.param_update_builder = [](ModelHelper& model) {
+    SgdOptions sgd;
+    sgd.base_learning_rate = 0.1f;
+    sgd.momentum = 0.9f;
+    sgd.weight_decay = 1e-3f;
+    AddMomentumSgd(model, sgd);
+  };
+  return o;
+}
+
+// Seeds from the unscoped blob name, so every device (and every device count) draws the same values.
+void SeedByName(NetDef* init) {
+  for (auto& op : *init->mutable_op()) {
+    std::string name = op.output(0).substr(op.output(0).find('/') + 1);
+    op.mutable_device_option()->set_random_seed(static_cast<uint32_t>(std::hash<std::string>()(name)));
+  }
+}
+
+struct Trained {
+  std::vector<std::map<std::string, std::vector<float>>> state;  // per device: unscoped float state
+  size_t allocated_bytes = 0;
+  std::vector<float> losses;
+};
+
+Trained TrainSmallNet(const SmallNet& net, int devices, int steps, bool seed_by_name = true) {
+  ModelHelper model("small");
+  DataParallelModel dp = Parallelize(model, SmallNetOptions(net, devices));
+  if (seed_by_name) SeedByName(&model.param_init_net());
+  Workspace ws;
+  dp.Install(&ws);
+  auto source = std::make_shared<SyntheticSource>(1, 8, 5, /*seed=*/7);
+  ws.SetObject("reader", std::make_shared<BatchReader>(source, kBatch / devices, devices));
+  ws.RunNetOnce(model.param_init_net());
+  Net* train = ws.CreateNet(model.net());
+  Trained result;
+  for (int step = 0; step < steps; ++step) {
+    train->Run();
+    float loss = 0;
+    for (const auto& name : dp.losses) loss += ws.Blob(name).data<float>()[0];
+    result.losses.push_back(loss);
+  }
+  for (const auto& scope : dp.scopes) {
+    std::map<std::string, std::vector<float>> state;
+    for (const auto& name : dp.state_blobs)
+      if (ws.Blob(scope + name).dtype() == DataType::kFloat) state[name] = Values(ws.Blob(scope + name));
+    result.state.push_back(state);
+  }
+  result.allocated_bytes = ws.AllocatedBytes();
+  return result;
+}
+
+double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-12);
+}
+
+void ExpectEquivalentToOneDevice(const SmallNet& net) {
+  Trained one = TrainSmallNet(net, 1, 20);
+  for (int k : {2, 3, 4}) {
+    SCOPED_TRACE("devices = " + std::to_string(k));
+    Trained many = TrainSmallNet(net, k, 20);
+    for (int d = 1; d < k; ++d) EXPECT_EQ(many.state[d], many.state[0]) << "replica " << d << " drifted";
+    ASSERT_EQ(many.state[0].size(), one.state[0].size());
+    for (const auto& [name, values] : one.state[0])
+      EXPECT_LE(RelativeDifference(many.state[0].at(name), values), 1e-5) << name;
+    EXPECT_NEAR(many.losses.back(), one.losses.back(), 1e-5 * std::abs(one.losses.back()));
+  }
+  EXPECT_LT(one.losses.back(), one.losses.front()) << "the net trains";
+}
+
+}  // namespace
+
+TEST(DataParallel, DevicesTrainLikeOneDevice) { ExpectEquivalentToOneDevice({}); }
+
+TEST(DataParallel, DevicesWithCombinedBatchNormTrainLikeOneDevice) {
+  SmallNet net;
+  net.bn = true;
+  net.combine_spatial_bn = true;
+  ExpectEquivalentToOneDevice(net);
+}
+
+TEST(DataParallel, PerDeviceBatchNormKeepsReplicasIdenticalButDiffers) {
+  SmallNet net;
+  net.bn = true;
+  Trained one = TrainSmallNet(net, 1, 5);
+  Trained two = TrainSmallNet(net, 2, 5);
+  EXPECT_EQ(two.state[1].at("conv_w"), two.state[0].at("conv_w")) << "trained parameters stay identical";
+  EXPECT_GT(RelativeDifference(two.state[0].at("conv_w"), one.state[0].at("conv_w")), 1e-5)
+      << "per-device statistics normalise each half on its own";
+}
+
+TEST(DataParallel, ReplicasStartFromDeviceZerosParameters) {
+  // Without per-name seeds every device draws its own initial values; the broadcast makes them equal.
+  Trained two = TrainSmallNet({}, 2, 0, /*seed_by_name=*/false);
+  EXPECT_EQ(two.state[1], two.state[0]);
+}
+
+TEST(DataParallel, SmallBucketsAndMemongerGiveTheSameResult) {
+  Trained plain = TrainSmallNet({}, 2, 5);
+  SmallNet buckets;
+  buckets.bucket_bytes = 1;
+  buckets.optimize_gradient_memory = true;
+  Trained optimized = TrainSmallNet(buckets, 2, 5);
+  EXPECT_EQ(optimized.losses, plain.losses);
+  EXPECT_EQ(optimized.state, plain.state);
+  EXPECT_LT(optimized.allocated_bytes, plain.allocated_bytes);
+}
+
+TEST(DataParallel, BucketsFollowReverseCreationOrderAndStartWhenTheirLastGradientIsReady) {
+  ModelHelper model("small");
+  SmallNet net;
+  net.bucket_bytes = 1;  // one parameter per bucket
+  DataParallelModel dp = Parallelize(model, SmallNetOptions(net, 2));
+  ASSERT_EQ(dp.buckets.size(), 4u);
+  std::vector<std::string> order;
+  for (const auto& bucket : dp.buckets) order.push_back(bucket.params.at(0));
+  EXPECT_EQ(order, (std::vector<std::string>{"fc_b", "fc_w", "conv_b", "conv_w"}));
+
+  const NetDef& def = model.net();
+  int allreduces = 0, first_allreduce = -1, last_gradient = -1;
+  for (int i = 0; i < def.op_size(); ++i) {
+    const auto& op = def.op(i);
+    if (op.is_gradient_op()) last_gradient = i;
+    if (op.type() != "Allreduce") continue;
+    if (first_allreduce < 0) first_allreduce = i;
+    ++allreduces;
+    // Inputs: the gradient on device 0, then on device 1; the last compute op before it wrote one of them.
+    ASSERT_EQ(op.input_size(), 2);
+    EXPECT_EQ(op.input(0).substr(0, 6), "cpu_0/");
+    EXPECT_EQ(op.input(1).substr(0, 6), "cpu_1/");
+    int before = i - 1;
+    while (def.op(before).type() == "Allreduce") --before;
+    const auto& previous = def.op(before);
+    bool wrote = false;
+    for (const auto& out : previous.output()) wrote |= out == op.input(0) || out == op.input(1);
+    EXPECT_TRUE(wrote) << DescribeOperator(op) << " follows " << DescribeOperator(previous);
+  }
+  EXPECT_EQ(allreduces, 4);
+  EXPECT_LT(first_allreduce, last_gradient) << "the first bucket is reduced while backward goes on";
+}
+
+namespace {
+
+// Records the thread and OpenMP budget each device's ops run with.
+std::mutex thread_mutex;
+std::map<std::string, std::set<std::thread::id>> threads_seen;
+std::map<std::string, int> omp_threads_seen;
+
+class RecordThreadOp : public Operator {
+ public:
+  using Operator::Operator;
+  void Run() override {
+    std::lock_guard<std::mutex> lock(thread_mutex);
+    threads_seen[def_.output(0)].insert(std::this_thread::get_id());
+    omp_threads_seen[def_.output(0)] = omp_get_max_threads();
+    Output(0)->Resize({1});
+    Output(0)->data<float>()[0] = 0;
+  }
+};
+LOCKSTEP_OPERATOR_SCHEMA(RecordThread).NumInputs(0).NumOutputs(1);
+LOCKSTEP_REGISTER_CPU_OPERATOR(RecordThread, RecordThreadOp);
+
+}  // namespace
+
+TEST(DataParallel, EachDeviceRunsOnItsOwnThreadWithItsShareOfCores) {
+  NetDef net;
+  net.set_name("lanes");
+  net.set_type("dag");
+  net.set_num_workers(1);
+  SetArgument(&net, Arg("device_lanes", int64_t{2}));
+  SetArgument(&net, Arg("intra_op_threads", int64_t{1}));
+  for (int step = 0; step < 3; ++step)
+    for (int d = 0; d < 2; ++d) {
+      auto* op = net.add_op();
+      *op = MakeOperatorDef("RecordThread", {}, {fmt::format("cpu_{}/x{}", d, step)});
+      SetDevice(op, {DeviceType::kCpu, d});
+    }
+  Workspace ws;
+  Net* dag = ws.CreateNet(net);
+  for (int run = 0; run < 3; ++run) dag->Run();
+  std::set<std::thread::id> device0, device1;
+  for (const auto& [blob, ids] : threads_seen) {
+    (blob[4] == '0' ? device0 : device1).insert(ids.begin(), ids.end());
+    EXPECT_EQ(omp_threads_seen[blob], 1) << blob;
+  }
+  EXPECT_EQ(device0.size(), 1u);
+  EXPECT_EQ(device1.size(), 1u);
+  EXPECT_NE(*device0.begin(), *device1.begin());
+}
+
+TEST(DataParallel, BadSetupsFailBeforeTraining) {
+  auto expect_error = [](const std::function<void(ParallelOptions&)>& spoil, const std::string& message) {
+    ModelHelper model("bad");
+    ParallelOptions o = SmallNetOptions({}, 2);
+    spoil(o);
+    try {
+      Parallelize(model, o);
+      ADD_FAILURE() << "no error; expected: " << message;
+    } catch (const InvalidInput& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  expect_error([](ParallelOptions& o) { o.devices.clear(); }, "device list is empty");
+  expect_error([](ParallelOptions& o) { o.devices = {0, 0}; }, "listed twice");
+  expect_error(
+      [](ParallelOptions& o) {
+        o.forward_builder = [](ModelHelper&, float) { return std::vector<std::string>{}; };
+      },
+      "forward_builder returned no loss");
+  expect_error(
+      [](ParallelOptions& o) {
+        o.input_builder = [](ModelHelper& model) {
+          model.AddOp("ConstantFill", {}, {model.Scoped("data")},
+                      {Arg("shape", std::vector<int64_t>{1, 1, 8, 8})});
+          model.AddOp("Copy", {"cpu_0/data"}, {model.Scoped("copy")});  // device 1 reads device 0's blob
+        };
+      },
+      "ops may not mix devices");
+  expect_error(
+      [](ParallelOptions& o) {
+        auto read = o.input_builder;
+        o.input_builder = [read](ModelHelper& model) {
+          read(model);
+          if (model.device().id == 1) model.AddOp("Copy", {model.Scoped("data")}, {model.Scoped("extra")});
+        };
+      },
+      "the builders must build the same replica on every device");
+  expect_error(
+      [](ParallelOptions& o) {
+        o.input_builder = [](ModelHelper& model) {
+          model.AddOp("ConstantFill", {}, {"shared"}, {Arg("shape", std::vector<int64_t>{1})});
+        };
+      },
+      "written by the replicas of two devices");
+  EXPECT_THROW(BatchPerDevice(10, 3), InvalidInput);
+  EXPECT_EQ(BatchPerDevice(12, 3), 4);
+  EXPECT_EQ(BatchPerDevice(16, 2, 2), 4);
+}
+
+TEST(BatchReader, ReplicasReadDisjointSlicesOfTheSameGlobalBatches) {
+  // A source that records which stream positions were read.
+  struct Recorder : BatchSource {
+    std::vector<int64_t> positions;
+    void Fill(int64_t first, int64_t count, Tensor* data, Tensor* label) override {
+      data->Resize({count, 1, 1, 1});
+      label->Resize({count}, DataType::kInt32);
+      for (int64_t i = 0; i < count; ++i) positions.push_back(first + i);
+    }
+    int64_t size() const override { return 1000; }
+  };
+  auto recorder = std::make_shared<Recorder>();
+  BatchReader reader(recorder, 3, 2);
+  reader.Seek(100);
+  Tensor data, label;
+  reader.Read(1, &data, &label);  // replicas read at their own pace
+  reader.Read(0, &data, &label);
+  reader.Read(0, &data, &label);
+  reader.Read(1, &data, &label);
+  EXPECT_EQ(recorder->positions,
+            (std::vector<int64_t>{103, 104, 105, 100, 101, 102, 106, 107, 108, 109, 110, 111}));
+}
+
+}  // namespace lockstep::testing
