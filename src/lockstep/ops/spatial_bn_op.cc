@@ -3,33 +3,20 @@
 // test mode uses the latter. X, Y, dY and dX keep X's layout (blocked nChw16c is several times faster than
 // plain NCHW); the per-channel tensors are plain. With arg relu=1 the op computes relu(BN(X)) in the same
 // pass: training then also writes oneDNN's ReLU mask, which the gradient reads instead of a separate Relu's
-// output and gradient passes over the whole activation.
+// output and gradient passes over the whole activation. With 7 inputs (data parallelism with combined
+// statistics) training normalizes with the statistics of the whole batch across devices instead.
 #include <algorithm>
+#include <cmath>
 
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
+#include "lockstep/ops/batch_norm_channels.h"
 #include "lockstep/ops/dnnl_utils.h"
 
 namespace lockstep {
 namespace {
 
-constexpr float kDefaultEpsilon = 1e-5f;
 constexpr float kDefaultMomentum = 0.9f;
-
-// Checks X and the per-channel inputs (given as input index and shape) and returns the channel count.
-int64_t ChannelCount(const OperatorDef& def, const Shape& x,
-                     const std::vector<std::pair<int, const Shape*>>& per_channel) {
-  if (x.size() < 2 || x.size() > 5)
-    throw InvalidInput(
-        fmt::format("{}: X must be (N, C) or (N, C, H, W), got {}", DescribeOperator(def), ShapeToString(x)));
-  int64_t channels = x[1];
-  for (const auto& [input, shape] : per_channel)
-    if (*shape != Shape{channels})
-      throw InvalidInput(fmt::format("{}: input '{}' must be ({}) to match the channels of X {}, got {}",
-                                     DescribeOperator(def), def.input(input), channels, ShapeToString(x),
-                                     ShapeToString(*shape)));
-  return channels;
-}
 
 // Y alone in test mode; in training Y, running_mean, running_var, saved_mean, saved_var and, with relu=1,
 // the ReLU mask.
@@ -44,26 +31,55 @@ int CheckedNumOutputs(const OperatorDef& def) {
   return expected;
 }
 
-dnnl::normalization_flags Flags(bool is_test, bool relu) {
+// With 7 inputs, training takes the batch statistics from inputs 5 and 6: the per-channel sums of X and of
+// X^2 over the batches of num_batches equal-sized replicas (ChannelStats on each, then an Allreduce), so
+// every replica normalizes with the statistics of the whole batch. Checks that form; returns whether def has
+// it.
+bool CombinesStatistics(const OperatorDef& def) {
+  if (def.input_size() == 5) return false;
+  if (def.input_size() != 7)
+    throw InvalidInput(fmt::format(
+        "{}: takes 5 inputs (X, scale, bias, running_mean, running_var), or 7 adding the sums of X and X^2, "
+        "got {}",
+        DescribeOperator(def), def.input_size()));
+  if (GetIntArgument(def, "is_test", 0) != 0)
+    throw InvalidInput(
+        fmt::format("{}: combined statistics (7 inputs) are for training; test mode takes 5 inputs",
+                    DescribeOperator(def)));
+  if (GetIntArgument(def, "relu", 0) != 0)
+    throw InvalidInput(fmt::format(
+        "{}: relu=1 is not available with combined statistics (7 inputs); follow SpatialBN with Relu",
+        DescribeOperator(def)));
+  if (GetIntArgument(def, "num_batches", 1) < 1)
+    throw InvalidInput(fmt::format("{}: num_batches must be at least 1, got {}", DescribeOperator(def),
+                                   GetIntArgument(def, "num_batches", 1)));
+  return true;
+}
+
+// global_stats: normalize with given statistics (test mode, or combined ones) instead of the batch's.
+dnnl::normalization_flags Flags(bool global_stats, bool relu) {
   auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
-  if (is_test) flags |= dnnl::normalization_flags::use_global_stats;
+  if (global_stats) flags |= dnnl::normalization_flags::use_global_stats;
   if (relu) flags |= dnnl::normalization_flags::fuse_norm_relu;
   return flags;
 }
 
 dnnl::batch_normalization_forward::primitive_desc ForwardDesc(const dnnl::memory::desc& x, float epsilon,
-                                                              bool is_test, bool relu) {
-  auto kind = is_test ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
-  dnnl::batch_normalization_forward::desc desc(kind, x, epsilon, Flags(is_test, relu));
+                                                              bool global_stats, bool relu) {
+  auto kind = global_stats ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
+  dnnl::batch_normalization_forward::desc desc(kind, x, epsilon, Flags(global_stats, relu));
   return dnnl::batch_normalization_forward::primitive_desc(desc, CpuEngine());
 }
 
 // The mask is opaque bytes whose count depends on X's layout (bits per element and channel padding vary
 // with the implementation oneDNN picks); inference reports the count for plain X.
 std::vector<TensorShape> SpatialBNShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  bool combined = CombinesStatistics(def);
   int num_outputs = CheckedNumOutputs(def);
-  int64_t channels =
-      ChannelCount(def, in[0].dims, {{1, &in[1].dims}, {2, &in[2].dims}, {3, &in[3].dims}, {4, &in[4].dims}});
+  std::vector<std::pair<int, const Shape*>> per_channel{
+      {1, &in[1].dims}, {2, &in[2].dims}, {3, &in[3].dims}, {4, &in[4].dims}};
+  if (combined) per_channel.insert(per_channel.end(), {{5, &in[5].dims}, {6, &in[6].dims}});
+  int64_t channels = ChannelCount(def, in[0].dims, per_channel);
   std::vector<TensorShape> out{in[0]};
   for (int i = 1; i < std::min(num_outputs, 5); ++i) out.push_back({{channels}, DataType::kFloat});
   if (num_outputs == 6) {
@@ -88,7 +104,9 @@ class SpatialBNOp : public Operator {
         is_test_(IntArg("is_test", 0) != 0),
         epsilon_(FloatArg("epsilon", kDefaultEpsilon)),
         momentum_(FloatArg("momentum", kDefaultMomentum)),
-        relu_(IntArg("relu", 0) != 0) {
+        relu_(IntArg("relu", 0) != 0),
+        combined_(CombinesStatistics(def)),
+        num_batches_(IntArg("num_batches", 1)) {
     AcceptLayouts();
     CheckedNumOutputs(def);
   }
@@ -99,9 +117,13 @@ class SpatialBNOp : public Operator {
     const Tensor& bias = Input(2);          // bias is (C)
     const Tensor& running_mean = Input(3);  // running_mean is (C); training updates it in place (output 1)
     const Tensor& running_var = Input(4);   // running_var is (C); training updates it in place (output 2)
-    int64_t channels = ChannelCount(
-        def_, x.shape(),
-        {{1, &scale.shape()}, {2, &bias.shape()}, {3, &running_mean.shape()}, {4, &running_var.shape()}});
+    std::vector<std::pair<int, const Shape*>> per_channel{
+        {1, &scale.shape()}, {2, &bias.shape()}, {3, &running_mean.shape()}, {4, &running_var.shape()}};
+    // sum and sum_sq are (C): X and X^2 summed over the batches of all num_batches replicas
+    const Tensor* sum = combined_ ? &Input(5) : nullptr;
+    const Tensor* sum_sq = combined_ ? &Input(6) : nullptr;
+    if (combined_) per_channel.insert(per_channel.end(), {{5, &sum->shape()}, {6, &sum_sq->shape()}});
+    int64_t channels = ChannelCount(def_, x.shape(), per_channel);
     Tensor* y = Output(0);  // y has x's shape and layout
     auto desc = DescOf(x);
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, AsMemory(x)},
@@ -110,7 +132,7 @@ class SpatialBNOp : public Operator {
                                                {DNNL_ARG_SHIFT, ChannelMemory(bias)}};
     if (desc != desc_) {
       desc_ = desc;
-      auto forward = ForwardDesc(desc, epsilon_, is_test_, relu_);
+      auto forward = ForwardDesc(desc, epsilon_, is_test_ || combined_, relu_);
       workspace_desc_ = forward.workspace_desc();
       primitive_ = dnnl::batch_normalization_forward(forward);
     }
@@ -123,10 +145,14 @@ class SpatialBNOp : public Operator {
     if (x.numel() == 0)
       throw InvalidInput(fmt::format("{}: training needs a non-empty batch, X is {}", DescribeOperator(def_),
                                      ShapeToString(x.shape())));
+    // With combined statistics "this batch" is the whole batch across the replicas.
     Tensor* saved_mean = Output(3);  // saved_mean is (C): this batch's mean
     Tensor* saved_var = Output(4);   // saved_var is (C): this batch's biased variance
     saved_mean->Resize({channels});
     saved_var->Resize({channels});
+    if (combined_)
+      CombinedStatistics(*sum, *sum_sq, num_batches_ * (x.numel() / channels), saved_mean->data<float>(),
+                         saved_var->data<float>());
     args[DNNL_ARG_MEAN] = ToMemory(*saved_mean);
     args[DNNL_ARG_VARIANCE] = ToMemory(*saved_var);
     if (relu_) {
@@ -148,10 +174,25 @@ class SpatialBNOp : public Operator {
   }
 
  private:
+  // mean = S / count and the biased variance Q / count - mean^2 (clamped at 0 against rounding), where
+  // count is the number of values summed per channel. sum, sum_sq, mean and var are (C).
+  static void CombinedStatistics(const Tensor& sum, const Tensor& sum_sq, int64_t count, float* mean,
+                                 float* var) {
+    const float* s = sum.data<float>();
+    const float* q = sum_sq.data<float>();
+    for (int64_t c = 0; c < sum.numel(); ++c) {
+      double m = static_cast<double>(s[c]) / count;
+      mean[c] = static_cast<float>(m);
+      var[c] = static_cast<float>(std::max(static_cast<double>(q[c]) / count - m * m, 0.0));
+    }
+  }
+
   bool is_test_;
   float epsilon_;
   float momentum_;
   bool relu_;
+  bool combined_;  // with 7 inputs: the statistics of the whole batch across replicas (CombinesStatistics)
+  int64_t num_batches_;
   dnnl::memory::desc desc_, workspace_desc_;
   dnnl::batch_normalization_forward primitive_;
 };
@@ -254,7 +295,28 @@ class SpatialBNGradientOp : public Operator {
   dnnl::batch_normalization_backward primitive_;
 };
 
+// With combined statistics dX depends on dscale and dbias summed over all replicas. ChannelBackpropStats
+// writes this replica's sums (which are also its gradients of scale and bias); data parallelism sums them
+// over the replicas into "<name>_combined" blobs (an Allreduce it inserts) before SpatialBNCombinedGradient
+// reads them. Sums that are not wanted as gradients still get blobs, named after dY, because dX needs them.
+std::vector<OperatorDef> CombinedStatisticsGradient(const GradientContext& g) {
+  std::string dscale = g.NeedsGI(1) ? g.GI(1) : g.GO(0) + "_dscale";
+  std::string dbias = g.NeedsGI(2) ? g.GI(2) : g.GO(0) + "_dbias";
+  float epsilon = GetFloatArgument(g.def, "epsilon", kDefaultEpsilon);
+  std::vector<OperatorDef> ops;
+  if (g.NeedsGI(0) || g.NeedsGI(1) || g.NeedsGI(2))
+    ops.push_back(MakeOperatorDef("ChannelBackpropStats", {g.I(0), g.O(3), g.O(4), g.GO(0)}, {dscale, dbias},
+                                  {Arg("epsilon", epsilon)}));
+  if (g.NeedsGI(0))
+    ops.push_back(MakeOperatorDef(
+        "SpatialBNCombinedGradient",
+        {g.I(0), g.I(1), g.GO(0), g.O(3), g.O(4), dscale + "_combined", dbias + "_combined"}, {g.GI(0)},
+        {Arg("epsilon", epsilon), Arg("num_batches", GetIntArgument(g.def, "num_batches", 1))}));
+  return ops;
+}
+
 std::vector<OperatorDef> SpatialBNGradient(const GradientContext& g) {
+  if (CombinesStatistics(g.def)) return CombinedStatisticsGradient(g);
   bool is_test = GetIntArgument(g.def, "is_test", 0) != 0;
   bool relu = GetIntArgument(g.def, "relu", 0) != 0;
   // Test-mode nets are evaluated, never trained, so the fused test-mode op keeps no mask to differentiate.
@@ -281,7 +343,7 @@ std::vector<OperatorDef> SpatialBNGradient(const GradientContext& g) {
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(SpatialBN)
-    .NumInputs(5)
+    .NumInputs(5, 7)
     .NumOutputs(1, 6)
     .EnforceInplace({{3, 1}, {4, 2}})
     .ShapeFunction(SpatialBNShapes);
