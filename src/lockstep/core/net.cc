@@ -4,13 +4,16 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <queue>
 #include <set>
 #include <thread>
@@ -22,9 +25,35 @@ Net::Net(const NetDef& def, Workspace* ws) : def_(def) {
   const char* profile = std::getenv("LOCKSTEP_PROFILE");
   profile_ = profile && std::string(profile) == "1";
   seconds_.assign(operators_.size(), 0.0);
+  if (const char* trace = std::getenv("LOCKSTEP_TRACE")) {
+    trace_path_ = trace;
+    tracing_ = !trace_path_.empty();
+  }
+}
+
+std::vector<Net::OpEvent> Net::TakeEvents() {
+  std::lock_guard<std::mutex> lock(events_mutex_);
+  return std::move(events_);
+}
+
+void Net::WriteTrace(const std::string& path) const {
+  // Chrome's trace event format: complete events ("ph": "X") with microsecond times; one row per thread.
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& event : events_)
+    events.push_back({{"name", def_.op(event.op).type()},
+                      {"ph", "X"},
+                      {"pid", 0},
+                      {"tid", event.thread},
+                      {"ts", event.start * 1e6},
+                      {"dur", (event.end - event.start) * 1e6},
+                      {"args", {{"op", DescribeOperator(def_.op(event.op))}}}});
+  std::ofstream out(path);
+  out << nlohmann::json{{"traceEvents", events}}.dump() << "\n";
+  if (!out) std::fprintf(stderr, "lockstep: could not write the trace %s\n", path.c_str());
 }
 
 Net::~Net() {
+  if (!trace_path_.empty()) WriteTrace(fmt::format("{}.{}.json", trace_path_, def_.name()));
   if (!profile_) return;
   std::map<std::string, double> by_type;
   double total = 0;
@@ -41,11 +70,25 @@ Net::~Net() {
                  total > 0 ? 100 * seconds / total : 0);
 }
 
+namespace {
+int ThreadNumber() {
+  static std::atomic<int> next{0};
+  thread_local int number = next++;
+  return number;
+}
+}  // namespace
+
 void Net::RunOperatorAt(size_t i) {
-  if (!profile_) return RunOperator(operators_[i].get());
+  if (!profile_ && !tracing_) return RunOperator(operators_[i].get());
   auto start = std::chrono::steady_clock::now();
   RunOperator(operators_[i].get());
-  seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto end = std::chrono::steady_clock::now();
+  seconds_[i] += std::chrono::duration<double>(end - start).count();
+  if (!tracing_) return;
+  std::lock_guard<std::mutex> lock(events_mutex_);
+  events_.push_back({static_cast<int>(i), ThreadNumber(),
+                     std::chrono::duration<double>(start - created_).count(),
+                     std::chrono::duration<double>(end - created_).count()});
 }
 
 void RunOperator(Operator* op) {

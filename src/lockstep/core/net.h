@@ -2,7 +2,9 @@
 // independent operators (for example the replicas of a data-parallel model) concurrently on worker threads.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,18 @@ class Net {
   virtual void Run() = 0;
   const NetDef& def() const { return def_; }
 
+  // One operator run: the operator's index, the thread it ran on (numbered from 0 in order of first use)
+  // and its start and end in seconds since the net was created.
+  struct OpEvent {
+    int op;
+    int thread;
+    double start, end;
+  };
+  // While tracing, every operator run is recorded. LOCKSTEP_TRACE=<file> in the environment turns it on and
+  // writes the events as a Chrome trace (chrome://tracing, Perfetto) when the net is destroyed.
+  void set_tracing(bool on) { tracing_ = on; }
+  std::vector<OpEvent> TakeEvents();
+
  protected:
   // Runs operator i; with LOCKSTEP_PROFILE=1 in the environment its time is added to a per-type table that is
   // printed to stderr when the net is destroyed.
@@ -27,8 +41,15 @@ class Net {
   std::vector<std::unique_ptr<Operator>> operators_;
 
  private:
+  void WriteTrace(const std::string& path) const;
+
   bool profile_ = false;
   std::vector<double> seconds_;
+  bool tracing_ = false;
+  std::string trace_path_;
+  std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
+  std::mutex events_mutex_;
+  std::vector<OpEvent> events_;
 };
 
 class SequentialNet : public Net {
