@@ -1,0 +1,29 @@
+// Memory optimisation by renaming (Caffe2's memonger): blobs whose lifetimes in a net do not overlap get one
+// name, so they share one Tensor, whose buffer grows to the largest of them. Results are unchanged.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "lockstep.pb.h"
+
+namespace lockstep {
+
+struct MemongerOptions {
+  std::string namescope;           // only blobs whose names start with this ("" = all); devices never share
+  std::set<std::string> keep;      // never renamed: parameter gradients, losses, blobs other nets read, ...
+  bool share_activations = false;  // also share forward-pass blobs; by default only gradient blobs
+  // Bytes of every blob the net writes (e.g. the capacities after one step without sharing). When given, a
+  // blob goes to the free buffer that fits it best; without them, to the most recently freed one.
+  std::map<std::string, size_t> blob_bytes;
+};
+
+// Returns `net` with blobs renamed so that blobs with disjoint lifetimes share a name (and so a buffer).
+// A blob may be renamed when it is under the namescope, not kept, not an external input or output of the
+// net, written before it is read (a blob read first carries state across runs), and not touched by a
+// collective op. Two blobs share only if the last op using one comes strictly before the first op writing
+// the other, so no op ever reads one and writes the other. Shared names are "<namescope>__shared_<k>".
+NetDef ShareBlobs(const NetDef& net, const MemongerOptions& options);
+
+}  // namespace lockstep
