@@ -316,12 +316,12 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
   const int cores = o.max_threads > 0 ? o.max_threads : omp_get_num_procs();
   if (o.threads_per_device > cores)
     Fail(fmt::format("threads_per_device {} exceeds the {} cores available", o.threads_per_device, cores));
-  dp.threads_per_device = o.threads_per_device > 0 ? o.threads_per_device : std::max(1, cores / devices);
+  const int threads = o.threads_per_device > 0 ? o.threads_per_device : std::max(1, cores / devices);
   NetDef& net = model.net();
   net.set_type("dag");
   net.set_num_workers(1);
-  SetArgument(&net, Arg("device_lanes", int64_t{std::clamp(cores / dp.threads_per_device, 1, devices)}));
-  SetArgument(&net, Arg("intra_op_threads", int64_t{dp.threads_per_device}));
+  SetArgument(&net, Arg("device_lanes", int64_t{std::clamp(cores / threads, 1, devices)}));
+  SetArgument(&net, Arg("intra_op_threads", int64_t{threads}));
   return dp;
 }
 

@@ -58,7 +58,6 @@ struct DataParallelModel {
   // device 0's; after loading one into device 0, run broadcast_net.
   std::vector<std::string> state_blobs;
   NetDef broadcast_net;  // device 0's state -> every device (and shard 0's -> every shard)
-  int threads_per_device = 1;
 
   // The workspace objects the nets use (the communicators); call before creating the nets.
   void Install(Workspace* ws) const;
