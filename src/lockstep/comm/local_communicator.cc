@@ -11,18 +11,17 @@ namespace lockstep {
 
 void LocalCommunicator::Allreduce(const std::vector<float*>& buffers, size_t count) {
   LOCKSTEP_ENFORCE(!buffers.empty(), "Allreduce needs at least one buffer");
-  float* sum = buffers[0];
-  // Blocks that stay in cache while every buffer is added to them.
+  // Block by block, so that the sum is still in cache when it is copied to the other buffers.
   constexpr size_t kBlock = 4096;
   for (size_t begin = 0; begin < count; begin += kBlock) {
     size_t n = std::min(kBlock, count - begin);
+    float* sum = buffers[0] + begin;
     for (size_t b = 1; b < buffers.size(); ++b) {
       const float* other = buffers[b] + begin;
-      float* out = sum + begin;
-      for (size_t i = 0; i < n; ++i) out[i] += other[i];
+      for (size_t i = 0; i < n; ++i) sum[i] += other[i];
     }
+    for (size_t b = 1; b < buffers.size(); ++b) std::memcpy(buffers[b] + begin, sum, n * sizeof(float));
   }
-  for (size_t b = 1; b < buffers.size(); ++b) std::memcpy(buffers[b], sum, count * sizeof(float));
 }
 
 void LocalCommunicator::Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) {

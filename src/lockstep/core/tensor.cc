@@ -69,6 +69,12 @@ void Tensor::Allocate(size_t bytes) {
   capacity_ = rounded;
 }
 
+void Tensor::ShareStorage(std::shared_ptr<uint8_t> base, size_t offset, size_t bytes) {
+  uint8_t* slice = base.get() + offset;
+  storage_ = std::shared_ptr<uint8_t>(std::move(base), slice);
+  capacity_ = bytes;
+}
+
 void Tensor::Resize(const Shape& shape, DataType type) {
   numel_ = NumElements(shape);
   shape_ = shape;

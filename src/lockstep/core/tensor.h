@@ -68,6 +68,9 @@ class Tensor {
   // Writes this tensor's values into `plain` in row-major layout.
   void ToPlain(Tensor* plain) const;
   void CopyFrom(const Tensor& other);
+  // Makes this tensor use `bytes` bytes of `base` from `offset` on (a slice of a larger buffer, such as a
+  // gradient bucket). Later Resizes to at most `bytes` keep writing there.
+  void ShareStorage(std::shared_ptr<uint8_t> base, size_t offset, size_t bytes);
   void Zero();
 
   DataType dtype() const { return dtype_; }

@@ -5,6 +5,8 @@
 //   Allreduce: every output gets the sum of blob j over all devices (and all processes). A device's m blobs
 //              travel as one contiguous bucket, so one collective serves many small gradients.
 //   Broadcast: every output gets device 0's blob j (of the communicator's rank 0).
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "lockstep/comm/communicator.h"
@@ -50,50 +52,61 @@ class CollectiveOp : public Operator {
   int num_devices_, per_device_ = 0;
 };
 
+// A device's blobs live in one bucket buffer: on the first run the op moves them there
+// (Tensor::ShareStorage), so the gradient ops of later steps write straight into the bucket and the reduction
+// needs no copies. A blob that an op has since reallocated is copied in and out instead, and moved back.
 class AllreduceOp : public CollectiveOp {
  public:
   using CollectiveOp::CollectiveOp;
 
   void Run() override {
     PrepareOutputs();
-    size_t count = 0;
-    for (int j = 0; j < per_device_; ++j) {
-      if (Output(j)->dtype() != DataType::kFloat)
-        throw InvalidInput(fmt::format("{}: '{}' is {}; Allreduce sums float tensors", DescribeOperator(def_),
-                                       InputName(j), DataTypeName(Output(j)->dtype())));
-      count += Output(j)->numel();
-    }
-    std::vector<float*> buffers(num_devices_);
-    if (per_device_ == 1) {
-      for (int d = 0; d < num_devices_; ++d) buffers[d] = Output(d)->data<float>();
-      communicator_->Allreduce(buffers, count);
-      return;
-    }
-    buckets_.resize(num_devices_);
+    if (buckets_.empty()) PlanBuckets();
+    std::vector<float*> buffers;
     for (int d = 0; d < num_devices_; ++d) {
-      buckets_[d].resize(count);
-      buffers[d] = buckets_[d].data();
-      CopyBlobs(d, /*into_bucket=*/true);
+      buffers.push_back(reinterpret_cast<float*>(buckets_[d].get()));
+      for (int j = 0; j < per_device_; ++j) {
+        Tensor* blob = Output(d * per_device_ + j);
+        if (blob->shape() != shapes_[j] || blob->dtype() != DataType::kFloat || !blob->is_plain())
+          throw InvalidInput(fmt::format("{}: '{}' changed from plain float {} to {} {} between steps",
+                                         DescribeOperator(def_), InputName(j), ShapeToString(shapes_[j]),
+                                         DataTypeName(blob->dtype()), ShapeToString(blob->shape())));
+        uint8_t* slice = buckets_[d].get() + offsets_[j];
+        if (blob->raw_data() != slice) {
+          std::memcpy(slice, blob->raw_data(), blob->nbytes());
+          blob->ShareStorage(buckets_[d], offsets_[j], blob->nbytes());
+        }
+      }
     }
-    communicator_->Allreduce(buffers, count);
-    for (int d = 0; d < num_devices_; ++d) CopyBlobs(d, /*into_bucket=*/false);
+    communicator_->Allreduce(buffers, bucket_bytes_ / sizeof(float));
   }
 
  private:
-  void CopyBlobs(int device, bool into_bucket) {
-    float* bucket = buckets_[device].data();
+  void PlanBuckets() {
+    size_t offset = 0;
     for (int j = 0; j < per_device_; ++j) {
-      Tensor* blob = Output(device * per_device_ + j);
-      size_t bytes = blob->numel() * sizeof(float);
-      if (into_bucket)
-        std::memcpy(bucket, blob->data<float>(), bytes);
-      else
-        std::memcpy(blob->data<float>(), bucket, bytes);
-      bucket += blob->numel();
+      const Tensor& blob = *Output(j);
+      if (blob.dtype() != DataType::kFloat || !blob.is_plain())
+        throw InvalidInput(fmt::format("{}: '{}' is {}{}; Allreduce sums plain float tensors",
+                                       DescribeOperator(def_), InputName(j), DataTypeName(blob.dtype()),
+                                       blob.is_plain() ? "" : " in a blocked layout"));
+      shapes_.push_back(blob.shape());
+      offsets_.push_back(offset);
+      offset += (blob.nbytes() + 63) / 64 * 64;  // aligned slices; the zero padding is summed harmlessly
+    }
+    bucket_bytes_ = offset;
+    for (int d = 0; d < num_devices_; ++d) {
+      auto* memory = static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(bucket_bytes_, 64)));
+      LOCKSTEP_ENFORCE(memory != nullptr, "out of memory for a {}-byte gradient bucket", bucket_bytes_);
+      std::memset(memory, 0, bucket_bytes_);
+      buckets_.emplace_back(memory, [](uint8_t* p) { std::free(p); });
     }
   }
 
-  std::vector<std::vector<float>> buckets_;  // one contiguous buffer per device
+  std::vector<Shape> shapes_;    // blob j's shape, the same on every device
+  std::vector<size_t> offsets_;  // blob j's byte offset in each bucket
+  size_t bucket_bytes_ = 0;
+  std::vector<std::shared_ptr<uint8_t>> buckets_;  // one contiguous buffer per device
 };
 
 class BroadcastOp : public CollectiveOp {
