@@ -62,9 +62,7 @@ class AllreduceOp : public CollectiveOp {
   void Run() override {
     PrepareOutputs();
     if (buckets_.empty()) PlanBuckets();
-    std::vector<float*> buffers;
     for (int d = 0; d < num_devices_; ++d) {
-      buffers.push_back(reinterpret_cast<float*>(buckets_[d].get()));
       for (int j = 0; j < per_device_; ++j) {
         Tensor* blob = Output(d * per_device_ + j);
         if (blob->shape() != shapes_[j] || blob->dtype() != DataType::kFloat || !blob->is_plain())
@@ -78,7 +76,7 @@ class AllreduceOp : public CollectiveOp {
         }
       }
     }
-    communicator_->Allreduce(buffers, bucket_bytes_ / sizeof(float));
+    communicator_->Allreduce(buffers_, bucket_bytes_ / sizeof(float));
   }
 
  private:
@@ -100,6 +98,7 @@ class AllreduceOp : public CollectiveOp {
       LOCKSTEP_ENFORCE(memory != nullptr, "out of memory for a {}-byte gradient bucket", bucket_bytes_);
       std::memset(memory, 0, bucket_bytes_);
       buckets_.emplace_back(memory, [](uint8_t* p) { std::free(p); });
+      buffers_.push_back(reinterpret_cast<float*>(memory));
     }
   }
 
@@ -107,6 +106,7 @@ class AllreduceOp : public CollectiveOp {
   std::vector<size_t> offsets_;  // blob j's byte offset in each bucket
   size_t bucket_bytes_ = 0;
   std::vector<std::shared_ptr<uint8_t>> buckets_;  // one contiguous buffer per device
+  std::vector<float*> buffers_;                    // the same, as the communicator takes them
 };
 
 class BroadcastOp : public CollectiveOp {
