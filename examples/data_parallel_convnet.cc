@@ -31,7 +31,8 @@ std::string Classifier(ModelHelper& model, const std::string& data, bool is_test
 int main(int argc, char** argv) try {
   const int devices = argc > 1 ? std::atoi(argv[1]) : 2;
   const int epochs = argc > 2 ? std::atoi(argv[2]) : 1;
-  const int batch_size = 128;  // global: each device trains on batch_size / devices images per step
+  const int batch_size = 128;  // global: each device trains on its slice of every batch
+  const int batch_per_device = BatchPerDevice(batch_size, devices);  // throws unless it divides evenly
 
   ParallelOptions options;
   for (int d = 0; d < devices; ++d) options.devices.push_back(d);
@@ -64,7 +65,7 @@ int main(int argc, char** argv) try {
   parallel.Install(&ws);
   ws.SetObject("train_reader",
                std::make_shared<BatchReader>(std::make_shared<DatasetSource>(train_data, true, 1),
-                                             batch_size / devices, devices));
+                                             batch_per_device, devices));
   ws.RunNetOnce(train.param_init_net());  // ends with the broadcast of device 0's parameters
   Net* train_net = ws.CreateNet(train.net());
   Net* test_net = ws.CreateNet(test.net());

@@ -277,8 +277,9 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     for (const auto& name : model.GetParams(dp.scopes[d])) names.push_back(name.substr(dp.scopes[d].size()));
     return names;
   };
+  const auto first_params = unscoped_params(0);
   for (int d = 1; d < devices; ++d)
-    if (unscoped_params(d) != unscoped_params(0))
+    if (unscoped_params(d) != first_params)
       Fail(
           fmt::format("device {} has other parameters than device 0; the builders must build the same "
                       "replica on every device",
