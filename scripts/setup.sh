@@ -5,6 +5,7 @@ packages=(
   build-essential cmake ccache pkg-config
   libdnnl-dev libprotobuf-dev protobuf-compiler zlib1g-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
+  libgloo-dev libhiredis-dev redis-server openmpi-bin
   dataset-fashion-mnist python3-numpy
 )
 if [[ "${1:-}" == "--bench" ]]; then

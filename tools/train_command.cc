@@ -2,7 +2,9 @@
 #include "train_command.h"
 
 #include <cstdio>
+#include <optional>
 
+#include "lockstep/comm/launcher.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/train/progress.h"
 
@@ -44,11 +46,61 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
   app->add_option(
       "--save_model_name", c->save_model_name,
       "Save a checkpoint {file_store_path}/{save_model_name}_{epoch}.safetensors after each epoch");
-  app->add_option("--file_store_path", c->file_store_path, "Directory for checkpoints")
+  app->add_option("--file_store_path", c->file_store_path,
+                  "Directory for checkpoints; with --num_shards > 1 and no --redis_host also where the shards "
+                  "meet (a directory every shard can write, e.g. on NFS)")
+      ->capture_default_str();
+  app->add_option("--num_shards", c->num_shards,
+                  "Number of machines (processes) in the run; default 1, or the launcher's (mpirun, srun)")
+      ->capture_default_str();
+  app->add_option("--shard_id", c->shard_id, "This machine's index in [0, num_shards); default the launcher's")
+      ->capture_default_str();
+  app->add_option("--run_id", c->run_id,
+                  "Unique run identifier (e.g. from uuidgen), the same on every shard; keys in the store are "
+                  "prefixed with it. Default with srun/mpirun: the launcher's job id");
+  app->add_option("--redis_host", c->redis_host, "Host of a Redis server where the shards meet");
+  app->add_option("--redis_port", c->redis_port, "Port of that Redis server")->capture_default_str();
+  app->add_option("--distributed_transport", c->distributed_transport,
+                  "Transport between shards: tcp, or ibverbs on InfiniBand")
+      ->capture_default_str();
+  app->add_option("--distributed_interfaces", c->distributed_interfaces,
+                  "Network interfaces (tcp) or InfiniBand devices to use, comma-separated; each carries a share "
+                  "of every collective (default: the address the host name resolves to)")
+      ->delimiter(',');
+  app->add_option("--allreduce_algorithm", c->allreduce_algorithm,
+                  "Gloo allreduce across shards: auto (halving_doubling), ring, ring_chunked, halving_doubling, "
+                  "bcube (even shard counts)")
+      ->capture_default_str();
+  app->add_option("--timeout", c->timeout,
+                  "Seconds a shard waits for the others in a collective after the first iteration; a dead or "
+                  "stalled shard ends the run within it")
+      ->capture_default_str();
+  app->add_option("--first_iter_timeout", c->first_iter_timeout,
+                  "Seconds a shard waits for the others to join, agree on the model and finish the first "
+                  "iteration")
       ->capture_default_str();
   app->add_option("--load_model_path", c->load_model_path, "Resume from this checkpoint");
   app->add_option("--log_dir", c->log_dir, "Directory of the CSV log")->capture_default_str();
 }
+
+namespace {
+
+// mpirun and srun say which shard a process is; explicit flags must agree with them.
+void ApplyLauncher(const CLI::App& app, TrainerConfig* c) {
+  std::optional<LauncherShards> launcher = ShardsFromLauncher();
+  if (!launcher) return;
+  const std::pair<const char*, int*> flags[] = {{"--num_shards", &c->num_shards}, {"--shard_id", &c->shard_id}};
+  const int values[] = {launcher->num_shards, launcher->shard_id};
+  for (int i = 0; i < 2; ++i) {
+    if (app.count(flags[i].first) && *flags[i].second != values[i])
+      throw InvalidInput(fmt::format("{} {} contradicts {}, which gives {}; drop the flag", flags[i].first,
+                                     *flags[i].second, launcher->launcher, values[i]));
+    *flags[i].second = values[i];
+  }
+  if (c->run_id.empty()) c->run_id = launcher->job_id;
+}
+
+}  // namespace
 
 int RunTrain(const CLI::App& app, TrainerConfig c, bool use_cpu, const std::string& arguments) {
   if (!use_cpu) throw InvalidInput("this build has no CUDA backend: pass --use_cpu to train on CPU devices");
@@ -69,6 +121,7 @@ int RunTrain(const CLI::App& app, TrainerConfig c, bool use_cpu, const std::stri
   } else {
     throw InvalidInput(fmt::format("--train_data '{}': use fashion-mnist or null (synthetic)", c.train_data));
   }
+  ApplyLauncher(app, &c);
   if (!c.test_data.empty() && c.test_data != "fashion-mnist")
     throw InvalidInput(fmt::format("--test_data '{}': use fashion-mnist", c.test_data));
   if (c.test_data == "fashion-mnist" && c.train_data != "fashion-mnist")

@@ -8,19 +8,31 @@
 #include "lockstep/core/enforce.h"
 
 namespace lockstep {
+namespace {
+
+constexpr size_t kBlock = 4096;
+
+void SumBlock(const std::vector<float*>& buffers, size_t begin, size_t n) {
+  float* sum = buffers[0] + begin;
+  for (size_t b = 1; b < buffers.size(); ++b) {
+    const float* other = buffers[b] + begin;
+    for (size_t i = 0; i < n; ++i) sum[i] += other[i];
+  }
+}
+
+}  // namespace
+
+void SumIntoFirst(const std::vector<float*>& buffers, size_t count) {
+  for (size_t begin = 0; begin < count; begin += kBlock) SumBlock(buffers, begin, std::min(kBlock, count - begin));
+}
 
 void LocalCommunicator::Allreduce(const std::vector<float*>& buffers, size_t count) {
   LOCKSTEP_ENFORCE(!buffers.empty(), "Allreduce needs at least one buffer");
   // Block by block, so that the sum is still in cache when it is copied to the other buffers.
-  constexpr size_t kBlock = 4096;
   for (size_t begin = 0; begin < count; begin += kBlock) {
     size_t n = std::min(kBlock, count - begin);
-    float* sum = buffers[0] + begin;
-    for (size_t b = 1; b < buffers.size(); ++b) {
-      const float* other = buffers[b] + begin;
-      for (size_t i = 0; i < n; ++i) sum[i] += other[i];
-    }
-    for (size_t b = 1; b < buffers.size(); ++b) std::memcpy(buffers[b] + begin, sum, n * sizeof(float));
+    SumBlock(buffers, begin, n);
+    for (size_t b = 1; b < buffers.size(); ++b) std::memcpy(buffers[b] + begin, buffers[0] + begin, n * sizeof(float));
   }
 }
 

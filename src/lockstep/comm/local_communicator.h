@@ -13,4 +13,7 @@ class LocalCommunicator : public Communicator {
   void Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) override;
 };
 
+// Sums buffers[1..k-1] into buffers[0], in that order (the first half of a local Allreduce).
+void SumIntoFirst(const std::vector<float*>& buffers, size_t count);
+
 }  // namespace lockstep

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 
+#include "lockstep/comm/gloo_communicator.h"
 #include "lockstep/core/net.h"
 #include "lockstep/data/batch_reader.h"
 #include "lockstep/data/batch_source.h"
@@ -13,6 +14,7 @@
 #include "lockstep/model/optimizer.h"
 #include "lockstep/model/zoo.h"
 #include "lockstep/parallel/data_parallel.h"
+#include "lockstep/parallel/fingerprint.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/csv_log.h"
 #include "lockstep/train/progress.h"
@@ -33,11 +35,14 @@ struct Models {
   std::string train_loss, train_accuracy, test_accuracy, lr, test_data, test_label;
 };
 
-void BuildModels(const TrainerConfig& config, Models* m) {
+void BuildModels(const TrainerConfig& config, std::shared_ptr<Communicator> communicator, Models* m) {
   ModelConfig model_config{config.num_channels, config.image_size, config.num_labels, false};
   std::vector<std::string> losses, accuracies, lrs;
   ParallelOptions options;
   for (int d = 0; d < config.num_devices; ++d) options.devices.push_back(d);
+  options.num_shards = config.num_shards;
+  options.shard_id = config.shard_id;
+  options.communicator = std::move(communicator);
   options.input_builder = [](ModelHelper& model) { layers::ReadBatch(model, kTrainReader, kData, kLabel); };
   options.forward_builder = [&](ModelHelper& model, float loss_scale) {
     std::string logits = BuildModel(config.model, model, model.Scoped(kData), model_config);
@@ -126,30 +131,93 @@ void Validate(const TrainerConfig& c) {
   if (c.num_channels <= 0 || c.image_size <= 0 || c.num_labels <= 1)
     fail("--num_channels, --image_size must be positive and --num_labels at least 2");
   if (c.threads < 0) fail(fmt::format("--threads must be >= 0, got {}", c.threads));
+  if (c.num_shards < 1) fail(fmt::format("--num_shards must be at least 1, got {}", c.num_shards));
+  if (c.shard_id < 0 || c.shard_id >= c.num_shards)
+    fail(fmt::format("--shard_id {} must be in [0, --num_shards {})", c.shard_id, c.num_shards));
+  if (c.timeout <= 0 || c.first_iter_timeout <= 0)
+    fail(fmt::format("--timeout ({}) and --first_iter_timeout ({}) must be positive seconds", c.timeout,
+                     c.first_iter_timeout));
+  if (c.num_shards > 1 && c.run_id.empty())
+    fail("--run_id is required with --num_shards > 1: pass the same unique id (e.g. from uuidgen) to every shard");
+}
+
+std::chrono::milliseconds Milliseconds(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+// The shards of a multi-machine run meet, then connect; a single machine needs neither.
+std::shared_ptr<Rendezvous> MeetShards(const TrainerConfig& c) {
+  if (c.num_shards == 1) return nullptr;
+  RendezvousOptions meet;
+  meet.num_shards = c.num_shards;
+  meet.shard_id = c.shard_id;
+  meet.run_id = c.run_id;
+  meet.redis_host = c.redis_host;
+  meet.redis_port = c.redis_port;
+  meet.file_store_path = c.file_store_path;
+  meet.timeout = Milliseconds(c.first_iter_timeout);
+  return std::make_shared<Rendezvous>(meet);
+}
+
+std::shared_ptr<GlooCommunicator> ConnectShards(const TrainerConfig& c, std::shared_ptr<Rendezvous> rendezvous) {
+  if (!rendezvous) return nullptr;
+  GlooOptions gloo;
+  gloo.transport = c.distributed_transport;
+  gloo.interfaces = c.distributed_interfaces;
+  gloo.algorithm = c.allreduce_algorithm;
+  gloo.timeout = Milliseconds(c.timeout);
+  gloo.first_iter_timeout = Milliseconds(c.first_iter_timeout);
+  return std::make_shared<GlooCommunicator>(std::move(rendezvous), gloo);
+}
+
+// Every shard must run the same model with the same hyper-parameters.
+Fingerprint TrainingFingerprint(const TrainerConfig& c, const Models& m) {
+  Fingerprint fingerprint = ModelFingerprint(m.train, m.parallel);
+  const std::pair<const char*, std::string> flags[] = {
+      {"--model", c.model},
+      {"--batch_size", std::to_string(c.batch_size)},
+      {"--epoch_size", std::to_string(c.epoch_size)},
+      {"--num_epochs", std::to_string(c.num_epochs)},
+      {"--base_learning_rate", fmt::format("{}", c.base_learning_rate)},
+      {"--momentum", fmt::format("{}", c.momentum)},
+      {"--nesterov", std::to_string(c.nesterov)},
+      {"--weight_decay", fmt::format("{}", c.weight_decay)},
+      {"--combine_spatial_bn", std::to_string(c.combine_spatial_bn)},
+      {"--seed", std::to_string(c.seed)},
+      {"--train_data", c.train_data},
+      {"--allreduce_algorithm", c.allreduce_algorithm},
+      {"--distributed_interfaces", std::to_string(c.distributed_interfaces.size()) + " interfaces"}};
+  for (const auto& [flag, value] : flags) fingerprint.emplace_back(flag, value);
+  return fingerprint;
 }
 
 }  // namespace
 
-TrainerResult Train(const TrainerConfig& config) {
-  Validate(config);
-  if (config.threads > 0) omp_set_num_threads(config.threads);
+namespace {
+
+TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommunicator> gloo,
+                         Rendezvous* rendezvous) {
   std::shared_ptr<BatchSource> train_source = MakeSource(config.train_data, config, true);
   std::unique_ptr<BatchSource> test_source;
   if (!config.test_data.empty()) test_source = MakeSource(config.test_data, config, false);
 
+  // --batch_size is per machine; a step of the job trains on the batches of every shard.
+  const int64_t global_batch = int64_t{config.batch_size} * config.num_shards;
   const int64_t epoch_size = config.epoch_size > 0 ? config.epoch_size : train_source->size();
-  const int64_t iterations = epoch_size / config.batch_size;
+  const int64_t iterations = epoch_size / global_batch;
   if (iterations == 0)
-    throw InvalidInput(
-        fmt::format("--epoch_size {} is smaller than --batch_size {}: an epoch would have no step",
-                    epoch_size, config.batch_size));
+    throw InvalidInput(fmt::format(
+        "--epoch_size {} is smaller than the global batch {} (--batch_size x --num_shards): an epoch would have "
+        "no step",
+        epoch_size, global_batch));
 
   Models models;
-  BuildModels(config, &models);
+  BuildModels(config, gloo, &models);
+  if (rendezvous) AgreeOnModel(rendezvous, TrainingFingerprint(config, models));
   Workspace ws;
   models.parallel.Install(&ws);
-  auto reader =
-      std::make_shared<BatchReader>(train_source, config.batch_size / config.num_devices, config.num_devices);
+  const int replicas = config.num_devices * config.num_shards;
+  auto reader = std::make_shared<BatchReader>(train_source, config.batch_size / config.num_devices, replicas);
   ws.SetObject(kTrainReader, reader);
   SeedInitNet(&models.train.param_init_net(), config.seed);
   ws.RunNetOnce(models.train.param_init_net());
@@ -160,7 +228,6 @@ TrainerResult Train(const TrainerConfig& config) {
   state.seed = config.seed;
   if (!config.load_model_path.empty()) {
     state = LoadCheckpoint(config.load_model_path, &ws, scope, models.parallel.state_blobs);
-    ws.RunNetOnce(models.parallel.broadcast_net);
     if (state.model != config.model)
       throw InvalidInput(fmt::format("checkpoint {} was saved from model '{}', not --model {}",
                                      config.load_model_path, state.model, config.model));
@@ -171,16 +238,18 @@ TrainerResult Train(const TrainerConfig& config) {
       throw InvalidInput(
           fmt::format("checkpoint {} already has {} epochs; raise --num_epochs to train further",
                       config.load_model_path, state.epochs_done));
+    ws.RunNetOnce(models.parallel.broadcast_net);  // shard 0's device 0 is the reference
   }
 
   reader->Seek(state.reader_position);
   Net* train_net = ws.CreateNet(models.train.net());
   Net* test_net = test_source ? ws.CreateNet(models.test.net()) : nullptr;
 
-  CsvLog log(config.log_dir,
-             CsvLog::FileName(config.model, config.num_devices, config.batch_size, config.num_labels,
-                              config.base_learning_rate),
-             config.arguments);
+  std::string log_name = CsvLog::FileName(config.model, config.num_devices, config.batch_size,
+                                         config.num_labels, config.base_learning_rate);
+  if (config.shard_id > 0)  // shards may share a log directory; shard 0's log keeps the plain name
+    log_name.insert(log_name.size() - 4, fmt::format("_shard{}", config.shard_id));
+  CsvLog log(config.log_dir, log_name, config.arguments);
   ProgressLine progress(config.progress);
   TrainerResult result;
   result.log_path = log.path();
@@ -190,11 +259,13 @@ TrainerResult Train(const TrainerConfig& config) {
   record.cumulative_time_spent = state.training_milliseconds / 1000.0;
   using Clock = std::chrono::steady_clock;
 
+  const int64_t first_epoch = state.epochs_done;
   for (int64_t epoch = state.epochs_done; epoch < config.num_epochs; ++epoch) {
     auto start = Clock::now();
     for (int64_t i = 0; i < iterations; ++i) {
       train_net->Run();
-      state.reader_position += config.batch_size;
+      if (gloo && i == 0 && epoch == first_epoch) gloo->EndFirstIteration();
+      state.reader_position += global_batch;
       ++state.iteration;
       double seconds = std::chrono::duration<double>(Clock::now() - start).count();
       progress.Update(epoch + 1, config.num_epochs, i + 1, iterations, (i + 1) * config.batch_size / seconds,
@@ -221,7 +292,7 @@ TrainerResult Train(const TrainerConfig& config) {
     state.epochs_done = epoch + 1;
     state.images_trained = record.cumulative_input_count;
     state.training_milliseconds = static_cast<int64_t>(record.cumulative_time_spent * 1000);
-    if (!config.save_model_name.empty()) {
+    if (!config.save_model_name.empty() && config.shard_id == 0) {
       std::string path = CheckpointPath(config.file_store_path, config.save_model_name, state.epochs_done);
       SaveCheckpoint(path, ws, scope, models.parallel.state_blobs, state);
       fmt::print("saved checkpoint {}\n", path);
@@ -230,6 +301,21 @@ TrainerResult Train(const TrainerConfig& config) {
     result.last_loss = record.loss;
   }
   return result;
+}
+
+}  // namespace
+
+TrainerResult Train(const TrainerConfig& config) {
+  Validate(config);
+  if (config.threads > 0) omp_set_num_threads(config.threads);
+  std::shared_ptr<Rendezvous> rendezvous = MeetShards(config);
+  try {
+    return TrainShard(config, ConnectShards(config, rendezvous), rendezvous.get());
+  } catch (const Error& e) {
+    // The other shards name this shard and its error instead of only seeing it vanish.
+    if (rendezvous) rendezvous->ReportFailure(-1, e.what());
+    throw;
+  }
 }
 
 }  // namespace lockstep

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace lockstep {
 
@@ -20,8 +21,17 @@ struct TrainerConfig {
   bool nesterov = false;
   bool combine_spatial_bn = false;        // BN statistics over all devices
   bool optimize_gradient_memory = false;  // gradient blobs share buffers
+  // Many machines: shards meet through Redis (redis_host) or the directory file_store_path, under run_id.
+  int num_shards = 1, shard_id = 0;
+  std::string run_id, redis_host;
+  int redis_port = 6379;
+  std::string distributed_transport = "tcp";
+  std::vector<std::string> distributed_interfaces;
+  std::string allreduce_algorithm = "auto";
+  double timeout = 30, first_iter_timeout = 1200;  // seconds a shard waits for the others
   uint64_t seed = 1;
   int threads = 0;  // oneDNN threads; 0 = all cores
+  // Checkpoints go to file_store_path (shard 0 writes them), which is also the file store of a multi-shard run.
   std::string save_model_name, file_store_path = ".", load_model_path, log_dir = ".";
   std::string arguments;  // the command line, for the log's first line
   bool progress = false;

@@ -1,0 +1,280 @@
+// Each network interface is a rail with two Gloo contexts over the same peers: one whose pairs wait up to
+// first_iter_timeout (the initial broadcast and the first step) and one whose pairs wait up to timeout (Gloo
+// fixes a pair's timeout when it is created). Allreduce algorithms are built once per buffer and context and
+// reused, as Gloo intends; every shard builds them in the same order, so their slots agree.
+#include "lockstep/comm/gloo_communicator.h"
+
+#include <gloo/allreduce_bcube.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/broadcast_one_to_all.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/ibverbs/device.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <future>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "lockstep/comm/gloo_message.h"
+#include "lockstep/comm/local_communicator.h"
+#include "lockstep/core/enforce.h"
+
+namespace lockstep {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kSetup = 0, kSteady = 1;  // the two contexts of a rail
+
+std::string Bytes(size_t bytes) {
+  if (bytes >= (1u << 20)) return fmt::format("{:.1f} MB", bytes / 1048576.0);
+  if (bytes >= 1024) return fmt::format("{:.1f} KB", bytes / 1024.0);
+  return fmt::format("{} bytes", bytes);
+}
+
+std::string ResolveAlgorithm(const std::string& name, int shards) {
+  const auto& known = GlooAllreduceAlgorithms();
+  if (std::find(known.begin(), known.end(), name) == known.end())
+    throw InvalidInput(fmt::format("unknown allreduce algorithm '{}'; choose auto, ring, ring_chunked, "
+                                   "halving_doubling or bcube",
+                                   name));
+  if (name == "bcube" && shards % 2 != 0)
+    throw InvalidInput(fmt::format("the bcube allreduce needs an even number of shards, got {}; choose ring or "
+                                   "halving_doubling",
+                                   shards));
+  return name == "auto" ? "halving_doubling" : name;
+}
+
+std::unique_ptr<gloo::Algorithm> NewAllreduce(const std::string& algorithm,
+                                              const std::shared_ptr<gloo::Context>& context, float* data,
+                                              size_t count) {
+  LOCKSTEP_ENFORCE(count <= static_cast<size_t>(INT_MAX), "Gloo allreduces at most {} floats at once", INT_MAX);
+  const std::vector<float*> ptrs{data};
+  const int n = static_cast<int>(count);
+  if (algorithm == "ring") return std::make_unique<gloo::AllreduceRing<float>>(context, ptrs, n);
+  if (algorithm == "ring_chunked") return std::make_unique<gloo::AllreduceRingChunked<float>>(context, ptrs, n);
+  if (algorithm == "bcube") return std::make_unique<gloo::AllreduceBcube<float>>(context, ptrs, n);
+  return std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context, ptrs, n);
+}
+
+std::shared_ptr<gloo::transport::Device> NewDevice(const std::string& transport, const std::string& interface) {
+  try {
+    if (transport == "ibverbs") {
+      std::vector<std::string> names = gloo::transport::ibverbs::getDeviceNames();
+      if (names.empty())
+        throw InvalidInput("--distributed_transport ibverbs: this machine has no InfiniBand device; use tcp");
+      gloo::transport::ibverbs::attr attr{interface.empty() ? names[0] : interface, 1, 0};
+      return gloo::transport::ibverbs::CreateDevice(attr);
+    }
+    gloo::transport::tcp::attr attr;
+    attr.iface = interface;  // empty: the address the host name resolves to
+    return gloo::transport::tcp::CreateDevice(attr);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw InvalidInput(fmt::format("--distributed_transport {} cannot use {}: {}", transport,
+                                   interface.empty() ? "the host's address" : "interface '" + interface + "'",
+                                   GlooMessage(e.what())));
+  }
+}
+
+// One network interface with its two contexts and the allreduces built on each.
+struct Rail {
+  std::string name;
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::Context> contexts[2];
+  std::map<std::pair<float*, size_t>, std::unique_ptr<gloo::Algorithm>> allreduces[2];
+};
+
+// Rail r's share [begin, end) of n elements, in multiples of 16.
+size_t SplitPoint(size_t n, size_t rails, size_t r) {
+  if (r >= rails) return n;
+  return std::min(n, (n / rails) / 16 * 16 * r);
+}
+
+}  // namespace
+
+const std::vector<std::string>& GlooAllreduceAlgorithms() {
+  static const std::vector<std::string> names{"auto", "ring", "ring_chunked", "halving_doubling", "bcube"};
+  return names;
+}
+
+struct GlooCommunicator::State {
+  std::shared_ptr<Rendezvous> rendezvous;
+  GlooOptions options;
+  std::string algorithm;
+  std::vector<Rail> rails;
+  int phase = kSetup;
+  int64_t collectives = 0;
+  std::map<std::string, int> shard_of_address;  // every peer pair's address -> its shard
+
+  void Connect();
+  template <class Part>
+  void Collective(const char* name, size_t bytes, size_t elements, const Part& part);
+  std::string Blame(const std::string& operation, const std::string& message);
+};
+
+GlooCommunicator::GlooCommunicator(std::shared_ptr<Rendezvous> rendezvous, const GlooOptions& options)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.rendezvous = std::move(rendezvous);
+  s.options = options;
+  s.algorithm = ResolveAlgorithm(options.algorithm, s.rendezvous->num_shards());
+  if (options.transport != "tcp" && options.transport != "ibverbs")
+    throw InvalidInput(
+        fmt::format("unknown --distributed_transport '{}'; use tcp, or ibverbs on InfiniBand", options.transport));
+  if (options.timeout.count() <= 0 || options.first_iter_timeout.count() <= 0)
+    throw InvalidInput("--timeout and --first_iter_timeout must be positive");
+  std::vector<std::string> interfaces = options.interfaces;
+  if (interfaces.empty()) interfaces.push_back("");
+  for (const auto& interface : interfaces) {
+    Rail rail;
+    rail.name = interface.empty() ? "the host's address" : interface;
+    rail.device = NewDevice(options.transport, interface);
+    s.rails.push_back(std::move(rail));
+  }
+  s.Connect();
+}
+
+GlooCommunicator::~GlooCommunicator() = default;
+
+void GlooCommunicator::State::Connect() {
+  const int rank = rendezvous->shard(), size = rendezvous->num_shards();
+  std::string addresses;
+  for (size_t r = 0; r < rails.size(); ++r) {
+    Rail& rail = rails[r];
+    try {
+      gloo::rendezvous::PrefixStore store(fmt::format("rail{}", r), rendezvous->store());
+      auto setup = std::make_shared<gloo::rendezvous::Context>(rank, size);
+      setup->setTimeout(options.first_iter_timeout);
+      setup->connectFullMesh(store, rail.device);
+      // The steady context's pairs get the steady timeout, exchanging addresses over the setup context.
+      setup->setTimeout(options.timeout);
+      rail.contexts[kSteady] = gloo::rendezvous::ContextFactory(setup).makeContext(rail.device);
+      setup->setTimeout(options.first_iter_timeout);
+      rail.contexts[kSetup] = setup;
+    } catch (const gloo::Exception& e) {
+      throw IoError(fmt::format("shard {}: connecting to the other shards of {} over {} failed: {}", rank,
+                                rendezvous->description(), rail.name, GlooMessage(e.what())));
+    }
+    for (const auto& context : rail.contexts)
+      for (int peer = 0; peer < size; ++peer)
+        if (peer != rank) addresses += context->getPair(peer)->address().str() + "\n";
+  }
+  std::vector<std::string> all = rendezvous->AllGather("addresses", addresses);
+  for (int shard = 0; shard < size; ++shard) {
+    size_t begin = 0, end;
+    while ((end = all[shard].find('\n', begin)) != std::string::npos) {
+      shard_of_address[all[shard].substr(begin, end - begin)] = shard;
+      begin = end + 1;
+    }
+  }
+}
+
+int GlooCommunicator::rank() const { return state_->rendezvous->shard(); }
+int GlooCommunicator::size() const { return state_->rendezvous->num_shards(); }
+
+void GlooCommunicator::EndFirstIteration() {
+  state_->phase = kSteady;
+  for (auto& rail : state_->rails) rail.allreduces[kSetup].clear();
+}
+
+template <class Part>
+void GlooCommunicator::State::Collective(const char* name, size_t bytes, size_t elements, const Part& part) {
+  ++collectives;
+  auto run = [&](size_t r) {
+    size_t begin = SplitPoint(elements, rails.size(), r), end = SplitPoint(elements, rails.size(), r + 1);
+    if (end > begin) part(rails[r], begin, end - begin);
+  };
+  std::vector<std::future<void>> others;
+  for (size_t r = 1; r < rails.size(); ++r) others.push_back(std::async(std::launch::async, run, r));
+  std::exception_ptr error;
+  try {
+    run(0);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  for (auto& other : others) {
+    try {
+      other.get();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw IoError(Blame(fmt::format("{} of {} (collective {})", name, Bytes(bytes), collectives), GlooMessage(e.what())));
+  }
+}
+
+// Names the shard at fault. The error says which peer this shard lost; that peer may itself only have stopped
+// waiting for another one, so the reports on the failure board are followed to the shard that failed first.
+std::string GlooCommunicator::State::Blame(const std::string& operation, const std::string& message) {
+  const int me = rendezvous->shard();
+  int suspect = -1;
+  for (const auto& [address, shard] : shard_of_address)
+    if (message.find(address) != std::string::npos) suspect = shard;
+  const bool timed_out = message.find("imeout") != std::string::npos || message.find("imed out") != std::string::npos;
+  const auto waited = phase == kSetup ? options.first_iter_timeout : options.timeout;
+  std::string kind = timed_out ? fmt::format("sent nothing for {} s: it is stalled, or slower than --timeout allows",
+                                             waited.count() / 1000)
+                               : "closed its connection: it was killed, crashed or stopped on an error";
+  rendezvous->ReportFailure(suspect, kind);
+  if (suspect < 0) return fmt::format("shard {}: {} failed: {}", me, operation, message);
+
+  int culprit = suspect;
+  std::set<int> visited{me};
+  const auto deadline = Clock::now() + std::chrono::seconds(3);
+  while (!visited.count(culprit)) {
+    auto report = rendezvous->FailureOf(culprit);
+    if (!report) {
+      if (Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    visited.insert(culprit);
+    if (report->suspect < 0)
+      return fmt::format("shard {}: {} failed: shard {} stopped on an error: {}", me, operation, culprit,
+                         report->what);
+    if (visited.count(report->suspect)) break;
+    culprit = report->suspect;
+    kind = report->what;
+  }
+  std::string via = culprit == suspect ? "" : fmt::format(" (shard {} stopped waiting for it)", suspect);
+  return fmt::format("shard {}: {} failed: shard {} {}{}", me, operation, culprit, kind, via);
+}
+
+void GlooCommunicator::Allreduce(const std::vector<float*>& buffers, size_t count) {
+  LOCKSTEP_ENFORCE(!buffers.empty(), "Allreduce needs at least one buffer");
+  SumIntoFirst(buffers, count);
+  State& s = *state_;
+  s.Collective("Allreduce", count * sizeof(float), count, [&](Rail& rail, size_t begin, size_t n) {
+    auto& algorithm = rail.allreduces[s.phase][{buffers[0] + begin, n}];
+    if (!algorithm) algorithm = NewAllreduce(s.algorithm, rail.contexts[s.phase], buffers[0] + begin, n);
+    algorithm->run();
+  });
+  for (size_t b = 1; b < buffers.size(); ++b) std::memcpy(buffers[b], buffers[0], count * sizeof(float));
+}
+
+void GlooCommunicator::Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) {
+  LOCKSTEP_ENFORCE(!buffers.empty(), "Broadcast needs at least one buffer");
+  State& s = *state_;
+  auto* data = static_cast<char*>(buffers[0]);
+  s.Collective("Broadcast", bytes, bytes, [&](Rail& rail, size_t begin, size_t n) {
+    gloo::BroadcastOneToAll<char>(rail.contexts[s.phase], {data + begin}, n, root_rank).run();
+  });
+  for (size_t b = 1; b < buffers.size(); ++b) std::memcpy(buffers[b], data, bytes);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,51 @@
+// GlooCommunicator: the collectives of a job that spans processes (shards), through Gloo. Hierarchical: the
+// buffers of the local devices are summed in place, device 0's sum is allreduced across the shards with the
+// chosen Gloo algorithm, and the result is copied back to the other devices. Several network interfaces each
+// carry a share of every collective.
+//
+// A collective that fails (a shard died, stalled past the timeout, or stopped on an error of its own) throws
+// IoError with one line naming the shard at fault and the operation. Until EndFirstIteration() collectives
+// wait up to first_iter_timeout, afterwards up to timeout.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/comm/communicator.h"
+#include "lockstep/comm/rendezvous.h"
+
+namespace lockstep {
+
+struct GlooOptions {
+  std::string transport = "tcp";        // tcp, or ibverbs where the machine has an InfiniBand device
+  std::vector<std::string> interfaces;  // network interfaces (tcp) or IB devices; empty: the host's address
+  std::string algorithm = "auto";       // see GlooAllreduceAlgorithms()
+  std::chrono::milliseconds timeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds first_iter_timeout{std::chrono::minutes(20)};
+};
+
+// "auto" (halving_doubling), "ring", "ring_chunked", "halving_doubling", "bcube".
+const std::vector<std::string>& GlooAllreduceAlgorithms();
+
+class GlooCommunicator : public Communicator {
+ public:
+  // Connects every shard of the rendezvous to every other; throws IoError when that fails within the
+  // rendezvous' timeout, InvalidInput on bad options.
+  GlooCommunicator(std::shared_ptr<Rendezvous> rendezvous, const GlooOptions& options);
+  ~GlooCommunicator() override;
+
+  int rank() const override;
+  int size() const override;
+  void Allreduce(const std::vector<float*>& buffers, size_t count) override;
+  void Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) override;
+
+  void EndFirstIteration();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace lockstep

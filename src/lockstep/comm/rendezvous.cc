@@ -1,0 +1,224 @@
+// Keys under the run id: "shard/<i>" (who holds place i), "<key>/<i>" for AllGather, "failed/<i>" for the
+// failure board, and Gloo's own connection keys.
+#include "lockstep/comm/rendezvous.h"
+
+#define HIREDIS_NESTED_INCLUDE
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/redis_store.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "lockstep/comm/gloo_message.h"
+#include "lockstep/core/enforce.h"
+
+namespace lockstep {
+namespace {
+
+// Gloo's FileStore tests for keys only internally; expose it.
+class CheckableFileStore : public gloo::rendezvous::FileStore {
+ public:
+  using FileStore::FileStore;
+  bool Exists(const std::string& key) { return check({key}); }
+};
+
+std::string HostName() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// Who holds a place: "host pid unix-time".
+struct Holder {
+  std::string host;
+  long pid = 0;
+  long since = 0;
+
+  static Holder Me() { return {HostName(), static_cast<long>(getpid()), static_cast<long>(std::time(nullptr))}; }
+  static Holder Parse(const std::string& text) {
+    Holder h;
+    std::istringstream(text) >> h.host >> h.pid >> h.since;
+    return h;
+  }
+  std::string ToString() const { return fmt::format("{} {} {}", host, pid, since); }
+  // True only when the holder ran on this host and has exited.
+  bool DeadHere() const { return host == HostName() && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
+  std::string Describe() const {
+    char when[32] = "?";
+    std::time_t t = since;
+    std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+    return fmt::format("pid {} on host {} since {}", pid, host, when);
+  }
+};
+
+std::string ShardList(const std::vector<int>& shards) {
+  std::string out;
+  for (size_t i = 0; i < shards.size(); ++i) out += (i ? ", " : "") + std::to_string(shards[i]);
+  return out;
+}
+
+}  // namespace
+
+Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options) {
+  if (options.num_shards < 1 || options.shard_id < 0 || options.shard_id >= options.num_shards)
+    throw InvalidInput(fmt::format("--shard_id {} must be in [0, --num_shards {})", options.shard_id,
+                                   options.num_shards));
+  if (options.run_id.empty())
+    throw InvalidInput("a run id is required: pass the same unique --run_id (e.g. from uuidgen) to every shard");
+  if (!options.redis_host.empty()) {
+    description_ = fmt::format("run '{}' on Redis {}:{}", options.run_id, options.redis_host, options.redis_port);
+    try {
+      auto redis = std::make_unique<gloo::rendezvous::RedisStore>(options.redis_host, options.redis_port);
+      exists_ = [store = redis.get()](const std::string& key) { return store->check({key}); };
+      backing_ = std::move(redis);
+    } catch (const std::exception& e) {
+      throw IoError(fmt::format("cannot reach Redis at {}:{} ({}): start redis-server there or fix --redis_host "
+                                "/ --redis_port",
+                                options.redis_host, options.redis_port, GlooMessage(e.what())));
+    }
+  } else {
+    namespace fs = std::filesystem;
+    const std::string& path = options.file_store_path;
+    std::error_code error;
+    if (path.empty()) throw InvalidInput("pass --redis_host or --file_store_path for the shards to meet");
+    if (!fs::is_directory(path, error))
+      throw IoError(fmt::format("--file_store_path '{}' {}: the shards meet in a directory they can all write "
+                                "(e.g. on NFS); create it or pass --redis_host",
+                                path, fs::exists(path, error) ? "is not a directory" : "does not exist"));
+    if (access(path.c_str(), W_OK) != 0)
+      throw IoError(fmt::format("--file_store_path '{}' is not writable: the shards must create files there",
+                                path));
+    description_ = fmt::format("run '{}' in file store {}", options.run_id, fs::absolute(path).string());
+    auto files = std::make_unique<CheckableFileStore>(path);
+    exists_ = [store = files.get()](const std::string& key) { return store->Exists(key); };
+    backing_ = std::move(files);
+  }
+  store_ = std::make_unique<gloo::rendezvous::PrefixStore>(options.run_id, *backing_);
+  Join();
+}
+
+Rendezvous::~Rendezvous() = default;
+
+bool Rendezvous::Exists(const std::string& key) {
+  try {
+    return exists_(options_.run_id + "/" + key);  // PrefixStore's key
+  } catch (const std::exception& e) {
+    throw IoError(fmt::format("{}: looking up '{}' failed: {}", description_, key, GlooMessage(e.what())));
+  }
+}
+
+std::string Rendezvous::Get(const std::string& key) {
+  try {
+    std::vector<char> value = store_->get(key);
+    return std::string(value.begin(), value.end());
+  } catch (const std::exception& e) {
+    throw IoError(fmt::format("{}: reading '{}' failed: {}", description_, key, GlooMessage(e.what())));
+  }
+}
+
+void Rendezvous::Set(const std::string& key, const std::string& value) {
+  try {
+    store_->set(key, std::vector<char>(value.begin(), value.end()));
+  } catch (const std::exception& e) {
+    throw IoError(fmt::format("{}: writing '{}' failed: {}", description_, key, GlooMessage(e.what())));
+  }
+}
+
+std::vector<int> Rendezvous::WaitForAll(const std::string& key, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<int> missing;
+  for (int i = 0; i < options_.num_shards; ++i) missing.push_back(i);
+  while (true) {
+    std::vector<int> still;
+    for (int i : missing) {
+      if (Exists(fmt::format("{}/{}", key, i))) continue;
+      if (auto failure = FailureOf(i))  // it will never publish
+        throw IoError(fmt::format("shard {}: shard {} stopped on an error: {}", options_.shard_id, i, failure->what));
+      still.push_back(i);
+    }
+    missing = still;
+    if (missing.empty() || std::chrono::steady_clock::now() >= deadline) return missing;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void Rendezvous::Join() {
+  const int me = options_.shard_id;
+  const std::string place = fmt::format("shard/{}", me);
+  auto taken = [&]() {
+    Holder holder = Holder::Parse(Get(place));
+    if (holder.DeadHere())
+      return InvalidInput(fmt::format("shard {} of {} was held by {}, which has exited: keys of an earlier run "
+                                      "with this run id; pass a fresh --run_id",
+                                      me, description_, holder.Describe()));
+    return InvalidInput(fmt::format("shard {} of {} is already held by {}: another process runs with --shard_id "
+                                    "{}, or an earlier run used this run id; pass a fresh --run_id or a free "
+                                    "--shard_id",
+                                    me, description_, holder.Describe(), me));
+  };
+  if (Exists(place)) throw taken();
+  try {
+    Set(place, Holder::Me().ToString());
+  } catch (const IoError&) {
+    if (Exists(place)) throw taken();  // another process claimed it between our check and our write
+    throw;
+  }
+  std::vector<int> missing = WaitForAll("shard", options_.timeout);
+  if (!missing.empty())
+    throw IoError(fmt::format("shard {}: {} of {} shards did not join {} within {} s: shard {}; start every shard "
+                              "with the same --run_id and rendezvous flags (or raise --first_iter_timeout)",
+                              me, missing.size(), options_.num_shards, description_,
+                              options_.timeout.count() / 1000, ShardList(missing)));
+  for (int i = 0; i < options_.num_shards; ++i) {
+    Holder holder = Holder::Parse(Get(fmt::format("shard/{}", i)));
+    if (i != me && holder.DeadHere())
+      throw InvalidInput(fmt::format("shard {} of {} is held by {}, which has exited: keys of an earlier run "
+                                     "with this run id; pass a fresh --run_id to every shard",
+                                     i, description_, holder.Describe()));
+  }
+}
+
+std::vector<std::string> Rendezvous::AllGather(const std::string& key, const std::string& value) {
+  Set(fmt::format("{}/{}", key, options_.shard_id), value);
+  std::vector<int> missing = WaitForAll(key, options_.timeout);
+  if (!missing.empty())
+    throw IoError(fmt::format("shard {}: shard {} did not publish its {} within {} s ({}); it stopped or was "
+                              "killed",
+                              options_.shard_id, ShardList(missing), key, options_.timeout.count() / 1000,
+                              description_));
+  std::vector<std::string> values;
+  for (int i = 0; i < options_.num_shards; ++i) values.push_back(Get(fmt::format("{}/{}", key, i)));
+  return values;
+}
+
+void Rendezvous::ReportFailure(int suspect, const std::string& what) {
+  try {
+    Set(fmt::format("failed/{}", options_.shard_id), fmt::format("{} {}", suspect, what));
+  } catch (const Error&) {
+    // Best effort: the store may be gone too, and the caller is already failing.
+  }
+}
+
+std::optional<Rendezvous::Failure> Rendezvous::FailureOf(int shard) {
+  try {
+    const std::string key = fmt::format("failed/{}", shard);
+    if (!Exists(key)) return std::nullopt;
+    std::string text = Get(key);
+    Failure failure;
+    size_t space = text.find(' ');
+    failure.suspect = std::atoi(text.substr(0, space).c_str());
+    failure.what = space == std::string::npos ? "" : text.substr(space + 1);
+    return failure;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace lockstep

@@ -1,0 +1,73 @@
+// Rendezvous: how the shards (processes) of a job find each other. They share a key-value store, a Redis
+// server or a directory on a shared filesystem (Gloo's RedisStore / FileStore), and every key is prefixed by
+// the run id, so two jobs with different run ids never meet. Joining claims the shard's place: a place that
+// is already taken, by another process with the same shard id or by an earlier run with the same run id, is
+// reported instead of joined.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gloo::rendezvous {
+class Store;
+}
+
+namespace lockstep {
+
+struct RendezvousOptions {
+  int num_shards = 1, shard_id = 0;
+  std::string run_id;
+  std::string redis_host;  // Redis when set, else the directory file_store_path
+  int redis_port = 6379;
+  std::string file_store_path;
+  std::chrono::milliseconds timeout{std::chrono::minutes(20)};  // how long to wait for the other shards
+};
+
+class Rendezvous {
+ public:
+  // Opens the store, claims this shard's place and waits until every shard has joined. Throws IoError when the
+  // store cannot be reached or a shard does not join in time, InvalidInput when the place is taken.
+  explicit Rendezvous(const RendezvousOptions& options);
+  ~Rendezvous();
+
+  int shard() const { return options_.shard_id; }
+  int num_shards() const { return options_.num_shards; }
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
+  // "run 'x' on Redis 127.0.0.1:6379" or "run 'x' in file store /shared/dir"
+  const std::string& description() const { return description_; }
+  // The run's store, keys prefixed by the run id; what Gloo's contexts connect through.
+  gloo::rendezvous::Store& store() { return *store_; }
+
+  // Publishes this shard's value under `key` and returns every shard's, in shard order. Throws IoError naming
+  // the shards that did not publish theirs within the timeout.
+  std::vector<std::string> AllGather(const std::string& key, const std::string& value);
+
+  // A failure board: a shard that stops on an error says why and which shard it suspects (-1: none), so the
+  // others can tell the shard that failed first from those that only stopped waiting for it.
+  void ReportFailure(int suspect, const std::string& what);
+  struct Failure {
+    int suspect = -1;
+    std::string what;
+  };
+  std::optional<Failure> FailureOf(int shard);
+
+ private:
+  bool Exists(const std::string& key);
+  std::string Get(const std::string& key);
+  void Set(const std::string& key, const std::string& value);
+  // Waits for `key`/i of every shard i; returns the shards still missing when the deadline passed.
+  std::vector<int> WaitForAll(const std::string& key, std::chrono::milliseconds timeout);
+  void Join();
+
+  RendezvousOptions options_;
+  std::string description_;
+  std::unique_ptr<gloo::rendezvous::Store> backing_;
+  std::function<bool(const std::string&)> exists_;  // on the backing store, with the full key
+  std::unique_ptr<gloo::rendezvous::Store> store_;
+};
+
+}  // namespace lockstep
