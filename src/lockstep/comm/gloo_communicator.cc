@@ -110,6 +110,7 @@ struct GlooCommunicator::State {
   std::shared_ptr<Rendezvous> rendezvous;
   GlooOptions options;
   std::string algorithm;
+  int num_shards = 1;
   std::vector<Rail> rails;
   int phase = kSetup;
   int64_t collectives = 0;
@@ -121,12 +122,11 @@ struct GlooCommunicator::State {
   std::string Blame(const std::string& operation, const std::string& message);
 };
 
-GlooCommunicator::GlooCommunicator(std::shared_ptr<Rendezvous> rendezvous, const GlooOptions& options)
-    : state_(std::make_unique<State>()) {
+GlooCommunicator::GlooCommunicator(const GlooOptions& options, int num_shards) : state_(std::make_unique<State>()) {
   State& s = *state_;
-  s.rendezvous = std::move(rendezvous);
   s.options = options;
-  s.algorithm = ResolveAlgorithm(options.algorithm, s.rendezvous->num_shards());
+  s.num_shards = num_shards;
+  s.algorithm = ResolveAlgorithm(options.algorithm, num_shards);
   if (options.transport != "tcp" && options.transport != "ibverbs")
     throw InvalidInput(
         fmt::format("unknown --distributed_transport '{}'; use tcp, or ibverbs on InfiniBand", options.transport));
@@ -140,13 +140,24 @@ GlooCommunicator::GlooCommunicator(std::shared_ptr<Rendezvous> rendezvous, const
     rail.device = NewDevice(options.transport, interface);
     s.rails.push_back(std::move(rail));
   }
-  s.Connect();
+}
+
+GlooCommunicator::GlooCommunicator(std::shared_ptr<Rendezvous> rendezvous, const GlooOptions& options)
+    : GlooCommunicator(options, rendezvous->num_shards()) {
+  Connect(std::move(rendezvous));
+}
+
+void GlooCommunicator::Connect(std::shared_ptr<Rendezvous> rendezvous) {
+  LOCKSTEP_ENFORCE(!state_->rendezvous, "the communicator is already connected");
+  state_->rendezvous = std::move(rendezvous);
+  state_->Connect();
 }
 
 GlooCommunicator::~GlooCommunicator() = default;
 
 void GlooCommunicator::State::Connect() {
   const int rank = rendezvous->shard(), size = rendezvous->num_shards();
+  LOCKSTEP_ENFORCE_EQ(size, num_shards, "the communicator was opened for another number of shards");
   std::string addresses;
   for (size_t r = 0; r < rails.size(); ++r) {
     Rail& rail = rails[r];
@@ -160,7 +171,7 @@ void GlooCommunicator::State::Connect() {
       rail.contexts[kSteady] = gloo::rendezvous::ContextFactory(setup).makeContext(rail.device);
       setup->setTimeout(options.first_iter_timeout);
       rail.contexts[kSetup] = setup;
-    } catch (const gloo::Exception& e) {
+    } catch (const std::exception& e) {
       throw IoError(fmt::format("shard {}: connecting to the other shards of {} over {} failed: {}", rank,
                                 rendezvous->description(), rail.name, GlooMessage(e.what())));
     }
@@ -178,8 +189,8 @@ void GlooCommunicator::State::Connect() {
   }
 }
 
-int GlooCommunicator::rank() const { return state_->rendezvous->shard(); }
-int GlooCommunicator::size() const { return state_->rendezvous->num_shards(); }
+int GlooCommunicator::rank() const { return state_->rendezvous ? state_->rendezvous->shard() : 0; }
+int GlooCommunicator::size() const { return state_->rendezvous ? state_->rendezvous->num_shards() : 1; }
 
 void GlooCommunicator::EndFirstIteration() {
   state_->phase = kSteady;
@@ -257,6 +268,7 @@ std::string GlooCommunicator::State::Blame(const std::string& operation, const s
 
 void GlooCommunicator::Allreduce(const std::vector<float*>& buffers, size_t count) {
   LOCKSTEP_ENFORCE(!buffers.empty(), "Allreduce needs at least one buffer");
+  LOCKSTEP_ENFORCE(state_->rendezvous, "call Connect before the first collective");
   SumIntoFirst(buffers, count);
   State& s = *state_;
   s.Collective("Allreduce", count * sizeof(float), count, [&](Rail& rail, size_t begin, size_t n) {
@@ -269,6 +281,7 @@ void GlooCommunicator::Allreduce(const std::vector<float*>& buffers, size_t coun
 
 void GlooCommunicator::Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) {
   LOCKSTEP_ENFORCE(!buffers.empty(), "Broadcast needs at least one buffer");
+  LOCKSTEP_ENFORCE(state_->rendezvous, "call Connect before the first collective");
   State& s = *state_;
   auto* data = static_cast<char*>(buffers[0]);
   s.Collective("Broadcast", bytes, bytes, [&](Rail& rail, size_t begin, size_t n) {

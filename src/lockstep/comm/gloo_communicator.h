@@ -31,10 +31,14 @@ const std::vector<std::string>& GlooAllreduceAlgorithms();
 
 class GlooCommunicator : public Communicator {
  public:
-  // Connects every shard of the rendezvous to every other; throws IoError when that fails within the
-  // rendezvous' timeout, InvalidInput on bad options.
-  GlooCommunicator(std::shared_ptr<Rendezvous> rendezvous, const GlooOptions& options);
+  // Opens the network devices; throws InvalidInput on bad options (before any shard waits for this one).
+  GlooCommunicator(const GlooOptions& options, int num_shards);
   ~GlooCommunicator() override;
+  // Connects every shard of the rendezvous to every other; throws IoError when that fails within the
+  // rendezvous' timeout. Collectives need a connected communicator.
+  void Connect(std::shared_ptr<Rendezvous> rendezvous);
+  // Both steps at once.
+  GlooCommunicator(std::shared_ptr<Rendezvous> rendezvous, const GlooOptions& options);
 
   int rank() const override;
   int size() const override;

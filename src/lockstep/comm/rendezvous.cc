@@ -139,8 +139,12 @@ std::vector<int> Rendezvous::WaitForAll(const std::string& key, std::chrono::mil
     std::vector<int> still;
     for (int i : missing) {
       if (Exists(fmt::format("{}/{}", key, i))) continue;
-      if (auto failure = FailureOf(i))  // it will never publish
+      // Shards that will never publish: those that stopped on an error, and those on this host that exited.
+      if (auto failure = FailureOf(i))
         throw IoError(fmt::format("shard {}: shard {} stopped on an error: {}", options_.shard_id, i, failure->what));
+      if (!holders_.empty() && Holder::Parse(holders_[i]).DeadHere())
+        throw IoError(fmt::format("shard {}: shard {} ({}) exited before publishing its {}", options_.shard_id, i,
+                                  Holder::Parse(holders_[i]).Describe(), key));
       still.push_back(i);
     }
     missing = still;
@@ -177,11 +181,13 @@ void Rendezvous::Join() {
                               me, missing.size(), options_.num_shards, description_,
                               options_.timeout.count() / 1000, ShardList(missing)));
   for (int i = 0; i < options_.num_shards; ++i) {
-    Holder holder = Holder::Parse(Get(fmt::format("shard/{}", i)));
+    std::string text = Get(fmt::format("shard/{}", i));
+    Holder holder = Holder::Parse(text);
     if (i != me && holder.DeadHere())
       throw InvalidInput(fmt::format("shard {} of {} is held by {}, which has exited: keys of an earlier run "
                                      "with this run id; pass a fresh --run_id to every shard",
                                      i, description_, holder.Describe()));
+    holders_.push_back(text);
   }
 }
 

@@ -68,6 +68,7 @@ class Rendezvous {
   std::unique_ptr<gloo::rendezvous::Store> backing_;
   std::function<bool(const std::string&)> exists_;  // on the backing store, with the full key
   std::unique_ptr<gloo::rendezvous::Store> store_;
+  std::vector<std::string> holders_;  // who holds each place, once every shard has joined
 };
 
 }  // namespace lockstep

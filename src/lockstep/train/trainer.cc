@@ -145,7 +145,19 @@ std::chrono::milliseconds Milliseconds(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-// The shards of a multi-machine run meet, then connect; a single machine needs neither.
+// A multi-machine run opens its network devices (so a bad flag fails before any shard waits), meets the other
+// shards and connects to them; a single machine needs none of it.
+std::shared_ptr<GlooCommunicator> OpenNetwork(const TrainerConfig& c) {
+  if (c.num_shards == 1) return nullptr;
+  GlooOptions gloo;
+  gloo.transport = c.distributed_transport;
+  gloo.interfaces = c.distributed_interfaces;
+  gloo.algorithm = c.allreduce_algorithm;
+  gloo.timeout = Milliseconds(c.timeout);
+  gloo.first_iter_timeout = Milliseconds(c.first_iter_timeout);
+  return std::make_shared<GlooCommunicator>(gloo, c.num_shards);
+}
+
 std::shared_ptr<Rendezvous> MeetShards(const TrainerConfig& c) {
   if (c.num_shards == 1) return nullptr;
   RendezvousOptions meet;
@@ -157,17 +169,6 @@ std::shared_ptr<Rendezvous> MeetShards(const TrainerConfig& c) {
   meet.file_store_path = c.file_store_path;
   meet.timeout = Milliseconds(c.first_iter_timeout);
   return std::make_shared<Rendezvous>(meet);
-}
-
-std::shared_ptr<GlooCommunicator> ConnectShards(const TrainerConfig& c, std::shared_ptr<Rendezvous> rendezvous) {
-  if (!rendezvous) return nullptr;
-  GlooOptions gloo;
-  gloo.transport = c.distributed_transport;
-  gloo.interfaces = c.distributed_interfaces;
-  gloo.algorithm = c.allreduce_algorithm;
-  gloo.timeout = Milliseconds(c.timeout);
-  gloo.first_iter_timeout = Milliseconds(c.first_iter_timeout);
-  return std::make_shared<GlooCommunicator>(std::move(rendezvous), gloo);
 }
 
 // Every shard must run the same model with the same hyper-parameters.
@@ -190,10 +191,6 @@ Fingerprint TrainingFingerprint(const TrainerConfig& c, const Models& m) {
   for (const auto& [flag, value] : flags) fingerprint.emplace_back(flag, value);
   return fingerprint;
 }
-
-}  // namespace
-
-namespace {
 
 TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommunicator> gloo,
                          Rendezvous* rendezvous) {
@@ -308,9 +305,11 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
 TrainerResult Train(const TrainerConfig& config) {
   Validate(config);
   if (config.threads > 0) omp_set_num_threads(config.threads);
+  std::shared_ptr<GlooCommunicator> gloo = OpenNetwork(config);
   std::shared_ptr<Rendezvous> rendezvous = MeetShards(config);
   try {
-    return TrainShard(config, ConnectShards(config, rendezvous), rendezvous.get());
+    if (gloo) gloo->Connect(rendezvous);
+    return TrainShard(config, gloo, rendezvous.get());
   } catch (const Error& e) {
     // The other shards name this shard and its error instead of only seeing it vanish.
     if (rendezvous) rendezvous->ReportFailure(-1, e.what());
