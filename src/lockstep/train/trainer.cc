@@ -308,7 +308,11 @@ TrainerResult Train(const TrainerConfig& config) {
   std::shared_ptr<GlooCommunicator> gloo = OpenNetwork(config);
   std::shared_ptr<Rendezvous> rendezvous = MeetShards(config);
   try {
-    if (gloo) gloo->Connect(rendezvous);
+    if (gloo) {
+      gloo->Connect(rendezvous);
+      fmt::print("shard {} of {}: joined {}\n", config.shard_id, config.num_shards, rendezvous->description());
+      std::fflush(stdout);
+    }
     return TrainShard(config, gloo, rendezvous.get());
   } catch (const Error& e) {
     // The other shards name this shard and its error instead of only seeing it vanish.
