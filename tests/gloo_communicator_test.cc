@@ -1,0 +1,302 @@
+// GlooCommunicator: shards as threads over loopback sum exactly with every algorithm, shard count, device
+// count and size, reuse their cached algorithms, broadcast bytes, split over two rails, refuse bad options,
+// and blame the shard that went away.
+#include "lockstep/comm/gloo_communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "lockstep/core/enforce.h"
+
+namespace lockstep::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+// An empty directory for one job's file store, removed afterwards.
+class StoreDirectory {
+ public:
+  StoreDirectory() {
+    std::string pattern = ::testing::TempDir() + "/gloo_XXXXXX";
+    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
+    path_ = pattern;
+  }
+  ~StoreDirectory() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+GlooOptions Loopback(const std::string& algorithm = "auto", std::vector<std::string> interfaces = {"lo"}) {
+  GlooOptions options;
+  options.interfaces = std::move(interfaces);
+  options.algorithm = algorithm;
+  options.timeout = seconds(20);  // bounds the wait should a shard fail
+  options.first_iter_timeout = seconds(20);
+  return options;
+}
+
+std::shared_ptr<Rendezvous> Join(const StoreDirectory& store, int shards, int shard) {
+  RendezvousOptions options;
+  options.num_shards = shards;
+  options.shard_id = shard;
+  options.run_id = "job";
+  options.file_store_path = store.path();
+  options.timeout = seconds(20);
+  return std::make_shared<Rendezvous>(options);
+}
+
+// One thread per shard: each joins a fresh job and runs body(shard, rendezvous). Throws one error listing
+// every shard's exception.
+void OnShards(int shards, const std::function<void(int, std::shared_ptr<Rendezvous>)>& body) {
+  StoreDirectory store;
+  std::vector<std::exception_ptr> errors(shards);
+  std::vector<std::thread> threads;
+  for (int shard = 0; shard < shards; ++shard)
+    threads.emplace_back([&, shard] {
+      try {
+        body(shard, Join(store, shards, shard));
+      } catch (...) {
+        errors[shard] = std::current_exception();
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  std::string messages;
+  for (int shard = 0; shard < shards; ++shard) {
+    if (!errors[shard]) continue;
+    try {
+      std::rethrow_exception(errors[shard]);
+    } catch (const std::exception& e) {
+      messages += fmt::format("\n  thread {}: {}", shard, e.what());
+    }
+  }
+  if (!messages.empty()) throw std::runtime_error("threads failed:" + messages);
+}
+
+// The same, with a connected communicator.
+void OnConnectedShards(int shards, const GlooOptions& options,
+                       const std::function<void(int, GlooCommunicator&)>& body) {
+  OnShards(shards, [&](int shard, std::shared_ptr<Rendezvous> rendezvous) {
+    GlooCommunicator communicator(rendezvous, options);
+    EXPECT_EQ(communicator.rank(), shard);
+    EXPECT_EQ(communicator.size(), shards);
+    try {
+      body(shard, communicator);
+    } catch (const std::exception& e) {
+      rendezvous->ReportFailure(-1, e.what());  // the others stop waiting below
+      throw;
+    }
+    // Gloo fails a collective whose peer closes the connection before this side has taken in the last bytes,
+    // so no shard closes its connections until every shard has left its last collective.
+    rendezvous->AllGather("finished", "1");
+  });
+}
+
+// Small integers, so that every sum is exact whatever order the algorithm adds in.
+float Value(int shard, int device, size_t i, int round) {
+  return static_cast<float>(static_cast<int>((i * 7 + shard * 13 + device * 5 + round * 3) % 19) - 9);
+}
+
+// Fills `devices` buffers of `count` floats with this shard's values, allreduces them and checks every
+// element of every buffer against the sum over all shards and devices.
+void AllreduceAndCheck(GlooCommunicator& communicator, std::vector<std::vector<float>>& buffers, int round) {
+  const int shards = communicator.size(), shard = communicator.rank();
+  const size_t count = buffers[0].size();
+  std::vector<float*> pointers;
+  for (size_t d = 0; d < buffers.size(); ++d) {
+    for (size_t i = 0; i < count; ++i) buffers[d][i] = Value(shard, d, i, round);
+    pointers.push_back(buffers[d].data());
+  }
+  communicator.Allreduce(pointers, count);
+  for (size_t d = 0; d < buffers.size(); ++d)
+    for (size_t i = 0; i < count; ++i) {
+      float expected = 0;
+      for (int s = 0; s < shards; ++s)
+        for (size_t e = 0; e < buffers.size(); ++e) expected += Value(s, e, i, round);
+      if (buffers[d][i] != expected) {  // one report per buffer, not one per element
+        EXPECT_EQ(buffers[d][i], expected) << "shard " << shard << " device " << d << " element " << i
+                                           << " of " << count << ", round " << round;
+        break;
+      }
+    }
+}
+
+std::vector<std::string> AlgorithmsFor(int shards) {
+  std::vector<std::string> algorithms;
+  for (const auto& name : GlooAllreduceAlgorithms())
+    if (name != "bcube" || shards % 2 == 0) algorithms.push_back(name);
+  return algorithms;
+}
+
+class GlooSweep : public ::testing::TestWithParam<int> {};
+
+TEST_P(GlooSweep, AllreduceSumsExactlyForEveryAlgorithmDeviceCountAndSize) {
+  const int shards = GetParam();
+  for (const auto& algorithm : AlgorithmsFor(shards)) {
+    SCOPED_TRACE(algorithm);
+    OnConnectedShards(shards, Loopback(algorithm), [&](int, GlooCommunicator& communicator) {
+      // Every buffer lives as long as the communicator: it keeps an algorithm per buffer address.
+      std::vector<std::vector<std::vector<float>>> sets;
+      for (int devices : {1, 2, 3})
+        for (size_t count : {0, 1, 17, 100003}) sets.emplace_back(devices, std::vector<float>(count));
+      for (size_t round = 0; round < sets.size(); ++round)
+        AllreduceAndCheck(communicator, sets[round], round);
+    });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shards, GlooSweep, ::testing::Values(1, 2, 3, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "Shards"; });
+
+TEST(GlooCommunicator, RepeatedAllreduceOnTheSameBuffersStaysExact) {
+  for (const auto& algorithm : AlgorithmsFor(4)) {
+    SCOPED_TRACE(algorithm);
+    OnConnectedShards(4, Loopback(algorithm), [&](int, GlooCommunicator& communicator) {
+      std::vector<std::vector<float>> small(2, std::vector<float>(33)), large(2, std::vector<float>(5001));
+      int round = 0;
+      for (; round < 3; ++round) {
+        AllreduceAndCheck(communicator, small, round);
+        AllreduceAndCheck(communicator, large, round);
+      }
+      communicator.EndFirstIteration();
+      for (; round < 6; ++round) {
+        AllreduceAndCheck(communicator, large, round);
+        AllreduceAndCheck(communicator, small, round);
+      }
+    });
+  }
+}
+
+// Broadcasts `bytes` bytes from `root` to both devices of every shard.
+void BroadcastAndCheck(int shards, const GlooOptions& options, size_t bytes, int root) {
+  auto pattern = [](size_t i) { return static_cast<char>(i * 31 + 7); };
+  OnConnectedShards(shards, options, [&](int shard, GlooCommunicator& communicator) {
+    std::vector<std::vector<char>> buffers(2, std::vector<char>(bytes, static_cast<char>(0xEE)));
+    if (shard == root)
+      for (size_t i = 0; i < bytes; ++i) buffers[0][i] = pattern(i);
+    communicator.Broadcast({buffers[0].data(), buffers[1].data()}, bytes, root);
+    for (size_t d = 0; d < buffers.size(); ++d)
+      for (size_t i = 0; i < bytes; ++i)
+        if (buffers[d][i] != pattern(i)) {
+          ADD_FAILURE() << "shard " << shard << " device " << d << " byte " << i << " of " << bytes
+                        << " is not the root's";
+          break;
+        }
+  });
+}
+
+TEST(GlooCommunicator, BroadcastReachesEveryDeviceOfEveryShard) {
+  for (int root : {0, 2}) {
+    SCOPED_TRACE(fmt::format("root {}", root));
+    BroadcastAndCheck(3, Loopback(), 1001, root);
+  }
+}
+
+TEST(GlooCommunicator, TwoRailsSplitTheBufferAndSumExactly) {
+  for (int shards : {2, 3})
+    for (const std::string algorithm : {"ring", "auto"}) {
+      SCOPED_TRACE(fmt::format("{} shards, {}", shards, algorithm));
+      OnConnectedShards(shards, Loopback(algorithm, {"lo", "lo"}), [&](int, GlooCommunicator& communicator) {
+        for (size_t count : {1, 17, 100003}) {
+          std::vector<std::vector<float>> buffers(2, std::vector<float>(count));
+          AllreduceAndCheck(communicator, buffers, 0);
+          communicator.EndFirstIteration();
+          AllreduceAndCheck(communicator, buffers, 1);
+        }
+      });
+    }
+  BroadcastAndCheck(2, Loopback("auto", {"lo", "lo"}), 100001, 0);
+}
+
+// The message of the InvalidInput that opening a communicator for `shards` shards with `options` throws.
+std::string Refusal(const GlooOptions& options, int shards = 1) {
+  try {
+    GlooCommunicator communicator(options, shards);
+  } catch (const InvalidInput& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not InvalidInput: " << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "opened with bad options";
+  return "";
+}
+
+TEST(GlooCommunicator, BadOptionsAreRefusedBeforeConnecting) {
+  std::string message = Refusal(Loopback("bcube"), 3);
+  EXPECT_NE(message.find("even number of shards, got 3"), std::string::npos) << message;
+
+  message = Refusal(Loopback("tree"));
+  EXPECT_NE(message.find("'tree'"), std::string::npos) << message;
+  for (const auto& name : GlooAllreduceAlgorithms())
+    EXPECT_NE(message.find(name), std::string::npos) << name << " is not listed: " << message;
+
+  GlooOptions options = Loopback();
+  options.transport = "udp";
+  message = Refusal(options);
+  EXPECT_NE(message.find("'udp'"), std::string::npos) << message;
+
+  message = Refusal(Loopback("auto", {"lo", "nosuchif0"}));
+  EXPECT_NE(message.find("'nosuchif0'"), std::string::npos) << message;
+
+  options = Loopback();
+  options.timeout = seconds(0);
+  message = Refusal(options);
+  EXPECT_NE(message.find("--timeout"), std::string::npos) << message;
+}
+
+TEST(GlooCommunicator, BadOptionsAreRefusedWhenJoiningToo) {
+  OnShards(3, [](int, std::shared_ptr<Rendezvous> rendezvous) {
+    EXPECT_THROW(GlooCommunicator(rendezvous, Loopback("bcube")), InvalidInput);
+  });
+}
+
+// Shard 1 goes away (optionally saying why on the failure board) while shard 0 runs an Allreduce; returns
+// shard 0's error.
+std::string ErrorWhenShardOneLeaves(const std::string& reason) {
+  GlooOptions options = Loopback("ring");
+  options.timeout = seconds(2);
+  options.first_iter_timeout = seconds(2);
+  std::string error;
+  OnShards(2, [&](int shard, std::shared_ptr<Rendezvous> rendezvous) {
+    auto communicator = std::make_unique<GlooCommunicator>(rendezvous, options);
+    if (shard == 1) {
+      if (!reason.empty()) rendezvous->ReportFailure(-1, reason);
+      communicator.reset();  // closes its connections
+      return;
+    }
+    std::vector<float> buffer(1000, 1.0f);
+    try {
+      communicator->Allreduce({buffer.data()}, buffer.size());
+      ADD_FAILURE() << "the Allreduce completed without shard 1";
+    } catch (const IoError& e) {
+      error = e.what();
+    }
+  });
+  return error;
+}
+
+TEST(GlooCommunicator, ShardThatClosesItsConnectionsIsBlamed) {
+  std::string message = ErrorWhenShardOneLeaves("");
+  EXPECT_NE(message.find("shard 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("Allreduce"), std::string::npos) << message;
+}
+
+TEST(GlooCommunicator, ShardThatStoppedOnAnErrorIsBlamedWithItsReason) {
+  std::string message = ErrorWhenShardOneLeaves("out of memory in conv_w's gradient");
+  EXPECT_NE(message.find("shard 1 stopped on an error: out of memory in conv_w's gradient"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("Allreduce"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace lockstep::testing
