@@ -1,0 +1,471 @@
+// `lockstep train` as processes meeting on 127.0.0.1: shards match one process, a killed or stalled shard
+// ends the run naming it, a resumed run matches an uninterrupted one, and bad input gets one line.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <initializer_list>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "lockstep/train/safetensors.h"
+#include "processes.h"
+#include "test_util.h"
+
+namespace lockstep::testing {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Args = std::vector<std::string>;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Bounds on waits, generous for a shared, slow machine: a whole small run, and a run that stops on bad input.
+constexpr seconds kRunLimit{180};
+constexpr seconds kErrorLimit{60};
+const char* kMpirun = "/usr/bin/mpirun";
+const Args kMpirunEnvironment = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+
+bool HaveFashionMnist() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
+
+// Unique across runs and concurrent test processes: a run id's keys stay in its store, so ids never repeat.
+std::string UniqueName(const std::string& stem) {
+  static int counter = 0;
+  return fmt::format("{}_{}_{}_{}", stem, getpid(), counter++, Clock::now().time_since_epoch().count());
+}
+
+Args Concat(Args first, const Args& second) {
+  first.insert(first.end(), second.begin(), second.end());
+  return first;
+}
+
+milliseconds Remaining(Clock::time_point deadline) {
+  return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string Describe(const std::optional<int>& code) {
+  return code ? fmt::format("exit code {}", *code) : std::string("still running");
+}
+
+// A fresh directory, removed with its contents at the end of the test.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& stem)
+      : path_(fs::path(::testing::TempDir()) / UniqueName("lockstep_distributed_" + stem)) {
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+// The processes a test started; when the test has failed, it prints what each of them printed.
+class Processes {
+ public:
+  ~Processes() {
+    if (!::testing::Test::HasFailure()) return;
+    for (size_t i = 0; i < processes_.size(); ++i)
+      std::cout << fmt::format("----- process {} (pid {}) printed:\n{}\n", i, processes_[i]->pid(),
+                               processes_[i]->Output());
+  }
+  Process& Start(const Args& argv, const std::string& output_path, const Args& environment = {}) {
+    processes_.push_back(std::make_unique<Process>(argv, output_path, environment));
+    return *processes_.back();
+  }
+  Process& operator[](size_t i) { return *processes_[i]; }
+  size_t size() const { return processes_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<Process>> processes_;
+};
+
+// `lockstep train` on one CPU thread with the loopback interface between shards; later flags win.
+Args Train(const Args& flags) {
+  return Concat({LOCKSTEP_CLI_PATH, "train", "--use_cpu", "--threads", "1", "--distributed_interfaces", "lo"},
+                flags);
+}
+
+// Flags from (name, value) pairs.
+Args Flags(std::initializer_list<std::pair<const char*, std::string>> pairs) {
+  Args flags;
+  for (const auto& [name, value] : pairs) flags.insert(flags.end(), {name, value});
+  return flags;
+}
+
+// LeNet on Fashion-MNIST with momentum SGD, a checkpoint m_<epoch>.safetensors per epoch and the log in
+// `dir`.
+Args LeNet(const std::string& dir, int batch_size, int64_t epoch_size, int num_epochs) {
+  return Flags({{"--model", "lenet"},
+                {"--train_data", "fashion-mnist"},
+                {"--batch_size", std::to_string(batch_size)},
+                {"--epoch_size", std::to_string(epoch_size)},
+                {"--num_epochs", std::to_string(num_epochs)},
+                {"--base_learning_rate", "0.1"},
+                {"--momentum", "0.9"},
+                {"--save_model_name", "m"},
+                {"--file_store_path", dir},
+                {"--log_dir", dir}});
+}
+
+// LeNet on synthetic images, for runs whose data does not matter.
+Args NullData(const std::string& dir, int64_t epoch_size, int num_epochs) {
+  return Flags({{"--model", "lenet"},
+                {"--train_data", "null"},
+                {"--num_channels", "1"},
+                {"--image_size", "28"},
+                {"--num_labels", "10"},
+                {"--batch_size", "8"},
+                {"--epoch_size", std::to_string(epoch_size)},
+                {"--num_epochs", std::to_string(num_epochs)},
+                {"--file_store_path", dir},
+                {"--log_dir", dir}});
+}
+
+// Starts shards 0 .. num_shards - 1 of one run; shard k prints to "<output_stem>_shard<k>.out".
+void StartShards(Processes* run, const Args& flags, int num_shards, const std::string& output_stem) {
+  for (int k = 0; k < num_shards; ++k)
+    run->Start(
+        Train(Concat(flags, {"--num_shards", std::to_string(num_shards), "--shard_id", std::to_string(k)})),
+        fmt::format("{}_shard{}.out", output_stem, k));
+}
+
+// Every process exits with code 0 within `limit`; returns whether they all did.
+bool ExpectAllSucceed(Processes& run, milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  bool all = true;
+  for (size_t i = 0; i < run.size(); ++i) {
+    std::optional<int> code = run[i].Wait(Remaining(deadline));
+    EXPECT_TRUE(code && *code == 0) << "process " << i << ": " << Describe(code);
+    all = all && code && *code == 0;
+  }
+  return all;
+}
+
+// Waits until `path` exists; false if it did not appear within `limit` or a process of `run` ended first.
+bool WaitForFile(const std::string& path, Processes& run, milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (!fs::exists(path)) {
+    for (size_t i = 0; i < run.size(); ++i)
+      if (run[i].Wait(milliseconds(0))) return false;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return true;
+}
+
+// The one error line of a process's output: "lockstep: error: ..." or "lockstep: internal error: ...".
+std::string ErrorLine(const std::string& output) {
+  std::istringstream in(output);
+  std::string found;
+  int count = 0;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("lockstep: ", 0) == 0 && line.find("error: ") != std::string::npos) {
+      found = line;
+      ++count;
+    }
+  EXPECT_EQ(count, 1) << "error lines in:\n" << output;
+  return found;
+}
+
+// The process exits non-zero before `deadline` with one error line that contains each of `parts`.
+void ExpectError(Process& process, Clock::time_point deadline, const Args& parts) {
+  std::optional<int> code = process.Wait(Remaining(deadline));
+  ASSERT_TRUE(code) << "pid " << process.pid() << " still runs";
+  EXPECT_NE(*code, 0);
+  std::string line = ErrorLine(process.Output());
+  for (const auto& part : parts)
+    EXPECT_NE(line.find(part), std::string::npos) << "'" << part << "' not in: " << line;
+}
+
+struct Comparison {
+  double largest_relative = 0;  // largest ||actual - expected|| / ||expected|| over the float tensors
+  std::string worst_tensor;
+  bool bitwise = true;
+};
+
+// Compares every tensor of two checkpoints, which must hold the same names, shapes and types, equal non-float
+// tensors and the same training position.
+Comparison CompareCheckpoints(const std::string& actual_path, const std::string& expected_path) {
+  Comparison result;
+  SafetensorsFile actual = ReadSafetensors(actual_path), expected = ReadSafetensors(expected_path);
+  EXPECT_EQ(actual.tensors.size(), expected.tensors.size());
+  for (const char* key : {"model", "seed", "epochs_done", "iteration", "reader_position"})
+    EXPECT_EQ(actual.metadata[key], expected.metadata[key]) << key;
+  for (const auto& [name, want] : expected.tensors) {
+    auto it = actual.tensors.find(name);
+    if (it == actual.tensors.end()) {
+      ADD_FAILURE() << name << " is missing from " << actual_path;
+      continue;
+    }
+    const Tensor& got = it->second;
+    if (got.dtype() != want.dtype() || got.shape() != want.shape()) {
+      ADD_FAILURE() << name << " has shape " << ShapeToString(got.shape()) << " instead of "
+                    << ShapeToString(want.shape()) << " or another type";
+      continue;
+    }
+    const bool same_bytes = std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()) == 0;
+    result.bitwise = result.bitwise && same_bytes;
+    if (want.dtype() != DataType::kFloat) {
+      EXPECT_TRUE(same_bytes) << name;
+      continue;
+    }
+    const float* a = got.data<float>();
+    const float* b = want.data<float>();
+    double difference = 0, norm = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      difference += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+      norm += double{b[i]} * b[i];
+    }
+    double relative = difference == 0 ? 0 : std::sqrt(difference) / std::max(std::sqrt(norm), 1e-30);
+    if (result.worst_tensor.empty() || relative > result.largest_relative) {
+      result.largest_relative = relative;
+      result.worst_tensor = name;
+    }
+  }
+  return result;
+}
+
+// 20 steps on `num_shards` shards x 2 devices and on one process with one device, with the same global
+// batches: shard 0's checkpoint matches the single process's.
+void ExpectShardsMatchOneProcess(int num_shards, const Args& rendezvous_flags, const std::string& store) {
+  constexpr int kBatchPerDevice = 4, kDevices = 2, kSteps = 20;
+  const int shard_batch = kBatchPerDevice * kDevices, global_batch = shard_batch * num_shards;
+  const int64_t epoch_size = int64_t{kSteps} * global_batch;
+  ScratchDir one_dir("one_process"), shards_dir("shards");
+  Processes run;
+  run.Start(Train(LeNet(one_dir.str(), global_batch, epoch_size, 1)), one_dir / "one_process.out");
+  Args flags = Concat(LeNet(shards_dir.str(), shard_batch, epoch_size, 1),
+                      {"--num_gpus", std::to_string(kDevices), "--run_id", UniqueName("equivalence")});
+  StartShards(&run, Concat(flags, rendezvous_flags), num_shards, shards_dir / "run");
+  if (!ExpectAllSucceed(run, kRunLimit)) return;
+  Comparison c = CompareCheckpoints(shards_dir / "m_1.safetensors", one_dir / "m_1.safetensors");
+  std::cout << fmt::format(
+      "{} shards x {} devices through {} vs 1 process, global batch {}: "
+      "largest relative L2 difference {:.3g} ({}){}\n",
+      num_shards, kDevices, store, global_batch, c.largest_relative, c.worst_tensor,
+      c.bitwise ? ", bitwise equal" : "");
+  EXPECT_LE(c.largest_relative, 1e-5) << c.worst_tensor;
+}
+
+}  // namespace
+
+TEST(DistributedTrainer, ShardsMatchOneProcessThroughFileStore) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  ExpectShardsMatchOneProcess(2, {}, "the file store");
+  ExpectShardsMatchOneProcess(3, {}, "the file store");
+}
+
+TEST(DistributedTrainer, ShardsMatchOneProcessThroughRedis) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  if (!RedisServer::Available()) GTEST_SKIP() << "redis-server is not installed";
+  RedisServer redis;
+  const Args flags = {"--redis_host", "127.0.0.1", "--redis_port", std::to_string(redis.port())};
+  ExpectShardsMatchOneProcess(2, flags, "Redis");
+  ExpectShardsMatchOneProcess(3, flags, "Redis");
+}
+
+TEST(DistributedTrainer, KilledShardEndsRunAndResumedRunMatchesUninterruptedOne) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  // 96 steps an epoch, about a second: a kill shortly after the first checkpoint lands inside epoch 2.
+  constexpr int kBatch = 16, kEpochs = 3, kTimeout = 5;
+  constexpr int64_t kEpochSize = 3072;
+  ScratchDir full_dir("uninterrupted"), killed_dir("killed"), resumed_dir("resumed");
+  auto flags = [&](const ScratchDir& dir) {
+    return Concat(LeNet(dir.str(), kBatch, kEpochSize, kEpochs),
+                  {"--timeout", std::to_string(kTimeout), "--run_id", UniqueName("resume")});
+  };
+
+  Processes full;
+  StartShards(&full, flags(full_dir), 2, full_dir / "run");
+  ASSERT_TRUE(ExpectAllSucceed(full, kRunLimit));
+
+  Processes killed;
+  StartShards(&killed, flags(killed_dir), 2, killed_dir / "run");
+  ASSERT_TRUE(WaitForFile(killed_dir / "m_1.safetensors", killed, kRunLimit)) << "no checkpoint of epoch 1";
+  std::this_thread::sleep_for(milliseconds(300));
+  killed[1].Signal(SIGKILL);
+  const auto kill_time = Clock::now();
+  std::optional<int> code = killed[0].Wait(seconds(kTimeout + 5));
+  const double seconds_to_exit = SecondsSince(kill_time);
+  ASSERT_TRUE(code) << "shard 0 still runs " << kTimeout + 5 << " s after shard 1 was killed";
+  EXPECT_NE(*code, 0);
+  std::string line = ErrorLine(killed[0].Output());
+  EXPECT_NE(line.find("shard 1"), std::string::npos) << line;
+  EXPECT_NE(line.find("Allreduce"), std::string::npos) << line;
+  EXPECT_FALSE(fs::exists(killed_dir / "m_2.safetensors")) << "the kill came after epoch 2";
+  EXPECT_EQ(killed[1].Wait(seconds(10)), std::optional<int>(128 + SIGKILL));
+  std::cout << fmt::format("shard 0 exited {:.2f} s after shard 1 was killed: {}\n", seconds_to_exit, line);
+
+  Processes resumed;
+  StartShards(&resumed, Concat(flags(resumed_dir), {"--load_model_path", killed_dir / "m_1.safetensors"}), 2,
+              resumed_dir / "run");
+  if (!ExpectAllSucceed(resumed, kRunLimit)) return;
+  Comparison c = CompareCheckpoints(resumed_dir / "m_3.safetensors", full_dir / "m_3.safetensors");
+  std::cout << fmt::format("resumed vs uninterrupted epoch-3 checkpoint: {}\n",
+                           c.bitwise ? std::string("bitwise equal")
+                                     : fmt::format("largest relative L2 difference {:.3g} ({})",
+                                                   c.largest_relative, c.worst_tensor));
+  EXPECT_LE(c.largest_relative, 1e-6) << c.worst_tensor;
+}
+
+TEST(DistributedTrainer, StalledShardEndsRunNamingIt) {
+  constexpr int kTimeout = 3;
+  ScratchDir dir("stall");
+  // Epochs of 30 steps, checkpointed; far more epochs than the run lasts once shard 2 stops.
+  Args flags = Concat(NullData(dir.str(), 30 * 8 * 3, 100),
+                      {"--save_model_name", "m", "--timeout", std::to_string(kTimeout),
+                       "--first_iter_timeout", "60", "--run_id", UniqueName("stall")});
+  Processes run;
+  StartShards(&run, flags, 3, dir / "run");
+  ASSERT_TRUE(WaitForFile(dir / "m_1.safetensors", run, kRunLimit)) << "no checkpoint of epoch 1";
+  run[2].Signal(SIGSTOP);
+  const auto stop_time = Clock::now();
+  const auto deadline = stop_time + seconds(kTimeout + 5);
+  for (int k = 0; k < 2; ++k) {
+    ExpectError(run[k], deadline, {"shard 2"});
+    std::cout << fmt::format("shard {} exited {:.2f} s after shard 2 was stopped: {}\n", k,
+                             SecondsSince(stop_time), ErrorLine(run[k].Output()));
+  }
+  run[2].Signal(SIGKILL);
+  EXPECT_EQ(run[2].Wait(seconds(10)), std::optional<int>(128 + SIGKILL));
+}
+
+TEST(DistributedTrainerInput, MismatchedModelsStopEveryShard) {
+  ScratchDir dir("mismatch");
+  Args flags =
+      Concat(NullData(dir.str(), 16, 1), {"--first_iter_timeout", "30", "--run_id", UniqueName("mismatch")});
+  Processes run;
+  run.Start(Train(Concat(flags, {"--num_shards", "2", "--shard_id", "0"})), dir / "shard0.out");
+  run.Start(Train(Concat(flags, {"--num_shards", "2", "--shard_id", "1", "--num_labels", "12"})),
+            dir / "shard1.out");
+  const auto deadline = Clock::now() + kErrorLimit;
+  for (int k = 0; k < 2; ++k) ExpectError(run[k], deadline, {"differ", "parameter"});
+}
+
+TEST(DistributedTrainerInput, ShardIdOutOfRange) {
+  ScratchDir dir("shard_id");
+  Processes run;
+  run.Start(Train(Concat(NullData(dir.str(), 16, 1),
+                         {"--num_shards", "2", "--shard_id", "2", "--run_id", UniqueName("range")})),
+            dir / "out");
+  ExpectError(run[0], Clock::now() + kErrorLimit, {"--shard_id"});
+}
+
+TEST(DistributedTrainerInput, DuplicateShardIds) {
+  constexpr int kFirstIterTimeout = 3;
+  ScratchDir dir("duplicate");
+  const std::string store = dir / "store";
+  fs::create_directories(store);
+  Args flags = Concat(NullData(store, 16, 1),
+                      {"--log_dir", dir.str(), "--num_shards", "2", "--shard_id", "0", "--first_iter_timeout",
+                       std::to_string(kFirstIterTimeout), "--run_id", UniqueName("duplicate")});
+  Processes run;
+  const auto first_start = Clock::now();
+  run.Start(Train(flags), dir / "first.out");
+  // The second starts once the first has claimed shard 0: the store's first key.
+  auto claimed = [&] {
+    for (const auto& entry : fs::directory_iterator(store))
+      if (entry.path().filename().string()[0] != '.') return true;
+    return false;
+  };
+  for (auto until = Clock::now() + kErrorLimit; !claimed() && Clock::now() < until;)
+    if (run[0].Wait(milliseconds(10))) break;  // it ended: the assertion below reports it
+  ASSERT_TRUE(claimed()) << "the first process never claimed shard 0";
+  run.Start(Train(flags), dir / "second.out");
+  ExpectError(run[1], Clock::now() + kErrorLimit, {"already held"});
+  ExpectError(run[0], first_start + seconds(kFirstIterTimeout + 5), {"did not join"});
+}
+
+TEST(DistributedTrainerInput, UnreachableRedis) {
+  ScratchDir dir("no_redis");
+  Processes run;
+  run.Start(Train(Concat(NullData(dir.str(), 16, 1),
+                         {"--num_shards", "2", "--shard_id", "0", "--run_id", UniqueName("no_redis"),
+                          "--redis_host", "127.0.0.1", "--redis_port", std::to_string(FreeLoopbackPort())})),
+            dir / "out");
+  ExpectError(run[0], Clock::now() + kErrorLimit, {"cannot reach Redis"});
+}
+
+TEST(DistributedTrainerInput, RunIdReusedAfterFinishedRun) {
+  ScratchDir dir("reuse");
+  Args flags =
+      Concat(NullData(dir.str(), 16, 1), {"--first_iter_timeout", "30", "--run_id", UniqueName("reuse")});
+  Processes finished;
+  StartShards(&finished, flags, 2, dir / "finished");
+  ASSERT_TRUE(ExpectAllSucceed(finished, kRunLimit));
+  Processes again;
+  StartShards(&again, flags, 2, dir / "again");
+  const auto deadline = Clock::now() + kErrorLimit;
+  for (int k = 0; k < 2; ++k) ExpectError(again[k], deadline, {"fresh --run_id"});
+}
+
+TEST(DistributedTrainerInput, RunIdRequiredWithManyShards) {
+  ScratchDir dir("no_run_id");
+  Processes run;
+  run.Start(Train(Concat(NullData(dir.str(), 16, 1), {"--num_shards", "2", "--shard_id", "0"})), dir / "out");
+  ExpectError(run[0], Clock::now() + kErrorLimit, {"--run_id is required"});
+}
+
+TEST(DistributedTrainer, MpirunShardsMatchHandStartedShards) {
+  if (access(kMpirun, X_OK) != 0) GTEST_SKIP() << "mpirun is not installed";
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  ScratchDir mpirun_dir("mpirun"), hand_dir("by_hand");
+  constexpr int kBatch = 8, kSteps = 20;
+  Processes run;
+  // No --num_shards or --shard_id: mpirun's ranks give them.
+  run.Start(Concat({kMpirun, "-np", "2", "--oversubscribe"},
+                   Train(Concat(LeNet(mpirun_dir.str(), kBatch, kSteps * kBatch * 2, 1),
+                                {"--run_id", UniqueName("mpirun")}))),
+            mpirun_dir / "mpirun.out", kMpirunEnvironment);
+  StartShards(&run,
+              Concat(LeNet(hand_dir.str(), kBatch, kSteps * kBatch * 2, 1), {"--run_id", UniqueName("hand")}),
+              2, hand_dir / "run");
+  if (!ExpectAllSucceed(run, kRunLimit)) return;
+  Comparison c = CompareCheckpoints(mpirun_dir / "m_1.safetensors", hand_dir / "m_1.safetensors");
+  std::cout << fmt::format("mpirun vs hand-started shards: {}\n",
+                           c.bitwise ? std::string("bitwise equal")
+                                     : fmt::format("largest relative L2 difference {:.3g} ({})",
+                                                   c.largest_relative, c.worst_tensor));
+  EXPECT_TRUE(c.bitwise) << "largest relative L2 difference " << c.largest_relative << " in "
+                         << c.worst_tensor;
+}
+
+TEST(DistributedTrainer, MpirunRejectsContradictingShardId) {
+  if (access(kMpirun, X_OK) != 0) GTEST_SKIP() << "mpirun is not installed";
+  ScratchDir dir("mpirun_shard_id");
+  Processes run;
+  // Rank 1 is told --shard_id 0; rank 0 agrees and gives up waiting for a shard 1 within the bound.
+  run.Start(Concat({kMpirun, "-np", "2", "--oversubscribe"},
+                   Train(Concat(NullData(dir.str(), 16, 1), {"--shard_id", "0", "--first_iter_timeout", "10",
+                                                             "--run_id", UniqueName("mpirun_shard_id")}))),
+            dir / "mpirun.out", kMpirunEnvironment);
+  std::optional<int> code = run[0].Wait(kErrorLimit);
+  ASSERT_TRUE(code) << "mpirun still runs";
+  EXPECT_NE(*code, 0);
+  EXPECT_NE(run[0].Output().find("lockstep: error: --shard_id 0 contradicts mpirun"), std::string::npos);
+}
+
+}  // namespace lockstep::testing
