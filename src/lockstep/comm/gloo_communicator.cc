@@ -1,7 +1,8 @@
 // Each network interface is a rail with two Gloo contexts over the same peers: one whose pairs wait up to
 // first_iter_timeout (the initial broadcast and the first step) and one whose pairs wait up to timeout (Gloo
 // fixes a pair's timeout when it is created). Allreduce algorithms are built once per buffer and context and
-// reused, as Gloo intends; every shard builds them in the same order, so their slots agree.
+// reused, as Gloo intends; every shard builds them in the same order, so their slots agree. Buffers must
+// therefore outlive the communicator's use of them (the Allreduce op's buckets do).
 #include "lockstep/comm/gloo_communicator.h"
 
 #include <gloo/allreduce_bcube.h>
@@ -10,8 +11,7 @@
 #include <gloo/allreduce_ring_chunked.h>
 #include <gloo/broadcast_one_to_all.h>
 #include <gloo/common/error.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/context.h>
 #include <gloo/transport/ibverbs/device.h>
 #include <gloo/transport/tcp/device.h>
 
@@ -84,6 +84,55 @@ std::shared_ptr<gloo::transport::Device> NewDevice(const std::string& transport,
                                    GlooMessage(e.what())));
   }
 }
+
+// A full mesh of Gloo pairs, connected through the rendezvous (as gloo::rendezvous::Context::connectFullMesh
+// does through a store). It also records every address this shard's pairs go by, before and after connecting,
+// because a Gloo error names the peer by whichever of them it saw.
+class MeshContext : public gloo::Context {
+ public:
+  MeshContext(int rank, int size) : gloo::Context(rank, size) {}
+
+  void Connect(Rendezvous* rendezvous, const std::string& key, const std::shared_ptr<gloo::transport::Device>& device,
+               std::chrono::milliseconds timeout, std::string* addresses) {
+    setTimeout(timeout);
+    auto transport = device->createContext(rank, size);
+    transport->setTimeout(timeout);
+    std::string mine;  // line i: the hex bytes of the address this shard's pair for shard i listens on
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer != rank) {
+        auto& pair = transport->createPair(peer);
+        mine += Hex(pair->address().bytes());
+        *addresses += pair->address().str() + "\n";
+      }
+      mine += "\n";
+    }
+    std::vector<std::string> all = rendezvous->AllGather(key, mine);
+    for (int peer = 0; peer < size; ++peer)
+      if (peer != rank) transport->getPair(peer)->connect(Unhex(Line(all[peer], rank)));
+    for (int peer = 0; peer < size; ++peer)
+      if (peer != rank) *addresses += transport->getPair(peer)->address().str() + "\n";
+    device_ = device;
+    transportContext_ = std::move(transport);
+  }
+
+ private:
+  static std::string Hex(const std::vector<char>& bytes) {
+    std::string out;
+    for (char c : bytes) out += fmt::format("{:02x}", static_cast<unsigned char>(c));
+    return out;
+  }
+  static std::vector<char> Unhex(const std::string& hex) {
+    std::vector<char> bytes;
+    for (size_t i = 0; i + 1 < hex.size(); i += 2)
+      bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    return bytes;
+  }
+  static std::string Line(const std::string& text, int index) {
+    size_t begin = 0;
+    for (int i = 0; i < index; ++i) begin = text.find('\n', begin) + 1;
+    return text.substr(begin, text.find('\n', begin) - begin);
+  }
+};
 
 // One network interface with its two contexts and the allreduces built on each.
 struct Rail {
@@ -158,26 +207,22 @@ GlooCommunicator::~GlooCommunicator() = default;
 void GlooCommunicator::State::Connect() {
   const int rank = rendezvous->shard(), size = rendezvous->num_shards();
   LOCKSTEP_ENFORCE_EQ(size, num_shards, "the communicator was opened for another number of shards");
+  const std::chrono::milliseconds timeouts[2] = {options.first_iter_timeout, options.timeout};
   std::string addresses;
   for (size_t r = 0; r < rails.size(); ++r) {
-    Rail& rail = rails[r];
-    try {
-      gloo::rendezvous::PrefixStore store(fmt::format("rail{}", r), rendezvous->store());
-      auto setup = std::make_shared<gloo::rendezvous::Context>(rank, size);
-      setup->setTimeout(options.first_iter_timeout);
-      setup->connectFullMesh(store, rail.device);
-      // The steady context's pairs get the steady timeout, exchanging addresses over the setup context.
-      setup->setTimeout(options.timeout);
-      rail.contexts[kSteady] = gloo::rendezvous::ContextFactory(setup).makeContext(rail.device);
-      setup->setTimeout(options.first_iter_timeout);
-      rail.contexts[kSetup] = setup;
-    } catch (const std::exception& e) {
-      throw IoError(fmt::format("shard {}: connecting to the other shards of {} over {} failed: {}", rank,
-                                rendezvous->description(), rail.name, GlooMessage(e.what())));
+    for (int phase : {kSetup, kSteady}) {
+      auto context = std::make_shared<MeshContext>(rank, size);
+      try {
+        context->Connect(rendezvous.get(), fmt::format("rail{}/context{}", r, phase), rails[r].device,
+                         timeouts[phase], &addresses);
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception& e) {
+        throw IoError(fmt::format("shard {}: connecting to the other shards of {} over {} failed: {}", rank,
+                                  rendezvous->description(), rails[r].name, GlooMessage(e.what())));
+      }
+      rails[r].contexts[phase] = context;
     }
-    for (const auto& context : rail.contexts)
-      for (int peer = 0; peer < size; ++peer)
-        if (peer != rank) addresses += context->getPair(peer)->address().str() + "\n";
   }
   std::vector<std::string> all = rendezvous->AllGather("addresses", addresses);
   for (int shard = 0; shard < size; ++shard) {
@@ -191,6 +236,15 @@ void GlooCommunicator::State::Connect() {
 
 int GlooCommunicator::rank() const { return state_->rendezvous ? state_->rendezvous->shard() : 0; }
 int GlooCommunicator::size() const { return state_->rendezvous ? state_->rendezvous->num_shards() : 1; }
+
+void GlooCommunicator::Close() {
+  State& s = *state_;
+  if (!s.rendezvous || s.rails.empty()) return;
+  // Gloo fails a peer's receive when this shard's sockets close, even after the data arrived: wait until
+  // every shard is done with its collectives.
+  s.rendezvous->AllGather("end of run", "", s.options.timeout);
+  s.rails.clear();
+}
 
 void GlooCommunicator::EndFirstIteration() {
   state_->phase = kSteady;
@@ -233,9 +287,14 @@ void GlooCommunicator::State::Collective(const char* name, size_t bytes, size_t 
 // waiting for another one, so the reports on the failure board are followed to the shard that failed first.
 std::string GlooCommunicator::State::Blame(const std::string& operation, const std::string& message) {
   const int me = rendezvous->shard();
-  int suspect = -1;
+  const int size = rendezvous->num_shards();
+  int suspect = size == 2 ? 1 - me : -1;
   for (const auto& [address, shard] : shard_of_address)
     if (message.find(address) != std::string::npos) suspect = shard;
+  for (int shard = 0; shard < size && suspect < 0; ++shard) {  // unknown peer: one that stopped on its own error
+    auto report = shard == me ? std::nullopt : rendezvous->FailureOf(shard);
+    if (report && report->suspect < 0) suspect = shard;
+  }
   const bool timed_out = message.find("imeout") != std::string::npos || message.find("imed out") != std::string::npos;
   const auto waited = phase == kSetup ? options.first_iter_timeout : options.timeout;
   std::string kind = timed_out ? fmt::format("sent nothing for {} s: it is stalled, or slower than --timeout allows",
@@ -250,7 +309,7 @@ std::string GlooCommunicator::State::Blame(const std::string& operation, const s
   while (!visited.count(culprit)) {
     auto report = rendezvous->FailureOf(culprit);
     if (!report) {
-      if (Clock::now() >= deadline) break;
+      if (Clock::now() >= deadline || rendezvous->Exited(culprit)) break;  // it will not report
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }

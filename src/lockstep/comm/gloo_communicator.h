@@ -46,6 +46,9 @@ class GlooCommunicator : public Communicator {
   void Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) override;
 
   void EndFirstIteration();
+  // Waits (up to timeout) until every shard has finished its collectives, then disconnects. Call it at the end
+  // of a successful run; after an error, destroying the communicator is enough.
+  void Close();
 
  private:
   struct State;

@@ -142,7 +142,7 @@ std::vector<int> Rendezvous::WaitForAll(const std::string& key, std::chrono::mil
       // Shards that will never publish: those that stopped on an error, and those on this host that exited.
       if (auto failure = FailureOf(i))
         throw IoError(fmt::format("shard {}: shard {} stopped on an error: {}", options_.shard_id, i, failure->what));
-      if (!holders_.empty() && Holder::Parse(holders_[i]).DeadHere())
+      if (Exited(i))
         throw IoError(fmt::format("shard {}: shard {} ({}) exited before publishing its {}", options_.shard_id, i,
                                   Holder::Parse(holders_[i]).Describe(), key));
       still.push_back(i);
@@ -191,17 +191,23 @@ void Rendezvous::Join() {
   }
 }
 
-std::vector<std::string> Rendezvous::AllGather(const std::string& key, const std::string& value) {
-  Set(fmt::format("{}/{}", key, options_.shard_id), value);
-  std::vector<int> missing = WaitForAll(key, options_.timeout);
+std::vector<std::string> Rendezvous::AllGather(const std::string& key, const std::string& value,
+                                               std::optional<std::chrono::milliseconds> timeout) {
+  // Stored with a leading 'v': Gloo's FileStore cannot hold an empty value.
+  Set(fmt::format("{}/{}", key, options_.shard_id), "v" + value);
+  const auto limit = timeout.value_or(options_.timeout);
+  std::vector<int> missing = WaitForAll(key, limit);
   if (!missing.empty())
     throw IoError(fmt::format("shard {}: shard {} did not publish its {} within {} s ({}); it stopped or was "
                               "killed",
-                              options_.shard_id, ShardList(missing), key, options_.timeout.count() / 1000,
-                              description_));
+                              options_.shard_id, ShardList(missing), key, limit.count() / 1000, description_));
   std::vector<std::string> values;
-  for (int i = 0; i < options_.num_shards; ++i) values.push_back(Get(fmt::format("{}/{}", key, i)));
+  for (int i = 0; i < options_.num_shards; ++i) values.push_back(Get(fmt::format("{}/{}", key, i)).substr(1));
   return values;
+}
+
+bool Rendezvous::Exited(int shard) const {
+  return shard >= 0 && shard < static_cast<int>(holders_.size()) && Holder::Parse(holders_[shard]).DeadHere();
 }
 
 void Rendezvous::ReportFailure(int suspect, const std::string& what) {

@@ -43,8 +43,9 @@ class Rendezvous {
   gloo::rendezvous::Store& store() { return *store_; }
 
   // Publishes this shard's value under `key` and returns every shard's, in shard order. Throws IoError naming
-  // the shards that did not publish theirs within the timeout.
-  std::vector<std::string> AllGather(const std::string& key, const std::string& value);
+  // the shards that did not publish theirs within `timeout` (default: the rendezvous' timeout).
+  std::vector<std::string> AllGather(const std::string& key, const std::string& value,
+                                     std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   // A failure board: a shard that stops on an error says why and which shard it suspects (-1: none), so the
   // others can tell the shard that failed first from those that only stopped waiting for it.
@@ -54,6 +55,8 @@ class Rendezvous {
     std::string what;
   };
   std::optional<Failure> FailureOf(int shard);
+  // True when `shard` ran on this host and its process has exited (known once every shard has joined).
+  bool Exited(int shard) const;
 
  private:
   bool Exists(const std::string& key);

@@ -293,10 +293,12 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
       std::string path = CheckpointPath(config.file_store_path, config.save_model_name, state.epochs_done);
       SaveCheckpoint(path, ws, scope, models.parallel.state_blobs, state);
       fmt::print("saved checkpoint {}\n", path);
+      std::fflush(stdout);
     }
     result.last_test_accuracy = record.test_accuracy;
     result.last_loss = record.loss;
   }
+  if (gloo) gloo->Close();
   return result;
 }
 
