@@ -20,6 +20,7 @@
 
 #include "lockstep/train/safetensors.h"
 #include "processes.h"
+#include "shards.h"
 #include "test_util.h"
 
 namespace lockstep::testing {
@@ -63,24 +64,6 @@ double SecondsSince(Clock::time_point start) {
 std::string Describe(const std::optional<int>& code) {
   return code ? fmt::format("exit code {}", *code) : std::string("still running");
 }
-
-// A fresh directory, removed with its contents at the end of the test.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& stem)
-      : path_(fs::path(::testing::TempDir()) / UniqueName("lockstep_distributed_" + stem)) {
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
 
 // The processes a test started; when the test has failed, it prints what each of them printed.
 class Processes {
@@ -254,10 +237,10 @@ void ExpectShardsMatchOneProcess(int num_shards, const Args& rendezvous_flags, c
   constexpr int kBatchPerDevice = 4, kDevices = 2, kSteps = 20;
   const int shard_batch = kBatchPerDevice * kDevices, global_batch = shard_batch * num_shards;
   const int64_t epoch_size = int64_t{kSteps} * global_batch;
-  ScratchDir one_dir("one_process"), shards_dir("shards");
+  TempDirectory one_dir, shards_dir;
   Processes run;
-  run.Start(Train(LeNet(one_dir.str(), global_batch, epoch_size, 1)), one_dir / "one_process.out");
-  Args flags = Concat(LeNet(shards_dir.str(), shard_batch, epoch_size, 1),
+  run.Start(Train(LeNet(one_dir.path(), global_batch, epoch_size, 1)), one_dir / "one_process.out");
+  Args flags = Concat(LeNet(shards_dir.path(), shard_batch, epoch_size, 1),
                       {"--num_gpus", std::to_string(kDevices), "--run_id", UniqueName("equivalence")});
   StartShards(&run, Concat(flags, rendezvous_flags), num_shards, shards_dir / "run");
   if (!ExpectAllSucceed(run, kRunLimit)) return;
@@ -292,9 +275,9 @@ TEST(DistributedTrainer, KilledShardEndsRunAndResumedRunMatchesUninterruptedOne)
   // 96 steps an epoch, about a second: a kill shortly after the first checkpoint lands inside epoch 2.
   constexpr int kBatch = 16, kEpochs = 3, kTimeout = 5;
   constexpr int64_t kEpochSize = 3072;
-  ScratchDir full_dir("uninterrupted"), killed_dir("killed"), resumed_dir("resumed");
-  auto flags = [&](const ScratchDir& dir) {
-    return Concat(LeNet(dir.str(), kBatch, kEpochSize, kEpochs),
+  TempDirectory full_dir, killed_dir, resumed_dir;
+  auto flags = [&](const TempDirectory& dir) {
+    return Concat(LeNet(dir.path(), kBatch, kEpochSize, kEpochs),
                   {"--timeout", std::to_string(kTimeout), "--run_id", UniqueName("resume")});
   };
 
@@ -333,9 +316,9 @@ TEST(DistributedTrainer, KilledShardEndsRunAndResumedRunMatchesUninterruptedOne)
 
 TEST(DistributedTrainer, StalledShardEndsRunNamingIt) {
   constexpr int kTimeout = 3;
-  ScratchDir dir("stall");
+  TempDirectory dir;
   // Epochs of 30 steps, checkpointed; far more epochs than the run lasts once shard 2 stops.
-  Args flags = Concat(NullData(dir.str(), 30 * 8 * 3, 100),
+  Args flags = Concat(NullData(dir.path(), 30 * 8 * 3, 100),
                       {"--save_model_name", "m", "--timeout", std::to_string(kTimeout),
                        "--first_iter_timeout", "60", "--run_id", UniqueName("stall")});
   Processes run;
@@ -354,9 +337,9 @@ TEST(DistributedTrainer, StalledShardEndsRunNamingIt) {
 }
 
 TEST(DistributedTrainerInput, MismatchedModelsStopEveryShard) {
-  ScratchDir dir("mismatch");
+  TempDirectory dir;
   Args flags =
-      Concat(NullData(dir.str(), 16, 1), {"--first_iter_timeout", "30", "--run_id", UniqueName("mismatch")});
+      Concat(NullData(dir.path(), 16, 1), {"--first_iter_timeout", "30", "--run_id", UniqueName("mismatch")});
   Processes run;
   run.Start(Train(Concat(flags, {"--num_shards", "2", "--shard_id", "0"})), dir / "shard0.out");
   run.Start(Train(Concat(flags, {"--num_shards", "2", "--shard_id", "1", "--num_labels", "12"})),
@@ -366,9 +349,9 @@ TEST(DistributedTrainerInput, MismatchedModelsStopEveryShard) {
 }
 
 TEST(DistributedTrainerInput, ShardIdOutOfRange) {
-  ScratchDir dir("shard_id");
+  TempDirectory dir;
   Processes run;
-  run.Start(Train(Concat(NullData(dir.str(), 16, 1),
+  run.Start(Train(Concat(NullData(dir.path(), 16, 1),
                          {"--num_shards", "2", "--shard_id", "2", "--run_id", UniqueName("range")})),
             dir / "out");
   ExpectError(run[0], Clock::now() + kErrorLimit, {"--shard_id"});
@@ -376,11 +359,11 @@ TEST(DistributedTrainerInput, ShardIdOutOfRange) {
 
 TEST(DistributedTrainerInput, DuplicateShardIds) {
   constexpr int kFirstIterTimeout = 3;
-  ScratchDir dir("duplicate");
+  TempDirectory dir;
   const std::string store = dir / "store";
   fs::create_directories(store);
   Args flags = Concat(NullData(store, 16, 1),
-                      {"--log_dir", dir.str(), "--num_shards", "2", "--shard_id", "0", "--first_iter_timeout",
+                      {"--log_dir", dir.path(), "--num_shards", "2", "--shard_id", "0", "--first_iter_timeout",
                        std::to_string(kFirstIterTimeout), "--run_id", UniqueName("duplicate")});
   Processes run;
   const auto first_start = Clock::now();
@@ -400,9 +383,9 @@ TEST(DistributedTrainerInput, DuplicateShardIds) {
 }
 
 TEST(DistributedTrainerInput, UnreachableRedis) {
-  ScratchDir dir("no_redis");
+  TempDirectory dir;
   Processes run;
-  run.Start(Train(Concat(NullData(dir.str(), 16, 1),
+  run.Start(Train(Concat(NullData(dir.path(), 16, 1),
                          {"--num_shards", "2", "--shard_id", "0", "--run_id", UniqueName("no_redis"),
                           "--redis_host", "127.0.0.1", "--redis_port", std::to_string(FreeLoopbackPort())})),
             dir / "out");
@@ -410,9 +393,9 @@ TEST(DistributedTrainerInput, UnreachableRedis) {
 }
 
 TEST(DistributedTrainerInput, RunIdReusedAfterFinishedRun) {
-  ScratchDir dir("reuse");
+  TempDirectory dir;
   Args flags =
-      Concat(NullData(dir.str(), 16, 1), {"--first_iter_timeout", "30", "--run_id", UniqueName("reuse")});
+      Concat(NullData(dir.path(), 16, 1), {"--first_iter_timeout", "30", "--run_id", UniqueName("reuse")});
   Processes finished;
   StartShards(&finished, flags, 2, dir / "finished");
   ASSERT_TRUE(ExpectAllSucceed(finished, kRunLimit));
@@ -423,25 +406,25 @@ TEST(DistributedTrainerInput, RunIdReusedAfterFinishedRun) {
 }
 
 TEST(DistributedTrainerInput, RunIdRequiredWithManyShards) {
-  ScratchDir dir("no_run_id");
+  TempDirectory dir;
   Processes run;
-  run.Start(Train(Concat(NullData(dir.str(), 16, 1), {"--num_shards", "2", "--shard_id", "0"})), dir / "out");
+  run.Start(Train(Concat(NullData(dir.path(), 16, 1), {"--num_shards", "2", "--shard_id", "0"})), dir / "out");
   ExpectError(run[0], Clock::now() + kErrorLimit, {"--run_id is required"});
 }
 
 TEST(DistributedTrainer, MpirunShardsMatchHandStartedShards) {
   if (access(kMpirun, X_OK) != 0) GTEST_SKIP() << "mpirun is not installed";
   if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  ScratchDir mpirun_dir("mpirun"), hand_dir("by_hand");
+  TempDirectory mpirun_dir, hand_dir;
   constexpr int kBatch = 8, kSteps = 20;
   Processes run;
   // No --num_shards or --shard_id: mpirun's ranks give them.
   run.Start(Concat({kMpirun, "-np", "2", "--oversubscribe"},
-                   Train(Concat(LeNet(mpirun_dir.str(), kBatch, kSteps * kBatch * 2, 1),
+                   Train(Concat(LeNet(mpirun_dir.path(), kBatch, kSteps * kBatch * 2, 1),
                                 {"--run_id", UniqueName("mpirun")}))),
             mpirun_dir / "mpirun.out", kMpirunEnvironment);
   StartShards(&run,
-              Concat(LeNet(hand_dir.str(), kBatch, kSteps * kBatch * 2, 1), {"--run_id", UniqueName("hand")}),
+              Concat(LeNet(hand_dir.path(), kBatch, kSteps * kBatch * 2, 1), {"--run_id", UniqueName("hand")}),
               2, hand_dir / "run");
   if (!ExpectAllSucceed(run, kRunLimit)) return;
   Comparison c = CompareCheckpoints(mpirun_dir / "m_1.safetensors", hand_dir / "m_1.safetensors");
@@ -455,11 +438,11 @@ TEST(DistributedTrainer, MpirunShardsMatchHandStartedShards) {
 
 TEST(DistributedTrainer, MpirunRejectsContradictingShardId) {
   if (access(kMpirun, X_OK) != 0) GTEST_SKIP() << "mpirun is not installed";
-  ScratchDir dir("mpirun_shard_id");
+  TempDirectory dir;
   Processes run;
   // Rank 1 is told --shard_id 0; rank 0 agrees and gives up waiting for a shard 1 within the bound.
   run.Start(Concat({kMpirun, "-np", "2", "--oversubscribe"},
-                   Train(Concat(NullData(dir.str(), 16, 1), {"--shard_id", "0", "--first_iter_timeout", "10",
+                   Train(Concat(NullData(dir.path(), 16, 1), {"--shard_id", "0", "--first_iter_timeout", "10",
                                                              "--run_id", UniqueName("mpirun_shard_id")}))),
             dir / "mpirun.out", kMpirunEnvironment);
   std::optional<int> code = run[0].Wait(kErrorLimit);

@@ -13,27 +13,13 @@
 #include <thread>
 
 #include "lockstep/core/enforce.h"
+#include "shards.h"
 
 namespace lockstep::testing {
 namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::seconds;
-
-// An empty directory for one job's file store, removed afterwards.
-class StoreDirectory {
- public:
-  StoreDirectory() {
-    std::string pattern = ::testing::TempDir() + "/gloo_XXXXXX";
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
-    path_ = pattern;
-  }
-  ~StoreDirectory() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 GlooOptions Loopback(const std::string& algorithm = "auto", std::vector<std::string> interfaces = {"lo"}) {
   GlooOptions options;
@@ -44,7 +30,7 @@ GlooOptions Loopback(const std::string& algorithm = "auto", std::vector<std::str
   return options;
 }
 
-std::shared_ptr<Rendezvous> Join(const StoreDirectory& store, int shards, int shard) {
+std::shared_ptr<Rendezvous> Join(const TempDirectory& store, int shards, int shard) {
   RendezvousOptions options;
   options.num_shards = shards;
   options.shard_id = shard;
@@ -54,31 +40,10 @@ std::shared_ptr<Rendezvous> Join(const StoreDirectory& store, int shards, int sh
   return std::make_shared<Rendezvous>(options);
 }
 
-// One thread per shard: each joins a fresh job and runs body(shard, rendezvous). Throws one error listing
-// every shard's exception.
+// One thread per shard, each joined to a fresh job on a file store.
 void OnShards(int shards, const std::function<void(int, std::shared_ptr<Rendezvous>)>& body) {
-  StoreDirectory store;
-  std::vector<std::exception_ptr> errors(shards);
-  std::vector<std::thread> threads;
-  for (int shard = 0; shard < shards; ++shard)
-    threads.emplace_back([&, shard] {
-      try {
-        body(shard, Join(store, shards, shard));
-      } catch (...) {
-        errors[shard] = std::current_exception();
-      }
-    });
-  for (auto& thread : threads) thread.join();
-  std::string messages;
-  for (int shard = 0; shard < shards; ++shard) {
-    if (!errors[shard]) continue;
-    try {
-      std::rethrow_exception(errors[shard]);
-    } catch (const std::exception& e) {
-      messages += fmt::format("\n  thread {}: {}", shard, e.what());
-    }
-  }
-  if (!messages.empty()) throw std::runtime_error("threads failed:" + messages);
+  TempDirectory store;
+  lockstep::testing::OnShards(shards, [&](int shard) { body(shard, Join(store, shards, shard)); });
 }
 
 // The same, with a connected communicator.

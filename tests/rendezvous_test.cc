@@ -18,37 +18,13 @@
 
 #include "lockstep/core/enforce.h"
 #include "processes.h"
+#include "shards.h"
 
 namespace lockstep::testing {
 namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::seconds;
-
-// Runs body(shard) on one thread per shard, all at once; throws one error listing every shard's exception.
-void OnShards(int shards, const std::function<void(int)>& body) {
-  std::vector<std::exception_ptr> errors(shards);
-  std::vector<std::thread> threads;
-  for (int shard = 0; shard < shards; ++shard)
-    threads.emplace_back([&, shard] {
-      try {
-        body(shard);
-      } catch (...) {
-        errors[shard] = std::current_exception();
-      }
-    });
-  for (auto& thread : threads) thread.join();
-  std::string messages;
-  for (int shard = 0; shard < shards; ++shard) {
-    if (!errors[shard]) continue;
-    try {
-      std::rethrow_exception(errors[shard]);
-    } catch (const std::exception& e) {
-      messages += fmt::format("\n  thread {}: {}", shard, e.what());
-    }
-  }
-  if (!messages.empty()) throw std::runtime_error("threads failed:" + messages);
-}
 
 // The pid of a process that has exited and been reaped: what an earlier run's shard leaves behind.
 long ExitedPid() {
@@ -67,15 +43,11 @@ std::string HostName() {
 class RendezvousTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    std::string pattern = ::testing::TempDir() + "/rendezvous_XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    directory_ = pattern;
     if (GetParam() == "redis") {
       if (!RedisServer::Available()) GTEST_SKIP() << "redis-server is not installed";
       redis_ = std::make_unique<RedisServer>();
     }
   }
-  void TearDown() override { fs::remove_all(directory_); }
 
   RendezvousOptions Options(int shards, int shard, const std::string& run_id) const {
     RendezvousOptions options;
@@ -87,7 +59,7 @@ class RendezvousTest : public ::testing::TestWithParam<std::string> {
       options.redis_host = "127.0.0.1";
       options.redis_port = redis_->port();
     } else {
-      options.file_store_path = directory_;
+      options.file_store_path = directory_.path();
     }
     return options;
   }
@@ -95,7 +67,7 @@ class RendezvousTest : public ::testing::TestWithParam<std::string> {
   // The store under the rendezvous, without the run id's prefix.
   std::unique_ptr<gloo::rendezvous::Store> BackingStore() const {
     if (redis_) return std::make_unique<gloo::rendezvous::RedisStore>("127.0.0.1", redis_->port());
-    return std::make_unique<gloo::rendezvous::FileStore>(directory_);
+    return std::make_unique<gloo::rendezvous::FileStore>(directory_.path());
   }
 
   // Joins every shard of a run, each on its own thread.
@@ -107,7 +79,7 @@ class RendezvousTest : public ::testing::TestWithParam<std::string> {
     return joined;
   }
 
-  std::string directory_;
+  TempDirectory directory_;
   std::unique_ptr<RedisServer> redis_;
 };
 
@@ -277,9 +249,8 @@ std::string JoinError(const RendezvousOptions& options) {
 }
 
 TEST(RendezvousOptionsTest, BadOptionsAreRefused) {
-  std::string pattern = ::testing::TempDir() + "/rendezvous_XXXXXX";
-  ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-  const fs::path directory = pattern;
+  TempDirectory temp;
+  const fs::path directory = temp.path();
   RendezvousOptions options;
   options.run_id = "bad";
 
