@@ -6,7 +6,7 @@ packages=(
   libdnnl-dev libprotobuf-dev protobuf-compiler zlib1g-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
   libgloo-dev libhiredis-dev redis-server openmpi-bin
-  liblmdb-dev libleveldb-dev libturbojpeg0-dev libpng-dev
+  liblmdb-dev libleveldb-dev libsnappy-dev libturbojpeg0-dev libpng-dev
   python3-lmdb python3-plyvel python3-pil
   dataset-fashion-mnist python3-numpy
 )
