@@ -15,9 +15,26 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
   app->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app->add_option("--model", c->model, "Network: lenet, resnet18, resnet34, resnet50, resnet101, wrn-D-K")
       ->capture_default_str();
-  app->add_option("--train_data", c->train_data, "Training data: fashion-mnist, or null for synthetic images")
+  app->add_option("--train_data", c->train_data,
+                  "Training data: the path of an image database (LMDB or LevelDB of Caffe Datum or Caffe2 "
+                  "TensorProtos records), fashion-mnist, or null for synthetic images")
       ->required();
-  app->add_option("--test_data", c->test_data, "Test data evaluated after each epoch: fashion-mnist");
+  app->add_option("--test_data", c->test_data,
+                  "Test data evaluated after each epoch: a database path like --train_data, or fashion-mnist");
+  app->add_option("--db_type", c->db_type, "Database type of --train_data / --test_data: lmdb or leveldb")
+      ->capture_default_str();
+  app->add_option("--record_format", c->record_format,
+                  "Record format in the database: auto, datum (Caffe) or tensorprotos (Caffe2)")
+      ->capture_default_str();
+  app->add_option("--scale", c->scale,
+                  "Images are resized so their shortest side is this (at least --image_size), then cropped")
+      ->capture_default_str();
+  app->add_option("--decode_threads", c->decode_threads, "Threads that decode and augment database images")
+      ->capture_default_str();
+  app->add_option("--prefetch", c->prefetch, "Batches each device's reader prepares ahead of the step")
+      ->capture_default_str();
+  app->add_flag("--skip_bad_records", c->skip_bad_records,
+                "Skip database records that do not parse or decode (counted on the console) instead of stopping");
   app->add_flag("--use_cpu", *use_cpu, "Train on CPU devices (required: this build has no CUDA backend)");
   app->add_option("--num_gpus", c->num_devices,
                   "Number of devices (with --use_cpu: CPU devices, concurrent replicas that share --threads)")
@@ -116,14 +133,11 @@ int RunTrain(const CLI::App& app, TrainerConfig c, bool use_cpu, const std::stri
                                        geometry[i].first, *geometry[i].second, expected[i]));
       *geometry[i].second = expected[i];
     }
-  } else if (c.train_data == "null") {
-    if (!app.count("--epoch_size")) c.epoch_size = 1500000;
-  } else {
-    throw InvalidInput(fmt::format("--train_data '{}': use fashion-mnist or null (synthetic)", c.train_data));
+  } else if (!app.count("--epoch_size")) {
+    c.epoch_size = 1500000;  // the seed's default for null data and databases
   }
   ApplyLauncher(app, &c);
-  if (!c.test_data.empty() && c.test_data != "fashion-mnist")
-    throw InvalidInput(fmt::format("--test_data '{}': use fashion-mnist", c.test_data));
+  if (c.test_data == "null") throw InvalidInput("--test_data null: give a database path or fashion-mnist");
   if (c.test_data == "fashion-mnist" && c.train_data != "fashion-mnist")
     throw InvalidInput("--test_data fashion-mnist needs --train_data fashion-mnist (same input geometry)");
   if (app.count("--epoch_size") && c.epoch_size <= 0)

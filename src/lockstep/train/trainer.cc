@@ -10,6 +10,7 @@
 #include "lockstep/core/net.h"
 #include "lockstep/data/batch_reader.h"
 #include "lockstep/data/batch_source.h"
+#include "lockstep/data/db_source.h"
 #include "lockstep/model/layers.h"
 #include "lockstep/model/optimizer.h"
 #include "lockstep/model/zoo.h"
@@ -86,7 +87,28 @@ std::unique_ptr<BatchSource> MakeSource(const std::string& name, const TrainerCo
     auto dataset = std::make_shared<ImageDataset>(LoadFashionMnist(train));
     return std::make_unique<DatasetSource>(dataset, train, config.seed);
   }
-  throw InvalidInput(fmt::format("unknown data source '{}': use fashion-mnist or null", name));
+  DbSourceOptions options;
+  options.db_type = config.db_type;
+  options.format = ParseRecordFormat(config.record_format);
+  options.channels = config.num_channels;
+  options.num_labels = config.num_labels;
+  options.transform.scale = std::max(config.scale, config.image_size);
+  options.transform.crop = config.image_size;
+  options.transform.random_crop = train;
+  options.transform.mirror = train;
+  options.transform.mean = {128.0f};
+  options.transform.std = {128.0f};
+  options.decode_threads = config.decode_threads;
+  options.skip_bad_records = config.skip_bad_records;
+  options.seed = config.seed;
+  return std::make_unique<DbSource>(name, options);
+}
+
+bool IsDatabase(const std::string& name) { return name != "null" && name != "fashion-mnist"; }
+
+int64_t Skipped(const BatchSource* source) {
+  auto* db = dynamic_cast<const DbSource*>(source);
+  return db ? db->skipped() : 0;
 }
 
 // Fill ops get distinct, reproducible seeds derived from the run's seed.
@@ -114,7 +136,12 @@ void Validate(const TrainerConfig& c) {
   if (!IsKnownModel(c.model))
     fail(fmt::format("unknown --model '{}'; choose one of: {}", c.model, KnownModelsText()));
   if (c.train_data.empty())
-    fail("--train_data is required: a dataset (fashion-mnist) or null for synthetic data");
+    fail("--train_data is required: a database path, fashion-mnist, or null for synthetic data");
+  if (c.db_type != "lmdb" && c.db_type != "leveldb")
+    fail(fmt::format("--db_type '{}': use lmdb or leveldb", c.db_type));
+  if (c.decode_threads < 1) fail(fmt::format("--decode_threads must be at least 1, got {}", c.decode_threads));
+  if (c.prefetch < 0) fail(fmt::format("--prefetch must be >= 0, got {}", c.prefetch));
+  if (c.scale < 0) fail(fmt::format("--scale must be >= 0, got {}", c.scale));
   if (c.num_devices < 1) fail(fmt::format("--num_gpus must be at least 1, got {}", c.num_devices));
   if (c.batch_size <= 0) fail(fmt::format("--batch_size must be positive, got {}", c.batch_size));
   if (c.batch_size % c.num_devices != 0)
@@ -214,7 +241,8 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
   Workspace ws;
   models.parallel.Install(&ws);
   const int replicas = config.num_devices * config.num_shards;
-  auto reader = std::make_shared<BatchReader>(train_source, config.batch_size / config.num_devices, replicas);
+  auto reader = std::make_shared<BatchReader>(train_source, config.batch_size / config.num_devices, replicas,
+                                              IsDatabase(config.train_data) ? config.prefetch : 0);
   ws.SetObject(kTrainReader, reader);
   SeedInitNet(&models.train.param_init_net(), config.seed);
   ws.RunNetOnce(models.train.param_init_net());
@@ -285,6 +313,10 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
         "epoch {}/{}: {:.1f} s, {:.1f} img/s, loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}\n",
         epoch + 1, config.num_epochs, record.time_spent, record.input_count / record.time_spent, record.loss,
         record.accuracy, record.test_accuracy);
+    for (const BatchSource* source : {train_source.get(), test_source.get()})
+      if (Skipped(source) > 0)
+        fmt::print("skipped {} bad records of {} so far (--skip_bad_records)\n", Skipped(source),
+                   dynamic_cast<const DbSource*>(source)->name());
     std::fflush(stdout);
     state.epochs_done = epoch + 1;
     state.images_trained = record.cumulative_input_count;

@@ -10,10 +10,15 @@ namespace lockstep {
 
 struct TrainerConfig {
   std::string model = "resnet50";
-  std::string train_data;  // "fashion-mnist" or "null" (synthetic)
-  std::string test_data;   // "" (none) or "fashion-mnist"
+  std::string train_data;  // a database path, "fashion-mnist" or "null" (synthetic)
+  std::string test_data;   // "" (none), a database path or "fashion-mnist"
   int num_devices = 1;  // CPU devices: concurrent replicas, each with threads / num_devices threads
   int num_channels = 3, image_size = 227, num_labels = 1000;
+  // Image databases: records are resized (shortest side `scale`), cropped to image_size (random for training,
+  // centre for test), mirrored at random for training and normalized with (x - 128) / 128, as Caffe2's trainer.
+  std::string db_type = "lmdb", record_format = "auto";
+  int scale = 256, decode_threads = 2, prefetch = 2;
+  bool skip_bad_records = false;
   int batch_size = 32;     // total over the machine's devices
   int64_t epoch_size = 0;  // images per epoch; 0 = one pass over the training data
   int num_epochs = 1;

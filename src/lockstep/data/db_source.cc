@@ -1,0 +1,151 @@
+#include "lockstep/data/db_source.h"
+
+#include <omp.h>
+
+#include <exception>
+
+#include "lockstep/core/enforce.h"
+#include "lockstep/data/image.h"
+
+namespace lockstep {
+namespace {
+
+// A generator seeded by (seed, position) alone, so a record's crop and mirror do not depend on which thread
+// decodes it or on where a resumed run started.
+std::mt19937 GeneratorFor(uint64_t seed, int64_t position) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(position) + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return std::mt19937(static_cast<uint32_t>(z ^ (z >> 31)));
+}
+
+constexpr size_t kMaxCursors = 16;
+
+}  // namespace
+
+DbSource::DbSource(const std::string& path, DbSourceOptions options)
+    : db_(OpenDB(options.db_type, path, DbMode::kRead)),
+      options_(std::move(options)),
+      name_(fmt::format("{} {}", db_->type(), path)) {
+  size_ = db_->Count();
+  if (size_ == 0) throw InvalidInput(fmt::format("{} holds no records", name_));
+  if (options_.decode_threads < 1)
+    throw InvalidInput(fmt::format("--decode_threads must be at least 1, got {}", options_.decode_threads));
+  if (options_.num_labels < 1) throw InvalidInput("--num_labels must be positive");
+  if (options_.format == RecordFormat::kAuto) {
+    Cursor* first = CursorAt(0);
+    options_.format = DetectRecordFormat(first->value());
+  }
+  for (int t = 0; t < options_.decode_threads; ++t) {
+    transforms_.push_back(std::make_unique<ImageTransform>(options_.channels, options_.transform));
+    records_.emplace_back();
+  }
+}
+
+DbSource::~DbSource() = default;
+
+Cursor* DbSource::CursorAt(int64_t index) {
+  // The cursor closest behind `index`: replicas read slices that follow each other, so it is usually a few
+  // records back. Walking forward is cheap (keys are not decoded); the start of the database is the fallback.
+  std::pair<std::unique_ptr<Cursor>, int64_t>* best = nullptr;
+  for (auto& entry : cursors_)
+    if (entry.second <= index && (!best || entry.second > best->second)) best = &entry;
+  if (!best) {
+    if (cursors_.size() < kMaxCursors) {
+      cursors_.emplace_back(db_->NewCursor(), 0);
+      best = &cursors_.back();
+    } else {
+      best = &cursors_.front();
+      for (auto& entry : cursors_)
+        if (entry.second > best->second) best = &entry;  // the one furthest ahead is least likely to be needed
+    }
+    best->first->SeekToFirst();
+    best->second = 0;
+  }
+  for (; best->second < index; ++best->second) best->first->Next();
+  LOCKSTEP_ENFORCE(best->first->valid(), "{}: record {} of {} is missing; was the database changed while open?",
+                   name_, index, size_);
+  return best->first.get();
+}
+
+int32_t DbSource::Decode(const std::string& key, const std::string& value, int64_t position, int worker,
+                         float* out) {
+  ImageRecord& record = records_[worker];
+  ParseImageRecord(value, options_.format, name_, key, &record);
+  if (record.label < 0 || record.label >= options_.num_labels)
+    throw InvalidInput(fmt::format("record '{}' of {} has label {}, outside [0, --num_labels {})", key, name_,
+                                   record.label, options_.num_labels));
+  std::mt19937 rng = GeneratorFor(options_.seed, position);
+  ImageTransform& transform = *transforms_[worker];
+  try {
+    if (record.encoded) {
+      Image image = DecodeImage(reinterpret_cast<const uint8_t*>(record.bytes.data()), record.bytes.size(),
+                                options_.channels);
+      transform.Apply(image, &rng, out);
+    } else {
+      if (record.channels != options_.channels)
+        throw InvalidInput(fmt::format("{} channels where --num_channels is {}", record.channels,
+                                       options_.channels));
+      const auto* pixels = reinterpret_cast<const uint8_t*>(record.bytes.data());
+      if (record.layout == PixelLayout::kCHW)
+        transform.ApplyChw(pixels, record.height, record.width, &rng, out);
+      else
+        transform.ApplyHwc(pixels, record.height, record.width, &rng, out);
+    }
+  } catch (const InvalidInput& e) {
+    throw InvalidInput(fmt::format("record '{}' of {}: {}", key, name_, e.what()));
+  }
+  return record.label;
+}
+
+void DbSource::Fill(int64_t first, int64_t count, Tensor* data, Tensor* label) {
+  const int crop = options_.transform.crop;
+  data->Resize({count, options_.channels, crop, crop});
+  label->Resize({count}, DataType::kInt32);
+  const int64_t image_size = int64_t{options_.channels} * crop * crop;
+  float* images = data->data<float>();
+  int32_t* labels = label->data<int32_t>();
+
+  // Read the records in order with one cursor (a step forward each); wrap around at the end of a pass.
+  keys_.resize(count);
+  values_.resize(count);
+  for (int64_t i = 0; i < count; ++i) {
+    Cursor* cursor = CursorAt((first + i) % size_);
+    keys_[i].assign(cursor->key());
+    values_[i].assign(cursor->value());
+  }
+
+  std::vector<std::exception_ptr> errors(count);
+#pragma omp parallel for num_threads(options_.decode_threads) schedule(dynamic, 1)
+  for (int64_t i = 0; i < count; ++i) {
+    try {
+      labels[i] = Decode(keys_[i], values_[i], first + i, omp_get_thread_num(), images + i * image_size);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  }
+
+  // A bad record fails the step, or, with skip_bad_records, gives its place to the next good record after
+  // this batch (drawn with its own position, so the substitute is reproducible too).
+  int64_t spare = first + count;
+  for (int64_t i = 0; i < count; ++i) {
+    while (errors[i]) {
+      if (!options_.skip_bad_records) std::rethrow_exception(errors[i]);
+      ++skipped_;
+      if (skipped_ > size_)
+        throw InvalidInput(fmt::format("{}: no record decodes; check --db_type, --num_channels and the records",
+                                       name_));
+      Cursor* cursor = CursorAt(spare % size_);
+      std::string key(cursor->key()), value(cursor->value());
+      errors[i] = nullptr;
+      try {
+        labels[i] = Decode(key, value, spare, 0, images + i * image_size);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+      ++spare;
+    }
+  }
+}
+
+}  // namespace lockstep
