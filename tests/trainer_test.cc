@@ -8,6 +8,9 @@
 #include <fstream>
 #include <regex>
 
+#include "lockstep/data/db.h"
+#include "lockstep/data/image.h"
+#include "lockstep/data/image_record.h"
 #include "lockstep/train/safetensors.h"
 #include "test_util.h"
 
@@ -180,6 +183,71 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
   EXPECT_NE(missing_err.find("cannot open " + (empty / "train-images-idx3-ubyte.gz").string()),
             std::string::npos)
       << missing_err;
+}
+
+// A LMDB of `count` encoded 40x36 JPEGs (Caffe Datum records) with labels i % 10; `bad_label` makes record 3's
+// label that number.
+std::string WriteJpegLmdb(const fs::path& dir, int count, int bad_label = -1) {
+  std::string path = (dir / "jpegs_lmdb").string();
+  auto db = OpenDB("lmdb", path, DbMode::kNew);
+  auto transaction = db->NewTransaction();
+  for (int i = 0; i < count; ++i) {
+    Image image;
+    image.height = 36;
+    image.width = 40;
+    image.channels = 3;
+    image.pixels.resize(36 * 40 * 3);
+    for (size_t p = 0; p < image.pixels.size(); ++p) image.pixels[p] = static_cast<uint8_t>((p * (i + 3)) % 251);
+    ImageRecord record;
+    record.label = i == 3 && bad_label >= 0 ? bad_label : i % 10;
+    record.encoded = true;
+    record.bytes = EncodeJpeg(image, 90);
+    transaction->Put(fmt::format("{:08d}", i), MakeDatum(record));
+  }
+  transaction->Commit();
+  return path;
+}
+
+// The trainer on a database of JPEGs: 2 devices, test evaluation, the log and a checkpoint per epoch.
+TEST(TrainerCli, TrainsFromAnImageDatabase) {
+  fs::path dir = FreshDir("jpeg_db");
+  std::string db = WriteJpegLmdb(dir, 32);
+  auto [code, err] = RunCli(fmt::format(
+      "train --use_cpu --model lenet --train_data {0} --test_data {0} --num_channels 3 --image_size 28 --scale 32 "
+      "--num_labels 10 --num_gpus 2 --batch_size 8 --epoch_size 32 --num_epochs 2 --threads 2 "
+      "--save_model_name m --file_store_path {1} --log_dir {1}",
+      db, dir.string()));
+  ASSERT_EQ(code, 0) << err;
+  EXPECT_TRUE(fs::exists(dir / "m_1.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "m_2.safetensors"));
+  std::vector<fs::path> logs;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().extension() == ".log") logs.push_back(entry.path());
+  ASSERT_EQ(logs.size(), 1u);
+  EXPECT_TRUE(std::regex_match(logs[0].filename().string(),
+                               std::regex(R"(lenet_gpu2_b8_L10_lr0\.10_v2_\d{8}_\d{6}\.log)")))
+      << logs[0];
+  auto lines = Lines(logs[0]);
+  ASSERT_EQ(lines.size(), 4u);
+  std::regex row(R"([\d.]+,[\d.]+,32,64,8,[\d.]+,[\d.]+,2,0\.1,[\d.]+,0\.\d+)");
+  EXPECT_TRUE(std::regex_match(lines[3], row)) << lines[3];
+}
+
+TEST(TrainerCli, BadDatabaseInputNamesTheDatabaseAndKey) {
+  fs::path dir = FreshDir("bad_db");
+  std::string db = WriteJpegLmdb(dir, 16, /*bad_label=*/12);
+  const std::string flags =
+      "--use_cpu --model lenet --num_channels 3 --image_size 28 --num_labels 10 --batch_size 8 --epoch_size 16 "
+      "--threads 1 --log_dir " + dir.string();
+  auto [label_code, label_err] = RunCli("train --train_data " + db + " " + flags);
+  EXPECT_EQ(label_code, 1);
+  EXPECT_NE(label_err.find("record '00000003' of lmdb " + db + " has label 12"), std::string::npos) << label_err;
+  auto [missing_code, missing_err] = RunCli("train --train_data " + (dir / "nothing").string() + " " + flags);
+  EXPECT_EQ(missing_code, 1);
+  EXPECT_NE(missing_err.find((dir / "nothing").string()), std::string::npos) << missing_err;
+  auto [type_code, type_err] = RunCli("train --db_type leveldb --train_data " + db + " " + flags);
+  EXPECT_EQ(type_code, 1);
+  EXPECT_NE(type_err.find("leveldb"), std::string::npos) << type_err;
 }
 
 }  // namespace lockstep::testing
