@@ -1,6 +1,7 @@
 // Flags of the trainer, with the defaults of Caffe2's resnet50_trainer.
 #include "train_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
@@ -36,6 +37,15 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
   app->add_flag("--skip_bad_records", c->skip_bad_records,
                 "Skip database records that do not parse or decode (counted on the console) instead of stopping");
   app->add_flag("--use_cpu", *use_cpu, "Train on CPU devices (required: this build has no CUDA backend)");
+  app->add_option("--gpus", c->gpus, "Device ids, comma-separated (an alternative to --num_gpus)")
+      ->delimiter(',');
+  app->add_option("--dtype", c->dtype, "Data type of GPU training: float or float16 (CPU training is float)")
+      ->capture_default_str();
+  app->add_flag("--float16_compute", c->float16_compute, "With --dtype float16: compute in float16 too (GPU)");
+  app->add_flag("--enable_tensor_core", c->enable_tensor_core, "Use tensor cores where cuDNN offers them (GPU)");
+  app->add_option("--cudnn_workspace_limit_mb", c->cudnn_workspace_limit_mb,
+                  "Workspace cuDNN may use per convolution, in MB (GPU)")
+      ->capture_default_str();
   app->add_option("--num_gpus", c->num_devices,
                   "Number of devices (with --use_cpu: CPU devices, concurrent replicas that share --threads)")
       ->capture_default_str();
@@ -121,6 +131,18 @@ void ApplyLauncher(const CLI::App& app, TrainerConfig* c) {
 
 int RunTrain(const CLI::App& app, TrainerConfig c, bool use_cpu, const std::string& arguments) {
   if (!use_cpu) throw InvalidInput("this build has no CUDA backend: pass --use_cpu to train on CPU devices");
+  if (c.dtype != "float" || c.float16_compute || c.enable_tensor_core)
+    throw InvalidInput("--dtype float16, --float16_compute and --enable_tensor_core need a GPU; CPU training is float");
+  if (app.count("--gpus")) {
+    std::vector<int> sorted = c.gpus;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted.empty() || sorted[0] < 0 || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      throw InvalidInput("--gpus takes distinct device ids >= 0, e.g. --gpus 0,1");
+    if (app.count("--num_gpus") && c.num_devices != static_cast<int>(c.gpus.size()))
+      throw InvalidInput(fmt::format("--gpus lists {} devices but --num_gpus is {}; give one of them",
+                                     c.gpus.size(), c.num_devices));
+    c.num_devices = static_cast<int>(c.gpus.size());
+  }
   if (c.train_data == "fashion-mnist") {
     // The dataset fixes the input geometry; explicit flags must agree with it.
     const std::pair<const char*, int*> geometry[] = {{"--num_channels", &c.num_channels},

@@ -12,6 +12,7 @@ struct TrainerConfig {
   std::string model = "resnet50";
   std::string train_data;  // a database path, "fashion-mnist" or "null" (synthetic)
   std::string test_data;   // "" (none), a database path or "fashion-mnist"
+  std::vector<int> gpus;  // --gpus: device ids (CPU devices are numbered 0..num_devices-1)
   int num_devices = 1;  // CPU devices: concurrent replicas, each with threads / num_devices threads
   int num_channels = 3, image_size = 227, num_labels = 1000;
   // Image databases: records are resized (shortest side `scale`), cropped to image_size (random for training,
@@ -34,6 +35,10 @@ struct TrainerConfig {
   std::vector<std::string> distributed_interfaces;
   std::string allreduce_algorithm = "auto";
   double timeout = 30, first_iter_timeout = 1200;  // seconds a shard waits for the others
+  // GPU precision and cuDNN options of the seed; CPU training is float32.
+  std::string dtype = "float";
+  bool float16_compute = false, enable_tensor_core = false;
+  int cudnn_workspace_limit_mb = 64;
   uint64_t seed = 1;
   int threads = 0;  // oneDNN threads; 0 = all cores
   // Checkpoints go to file_store_path (shard 0 writes them), which is also the file store of a multi-shard run.
