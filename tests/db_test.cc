@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lockstep/core/enforce.h"
+#include "python_written_dbs.h"
 #include "shards.h"
 
 namespace lockstep::testing {
@@ -264,31 +265,7 @@ TEST(LeveldbTest, SecondOpenSaysWhy) {
 }
 
 // Databases written by Python's lmdb and plyvel (tests/write_image_dbs.py) read back key by key.
-class PythonWrittenDbTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (::access(kPython, X_OK) != 0) return;
-    if (std::system(fmt::format("{} -c 'import lmdb, plyvel, PIL, numpy' 2>/dev/null", kPython).c_str()) != 0)
-      return;
-    dir_ = new TempDirectory;
-    std::string command =
-        fmt::format("{} {}/tests/write_image_dbs.py {}", kPython, LOCKSTEP_SOURCE_DIR, dir_->path());
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
-    std::ifstream in(*dir_ / "manifest.json");
-    manifest_ = nlohmann::json::parse(in);
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  void SetUp() override {
-    if (!dir_) GTEST_SKIP() << kPython << " lacks lmdb, plyvel, PIL or numpy";
-  }
-
-  static constexpr const char* kPython = "/usr/bin/python3";
-  static inline TempDirectory* dir_ = nullptr;
-  static inline nlohmann::json manifest_;
-};
+class PythonWrittenDbTest : public PythonWrittenDbs {};
 
 TEST_F(PythonWrittenDbTest, KeysAndValuesInKeyOrder) {
   ASSERT_EQ(manifest_["databases"].size(), 8u);

@@ -15,6 +15,7 @@
 #include "lockstep.pb.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/data/db.h"
+#include "python_written_dbs.h"
 #include "shards.h"
 
 namespace lockstep::testing {
@@ -62,31 +63,7 @@ void ExpectSamePixels(const ImageRecord& a, const ImageRecord& b) {
         ASSERT_EQ(a.pixel(c, y, x), b.pixel(c, y, x)) << c << " " << y << " " << x;
 }
 
-class PythonWrittenRecordTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (::access(kPython, X_OK) != 0) return;
-    if (std::system(fmt::format("{} -c 'import lmdb, plyvel, PIL, numpy' 2>/dev/null", kPython).c_str()) != 0)
-      return;
-    dir_ = new TempDirectory;
-    std::string command =
-        fmt::format("{} {}/tests/write_image_dbs.py {}", kPython, LOCKSTEP_SOURCE_DIR, dir_->path());
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
-    std::ifstream in(*dir_ / "manifest.json");
-    manifest_ = nlohmann::json::parse(in);
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  void SetUp() override {
-    if (!dir_) GTEST_SKIP() << kPython << " lacks lmdb, plyvel, PIL or numpy";
-  }
-
-  static constexpr const char* kPython = "/usr/bin/python3";
-  static inline TempDirectory* dir_ = nullptr;
-  static inline nlohmann::json manifest_;
-};
+class PythonWrittenRecordTest : public PythonWrittenDbs {};
 
 // Each database through a cursor, each record parsed with the format detected and with it named: labels,
 // shapes and raw pixels exact, encoded files byte for byte.
