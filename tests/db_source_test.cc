@@ -163,6 +163,44 @@ TEST_P(DbSourceTest, EncodedImagesAreDecodedCroppedAndNormalized) {
         EXPECT_FLOAT_EQ(values[(c * 4 + y) * 4 + x], (10 * c + (x + 2) + 8 * (y + 1) - 128) / 128.0f);
 }
 
+// A record whose JPEG is cut short, or is not an image at all, is named with its database and key.
+TEST_P(DbSourceTest, TruncatedOrForeignImageNamesTheDatabaseAndKey) {
+  TempDirectory dir;
+  std::string path = dir / "broken_images";
+  Image image;
+  image.height = image.width = 16;
+  image.channels = 3;
+  image.pixels.assign(16 * 16 * 3, 77);
+  const std::string jpeg = EncodeJpeg(image, 90);
+  {
+    auto db = OpenDB(GetParam(), path, DbMode::kNew);
+    auto transaction = db->NewTransaction();
+    ImageRecord record;
+    record.encoded = true;
+    record.bytes = jpeg.substr(0, jpeg.size() / 2);
+    transaction->Put("cut", MakeDatum(record));
+    record.bytes = "GIF89a, not a JPEG";
+    transaction->Put("gif", MakeDatum(record));
+    transaction->Commit();
+  }
+  DbSourceOptions options;
+  options.db_type = GetParam();
+  options.num_labels = 10;
+  options.transform.crop = 8;
+  DbSource source(path, options);
+  Tensor data, label;
+  const std::pair<int, std::string> expected[] = {{0, "record 'cut' of " + GetParam() + " " + path + ": truncated JPEG"},
+                                                  {1, "record 'gif' of " + GetParam() + " " + path + ": not a JPEG or PNG"}};
+  for (const auto& [position, message] : expected) {
+    try {
+      source.Fill(position, 1, &data, &label);
+      ADD_FAILURE() << "decoded a broken image";
+    } catch (const InvalidInput& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, DbSourceTest, ::testing::Values("lmdb", "leveldb"));
 
 TEST(DbSource, MissingDatabaseIsOneClearError) {
