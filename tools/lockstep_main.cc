@@ -1,7 +1,8 @@
-// The lockstep command line: `lockstep train ...`.
+// The lockstep command line: `lockstep train ...` and `lockstep make-db ...`.
 #include <string>
 
 #include "lockstep/train/progress.h"
+#include "make_db_command.h"
 #include "train_command.h"
 
 int main(int argc, char** argv) {
@@ -11,7 +12,14 @@ int main(int argc, char** argv) {
   bool use_cpu = false;
   CLI::App* train = app.add_subcommand("train", "Train a model from the zoo (writes a CSV log per run)");
   lockstep::AddTrainFlags(train, &config, &use_cpu);
+  lockstep::MakeDbFlags make_db_flags;
+  CLI::App* make_db = app.add_subcommand(
+      "make-db",
+      "Write an image database (LMDB or LevelDB, Datum or TensorProtos) from a folder of images, "
+      "idx files or CIFAR-10 batches");
+  lockstep::AddMakeDbFlags(make_db, &make_db_flags);
   CLI11_PARSE(app, argc, argv);
+  if (make_db->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunMakeDb(make_db_flags); });
   std::string arguments;
   for (int i = 1; i < argc; ++i) arguments += (i > 1 ? " " : "") + std::string(argv[i]);
   return lockstep::ReportErrors([&] { return lockstep::RunTrain(*train, config, use_cpu, arguments); });
