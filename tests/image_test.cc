@@ -13,19 +13,12 @@
 #include <string>
 
 #include "lockstep/core/enforce.h"
+#include "python_reference.h"
 #include "shards.h"
 
 namespace lockstep::testing {
 namespace {
 
-const char* kPython = "/usr/bin/python3";
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 Image Decode(const std::string& bytes, int channels) {
   return DecodeImage(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), channels);
@@ -70,20 +63,8 @@ class ImageReferenceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     directory_ = new TempDirectory();
-    std::string command = std::string(kPython) + " " + LOCKSTEP_SOURCE_DIR + "/tests/image_reference.py " +
-                          directory_->path() + " > " + (*directory_ / "log.txt") + " 2>&1";
-    available_ = std::system((std::string(kPython) + " -c 'import PIL, numpy' 2>/dev/null").c_str()) == 0;
-    if (available_) {
-      int status = std::system(command.c_str());
-      ASSERT_EQ(status, 0) << ReadBytes(*directory_ / "log.txt");
-    }
-    std::ifstream manifest(*directory_ / "manifest.txt");
-    std::string name;
-    int height, width, channels;
-    while (manifest >> name >> height >> width >> channels) {
-      std::string pixels = ReadBytes(*directory_ / (name + ".raw"));
-      expected_[name] = Image{height, width, channels, std::vector<uint8_t>(pixels.begin(), pixels.end())};
-    }
+    available_ = RunPythonReference("image_reference.py", *directory_);
+    expected_ = ReadReferenceImages(*directory_);
   }
   static void TearDownTestSuite() {
     delete directory_;

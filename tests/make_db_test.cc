@@ -19,6 +19,7 @@
 #include "lockstep/data/db.h"
 #include "lockstep/data/image.h"
 #include "processes.h"
+#include "python_reference.h"
 #include "shards.h"
 
 namespace lockstep::testing {
@@ -26,14 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* kPython = "/usr/bin/python3";
 
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 bool IsPng(const std::string& bytes) { return bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0; }
 bool IsJpeg(const std::string& bytes) { return bytes.compare(0, 2, "\xff\xd8") == 0; }
@@ -104,18 +98,8 @@ class MakeDbTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     directory_ = new TempDirectory();
-    available_ = std::system((std::string(kPython) + " -c 'import PIL, numpy' 2>/dev/null").c_str()) == 0;
-    if (!available_) return;
-    std::string command = std::string(kPython) + " " + LOCKSTEP_SOURCE_DIR + "/tests/make_db_reference.py " +
-                          directory_->path() + " > " + (*directory_ / "log.txt") + " 2>&1";
-    ASSERT_EQ(std::system(command.c_str()), 0) << ReadBytes(*directory_ / "log.txt");
-    std::ifstream manifest(*directory_ / "manifest.txt");
-    std::string name;
-    int height, width, channels;
-    while (manifest >> name >> height >> width >> channels) {
-      std::string pixels = ReadBytes(*directory_ / (name + ".raw"));
-      expected_[name] = Image{height, width, channels, std::vector<uint8_t>(pixels.begin(), pixels.end())};
-    }
+    available_ = RunPythonReference("make_db_reference.py", *directory_);
+    expected_ = ReadReferenceImages(*directory_);
   }
   static void TearDownTestSuite() {
     delete directory_;
