@@ -58,9 +58,15 @@ void BatchReader::Read(int replica, Tensor* data, Tensor* label) {
   ++steps_[replica];
   lock.unlock();
   changed_.notify_all();  // room for the producer
-  if (slice.error) std::rethrow_exception(slice.error);
-  data->CopyFrom(slice.data);
-  label->CopyFrom(slice.label);
+  std::exception_ptr error = slice.error;
+  if (!error) {
+    data->CopyFrom(slice.data);
+    label->CopyFrom(slice.label);
+  }
+  lock.lock();
+  producer.spare.push_back(std::move(slice));
+  lock.unlock();
+  if (error) std::rethrow_exception(error);
 }
 
 void BatchReader::Produce(int replica) {
@@ -71,8 +77,13 @@ void BatchReader::Produce(int replica) {
     if (stopping_) return;
     const int64_t generation = generation_;
     const int64_t first = First(replica, producer.next_step++);
-    lock.unlock();
     Slice slice;
+    if (!producer.spare.empty()) {
+      slice = std::move(producer.spare.back());
+      producer.spare.pop_back();
+      slice.error = nullptr;
+    }
+    lock.unlock();
     FillSlice(first, &slice);
     lock.lock();
     if (generation != generation_) continue;  // a Seek came in between

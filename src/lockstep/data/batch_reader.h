@@ -44,6 +44,7 @@ class BatchReader {
   struct Producer {
     std::thread thread;
     std::deque<Slice> ready;
+    std::vector<Slice> spare;  // slices already read, whose buffers the next fills reuse
     int64_t next_step = 0;
   };
 
