@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs what lockstep needs to build and test (Debian 12 packages). `--bench` adds the PyTorch peer.
+# Installs what lockstep needs to build and test (Debian 12 packages; oneDNN's CMake package looks for
+# OpenCL). `--bench` adds the PyTorch peer.
 set -euo pipefail
 packages=(
   build-essential cmake ccache pkg-config
-  libdnnl-dev libprotobuf-dev protobuf-compiler zlib1g-dev
+  libdnnl-dev ocl-icd-opencl-dev opencl-headers libprotobuf-dev protobuf-compiler zlib1g-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
   libgloo-dev libhiredis-dev redis-server openmpi-bin
   liblmdb-dev libleveldb-dev libsnappy-dev libturbojpeg0-dev libpng-dev

@@ -69,13 +69,6 @@ ParallelOptions SmallNetOptions(const SmallNet& net, int devices) {
   return o;
 }
 
-// Seeds from the unscoped blob name, so every device (and every device count) draws the same values.
-void SeedByName(NetDef* init) {
-  for (auto& op : *init->mutable_op()) {
-    std::string name = op.output(0).substr(op.output(0).find('/') + 1);
-    op.mutable_device_option()->set_random_seed(static_cast<uint32_t>(std::hash<std::string>()(name)));
-  }
-}
 
 struct Trained {
   std::vector<std::map<std::string, std::vector<float>>> state;  // per device: unscoped float state
@@ -86,7 +79,7 @@ struct Trained {
 Trained TrainSmallNet(const SmallNet& net, int devices, int steps, bool seed_by_name = true) {
   ModelHelper model("small");
   DataParallelModel dp = Parallelize(model, SmallNetOptions(net, devices));
-  if (seed_by_name) SeedByName(&model.param_init_net());
+  if (seed_by_name) SeedFillsByName(&model.param_init_net());
   Workspace ws;
   dp.Install(&ws);
   auto source = std::make_shared<SyntheticSource>(1, 8, 5, /*seed=*/7);
@@ -110,14 +103,6 @@ Trained TrainSmallNet(const SmallNet& net, int devices, int steps, bool seed_by_
   return result;
 }
 
-double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-12);
-}
 
 void ExpectEquivalentToOneDevice(const SmallNet& net) {
   Trained one = TrainSmallNet(net, 1, 20);
@@ -285,7 +270,7 @@ TEST(DataParallel, BadSetupsFailBeforeTraining) {
           model.AddOp("Copy", {"cpu_0/data"}, {model.Scoped("copy")});  // device 1 reads device 0's blob
         };
       },
-      "ops may not mix devices");
+      "ops may not mix replicas");
   expect_error(
       [](ParallelOptions& o) {
         auto read = o.input_builder;
@@ -301,7 +286,7 @@ TEST(DataParallel, BadSetupsFailBeforeTraining) {
           model.AddOp("ConstantFill", {}, {"shared"}, {Arg("shape", std::vector<int64_t>{1})});
         };
       },
-      "written by the replicas of two devices");
+      "is written by two replicas");
   EXPECT_THROW(BatchPerDevice(10, 3), InvalidInput);
   EXPECT_EQ(BatchPerDevice(12, 3), 4);
   EXPECT_EQ(BatchPerDevice(16, 2, 2), 4);

@@ -137,4 +137,20 @@ void CheckGradient(const OperatorDef& op, const std::map<std::string, Tensor>& i
   }
 }
 
+double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-12);
+}
+
+void SeedFillsByName(NetDef* init) {
+  for (auto& op : *init->mutable_op()) {
+    std::string name = op.output(0).substr(op.output(0).find('/') + 1);
+    op.mutable_device_option()->set_random_seed(static_cast<uint32_t>(std::hash<std::string>()(name)));
+  }
+}
+
 }  // namespace lockstep::testing

@@ -28,6 +28,11 @@ Tensor Blocked(const Tensor& plain);
 // |a - b| <= tolerance * max(1, |a|, |b|) element-wise, with the first mismatch reported.
 void ExpectNear(const Tensor& actual, const Tensor& expected, float tolerance);
 void RunOp(Workspace* ws, const OperatorDef& def);
+// ||a - b|| / ||b|| (Euclidean norms).
+double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b);
+// Seeds every fill from its output's name without the name scope, so that every replica (and every device
+// count) draws the same initial values.
+void SeedFillsByName(NetDef* init);
 
 struct GradientCheckOptions {
   std::vector<int> inputs_to_check;    // default: every float input

@@ -49,6 +49,14 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
   app->add_option("--num_gpus", c->num_devices,
                   "Number of devices (with --use_cpu: CPU devices, concurrent replicas that share --threads)")
       ->capture_default_str();
+  app->add_option("--model_parallel", c->model_parallel,
+                  "Split the model into this many stages of balanced cost, each on its own device: every replica "
+                  "spans this many devices (--num_gpus must be a multiple)")
+      ->capture_default_str();
+  app->add_option("--micro_batches", c->micro_batches,
+                  "Pipeline each replica's batch as this many micro-batches: with --model_parallel, stage s runs "
+                  "micro-batch j while stage s+1 runs j-1; one update per batch")
+      ->capture_default_str();
   app->add_flag("--combine_spatial_bn", c->combine_spatial_bn,
                 "Batch normalization uses the statistics of all devices' batches, not each device's own");
   app->add_flag("--optimize_gradient_memory", c->optimize_gradient_memory,

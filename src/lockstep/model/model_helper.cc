@@ -38,7 +38,7 @@ std::string ModelHelper::CreateParam(const std::string& name, const Shape& shape
   std::string scoped = Scoped(name);
   for (const auto& param : params_)
     LOCKSTEP_ENFORCE(param.name != scoped, "parameter '{}' created twice in model '{}'", scoped, net_.name());
-  params_.push_back({scoped, shape, tag});
+  params_.push_back({scoped, shape, tag, device_});
   if (init_params_) {
     std::vector<Arg> args = fill.args;
     args.emplace_back("shape", std::vector<int64_t>(shape.begin(), shape.end()));
@@ -63,6 +63,13 @@ const ParamInfo& ModelHelper::Param(const std::string& name) const {
   for (const auto& param : params_)
     if (param.name == name) return param;
   throw InvalidInput(fmt::format("model '{}' has no parameter '{}'", net_.name(), name));
+}
+
+void ModelHelper::SetParamDevice(const std::string& name, const Device& device) {
+  const_cast<ParamInfo&>(Param(name)).device = device;
+  for (auto& op : *param_init_net_.mutable_op())
+    for (const auto& output : op.output())
+      if (output == name) SetDevice(&op, device);
 }
 
 const std::map<std::string, std::string>& ModelHelper::AddGradientOperators(

@@ -29,6 +29,7 @@ struct ParamInfo {
   std::string name;
   Shape shape;
   ParamTag tag;
+  Device device;  // where it lives: the device scope it was created under (or moved to by placement)
 };
 
 class ModelHelper {
@@ -77,6 +78,8 @@ class ModelHelper {
     return GetParams(scope, {ParamTag::kComputed});
   }
   const ParamInfo& Param(const std::string& name) const;
+  // Moves a parameter to `device`: its fill in param_init_net and its registry entry (model placement).
+  void SetParamDevice(const std::string& name, const Device& device);
 
   // Appends the backward pass for `losses` w.r.t. the trainable parameters; returns param -> gradient blob.
   const std::map<std::string, std::string>& AddGradientOperators(const std::vector<std::string>& losses);
@@ -84,11 +87,13 @@ class ModelHelper {
 
   const Device& device() const { return device_; }
 
-  // Which of the job's data-parallel replicas the ops being built belong to (index among count); Parallelize
-  // sets it while it calls the builders, so an input builder knows which slice of each batch to read.
+  // Which of the job's data-parallel replicas the ops being built belong to (index among count) and the
+  // devices it may place its layers on; Parallelize sets it while it calls the builders, so an input builder
+  // knows which slice of each batch to read.
   struct Replica {
     int index = 0;
     int count = 1;
+    std::vector<Device> devices;  // the devices this replica spans (one unless it is model-parallel)
   };
   const Replica& replica() const { return replica_; }
   void set_replica(const Replica& replica) { replica_ = replica; }

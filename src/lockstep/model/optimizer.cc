@@ -22,6 +22,8 @@ SgdBlobs AddMomentumSgd(ModelHelper& model, const SgdOptions& options) {
     if (grad == model.param_to_grad().end())
       throw InvalidInput(
           fmt::format("parameter '{}' gets no gradient from the loss; remove it or connect it", param));
+    // The update runs where the parameter lives (a model-parallel replica spans several devices).
+    ModelHelper::DeviceScope device_scope(model, model.Param(param).device);
     std::string moment = param + "_momentum";
     auto* init = model.param_init_net().add_op();
     *init = MakeOperatorDef("ConstantFill", {}, {moment},

@@ -11,6 +11,8 @@
 #include "lockstep/core/schema.h"
 #include "lockstep/core/workspace.h"
 #include "lockstep/parallel/memonger.h"
+#include "lockstep/parallel/micro_batches.h"
+#include "lockstep/parallel/placement.h"
 
 namespace lockstep {
 namespace {
@@ -30,6 +32,10 @@ void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
     Fail("this build has no CUDA devices; use device_type CPU (CPU devices are concurrent replicas)");
   if (!o.input_builder || !o.forward_builder || !o.param_update_builder)
     Fail("input_builder, forward_builder and param_update_builder are all required");
+  if (o.devices_per_replica < 1 || o.devices.size() % o.devices_per_replica != 0)
+    Fail(fmt::format("{} devices do not divide into replicas of devices_per_replica = {} devices",
+                     o.devices.size(), o.devices_per_replica));
+  if (o.micro_batches < 1) Fail(fmt::format("micro_batches must be at least 1, got {}", o.micro_batches));
   if (o.num_shards < 1 || o.shard_id < 0 || o.shard_id >= o.num_shards)
     Fail(fmt::format("shard_id {} must be in [0, num_shards = {})", o.shard_id, o.num_shards));
   if (o.num_shards > 1 && !o.communicator) Fail("num_shards > 1 needs a communicator that spans the shards");
@@ -72,10 +78,10 @@ void CombineSpatialBN(NetDef* net, int devices) {
   *net = rewritten;
 }
 
-// Each op belongs to one device and touches only that device's blobs; no blob is written by two devices.
-// Returns each op's device index.
-std::vector<int> DeviceOfEachOp(const NetDef& net, const ParallelOptions& o,
-                                const std::vector<std::string>& scopes) {
+// Each op belongs to one replica (runs on one of its devices) and touches only that replica's blobs; no blob
+// is written by two replicas. Returns each op's replica index.
+std::vector<int> ReplicaOfEachOp(const NetDef& net, const ParallelOptions& o,
+                                 const std::vector<std::string>& scopes) {
   std::vector<int> device_of;
   std::map<std::string, int> writer;
   for (const auto& op : net.op()) {
@@ -84,12 +90,12 @@ std::vector<int> DeviceOfEachOp(const NetDef& net, const ParallelOptions& o,
     if (device.type != o.device_type || it == o.devices.end())
       Fail(fmt::format("{} runs on {}, which is not one of the model's devices", DescribeOperator(op),
                        device.ToString()));
-    int index = static_cast<int>(it - o.devices.begin());
+    int index = static_cast<int>(it - o.devices.begin()) / o.devices_per_replica;
     auto check = [&](const std::string& blob) {
       for (size_t j = 0; j < scopes.size(); ++j)
         if (static_cast<int>(j) != index && StartsWith(blob, scopes[j]))
           Fail(
-              fmt::format("{} on {} uses '{}' of another device; ops may not mix devices: build each "
+              fmt::format("{} on {} uses '{}' of another replica; ops may not mix replicas: build each "
                           "replica from its own scope's blobs",
                           DescribeOperator(op), device.ToString(), blob));
     };
@@ -99,7 +105,7 @@ std::vector<int> DeviceOfEachOp(const NetDef& net, const ParallelOptions& o,
       auto [entry, inserted] = writer.emplace(blob, index);
       if (!inserted && entry->second != index)
         Fail(
-            fmt::format("blob '{}' is written by the replicas of two devices; name replica blobs with "
+            fmt::format("blob '{}' is written by two replicas; name replica blobs with "
                         "model.Scoped()",
                         blob));
     }
@@ -117,23 +123,23 @@ OperatorDef Collective(const std::string& type, const std::vector<std::string>& 
   return op;
 }
 
-// Orders the ops as op 0 of every device, op 1 of every device, ... so that the replicas advance together
-// (and a cross-device collective can sit between two groups), and inserts the Allreduce of every
+// Orders the ops as op 0 of every replica, op 1 of every replica, ... so that the replicas advance together
+// (and a cross-replica collective can sit between two groups), and inserts the Allreduce of every
 // ChannelStats / ChannelBackpropStats group into "<output>_combined".
-void Interleave(NetDef* net, const std::vector<int>& device_of, int devices, const std::string& communicator,
+void Interleave(NetDef* net, const std::vector<int>& replica_of, int replicas, const std::string& communicator,
                 const Device& first_device) {
-  std::vector<std::vector<const OperatorDef*>> replica(devices);
-  for (int i = 0; i < net->op_size(); ++i) replica[device_of[i]].push_back(&net->op(i));
-  for (int d = 1; d < devices; ++d) {
+  std::vector<std::vector<const OperatorDef*>> replica(replicas);
+  for (int i = 0; i < net->op_size(); ++i) replica[replica_of[i]].push_back(&net->op(i));
+  for (int d = 1; d < replicas; ++d) {
     if (replica[d].size() != replica[0].size())
       Fail(
-          fmt::format("device {} has {} ops but device 0 has {}; the builders must build the same replica "
+          fmt::format("replica {} has {} ops but replica 0 has {}; the builders must build the same replica "
                       "on every device",
                       d, replica[d].size(), replica[0].size()));
     for (size_t j = 0; j < replica[0].size(); ++j)
       if (replica[d][j]->type() != replica[0][j]->type())
         Fail(
-            fmt::format("op {} is {} on device {} but {} on device 0; the builders must build the same "
+            fmt::format("op {} is {} on replica {} but {} on replica 0; the builders must build the same "
                         "replica on every device",
                         j, replica[d][j]->type(), d, replica[0][j]->type()));
   }
@@ -141,7 +147,7 @@ void Interleave(NetDef* net, const std::vector<int>& device_of, int devices, con
   interleaved.clear_op();
   for (size_t j = 0; j < replica[0].size(); ++j) {
     std::vector<std::string> inputs, outputs;
-    for (int d = 0; d < devices; ++d) {
+    for (int d = 0; d < replicas; ++d) {
       const OperatorDef& op = *replica[d][j];
       *interleaved.add_op() = op;
       if (op.type() != "ChannelStats" && op.type() != "ChannelBackpropStats") continue;
@@ -151,7 +157,7 @@ void Interleave(NetDef* net, const std::vector<int>& device_of, int devices, con
       }
     }
     if (!inputs.empty())
-      *interleaved.add_op() = Collective("Allreduce", inputs, outputs, communicator, devices, first_device);
+      *interleaved.add_op() = Collective("Allreduce", inputs, outputs, communicator, replicas, first_device);
   }
   *net = interleaved;
 }
@@ -239,9 +245,9 @@ void DataParallelModel::Install(Workspace* ws) const {
 
 DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
   ValidateOptions(model, o);
-  const int devices = static_cast<int>(o.devices.size());
+  const int replicas = static_cast<int>(o.devices.size()) / o.devices_per_replica;
   const Device first_device{o.device_type, o.devices[0]};
-  const bool single = devices == 1 && o.num_shards == 1;
+  const bool single = replicas == 1 && o.num_shards == 1;
   DataParallelModel dp;
   const std::string gradient_comm = model.net().name() + "/gradients";
   const std::string device_comm = model.net().name() + "/devices";
@@ -249,28 +255,47 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
       {gradient_comm, o.communicator ? o.communicator : std::make_shared<LocalCommunicator>()},
       {device_comm, std::make_shared<LocalCommunicator>()}};
 
-  const float loss_scale = 1.0f / static_cast<float>(devices * o.num_shards);
-  auto for_each_device = [&](const std::function<void(int)>& build) {
-    for (int d = 0; d < devices; ++d) {
-      ModelHelper::DeviceScope device_scope(model, Device{o.device_type, o.devices[d]});
-      ModelHelper::NameScope name_scope(model, DeviceScopeName(o.device_type, o.devices[d]));
-      model.set_replica({o.shard_id * devices + d, o.num_shards * devices});
-      if (static_cast<int>(dp.scopes.size()) == d) dp.scopes.push_back(model.name_scope());
-      build(d);
+  const float loss_scale = 1.0f / static_cast<float>(replicas * o.num_shards * o.micro_batches);
+  auto for_each_replica = [&](const std::function<void(int)>& build) {
+    for (int r = 0; r < replicas; ++r) {
+      ModelHelper::Replica replica{o.shard_id * replicas + r, o.num_shards * replicas, {}};
+      for (int k = 0; k < o.devices_per_replica; ++k)
+        replica.devices.push_back({o.device_type, o.devices[r * o.devices_per_replica + k]});
+      ModelHelper::DeviceScope device_scope(model, replica.devices[0]);
+      ModelHelper::NameScope name_scope(model, DeviceScopeName(o.device_type, replica.devices[0].id));
+      model.set_replica(replica);
+      if (static_cast<int>(dp.scopes.size()) == r) dp.scopes.push_back(model.name_scope());
+      build(r);
     }
     model.set_replica({});
   };
-  for_each_device([&](int d) {
+  for_each_replica([&](int r) {
+    const int input_begin = model.net().op_size();
     o.input_builder(model);
+    const int forward_begin = model.net().op_size();
     auto losses = o.forward_builder(model, loss_scale);
     if (losses.empty())
-      Fail(fmt::format("forward_builder returned no loss for device {}; return the loss blobs to train",
-                       o.devices[d]));
+      Fail(fmt::format("forward_builder returned no loss for the replica on device {}; return the loss blobs "
+                       "to train",
+                       o.devices[r * o.devices_per_replica]));
+    if (o.micro_batches > 1) {
+      // The batch blobs: what the input ops write and the forward pass reads.
+      std::set<std::string> read;
+      for (int i = forward_begin; i < model.net().op_size(); ++i)
+        read.insert(model.net().op(i).input().begin(), model.net().op(i).input().end());
+      std::vector<std::string> batch_inputs;
+      for (int i = input_begin; i < forward_begin; ++i)
+        for (const auto& blob : model.net().op(i).output())
+          if (read.count(blob)) batch_inputs.push_back(blob);
+      losses = SplitIntoMicroBatches(&model.net(), forward_begin, batch_inputs, losses, o.micro_batches,
+                                     model.param_init_net());
+    }
     dp.losses.insert(dp.losses.end(), losses.begin(), losses.end());
   });
-  if (o.combine_spatial_bn && devices > 1) CombineSpatialBN(&model.net(), devices);
+  if (o.combine_spatial_bn && replicas > 1) CombineSpatialBN(&model.net(), replicas);
   model.AddGradientOperators(dp.losses);
-  for_each_device([&](int) { o.param_update_builder(model); });
+  for_each_replica([&](int) { o.param_update_builder(model); });
+  InsertCopies(&model.net(), model.param_init_net());
 
   auto unscoped_params = [&](int d) {
     std::vector<std::string> names;
@@ -278,15 +303,14 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     return names;
   };
   const auto first_params = unscoped_params(0);
-  for (int d = 1; d < devices; ++d)
-    if (unscoped_params(d) != first_params)
+  for (int r = 1; r < replicas; ++r)
+    if (unscoped_params(r) != first_params)
       Fail(
-          fmt::format("device {} has other parameters than device 0; the builders must build the same "
-                      "replica on every device",
-                      o.devices[d]));
+          fmt::format("the replica on device {} has other parameters than the first; the builders must build "
+                      "the same replica on every device",
+                      o.devices[r * o.devices_per_replica]));
 
-  std::vector<int> device_of = DeviceOfEachOp(model.net(), o, dp.scopes);
-  Interleave(&model.net(), device_of, devices, device_comm, first_device);
+  Interleave(&model.net(), ReplicaOfEachOp(model.net(), o, dp.scopes), replicas, device_comm, first_device);
   dp.buckets = PlanBuckets(model, dp.scopes[0], o.bucket_bytes);
   if (!single) AddBucketAllreduces(&model.net(), model, dp.buckets, dp.scopes, gradient_comm, first_device);
 
@@ -310,13 +334,14 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     std::vector<std::string> blobs;
     for (const auto& scope : dp.scopes)
       for (const auto& name : dp.state_blobs) blobs.push_back(scope + name);
-    *dp.broadcast_net.add_op() = Collective("Broadcast", blobs, blobs, gradient_comm, devices, first_device);
+    *dp.broadcast_net.add_op() = Collective("Broadcast", blobs, blobs, gradient_comm, replicas, first_device);
     *model.param_init_net().add_op() = dp.broadcast_net.op(0);
   }
 
   const int cores = o.max_threads > 0 ? o.max_threads : omp_get_num_procs();
   if (o.threads_per_device > cores)
     Fail(fmt::format("threads_per_device {} exceeds the {} cores available", o.threads_per_device, cores));
+  const int devices = static_cast<int>(o.devices.size());
   const int threads = o.threads_per_device > 0 ? o.threads_per_device : std::max(1, cores / devices);
   NetDef& net = model.net();
   net.set_type("dag");

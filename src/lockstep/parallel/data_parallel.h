@@ -29,6 +29,13 @@ struct ParallelOptions {
 
   std::vector<int> devices;  // device ids, e.g. {0, 1}
   DeviceType device_type = DeviceType::kCpu;
+  // Model parallelism: each replica spans this many consecutive devices of the list (replica r has
+  // devices[r * k .. r * k + k - 1], named by the first); the forward builder places its layers on
+  // model.replica().devices (DeviceScope, PlaceStages) and the copies between them are inserted.
+  int devices_per_replica = 1;
+  // Pipelined micro-batches: each replica's forward pass runs as this many clones over slices of its batch
+  // (see micro_batches.h); the losses are scaled by 1 / micro_batches as well.
+  int micro_batches = 1;
 
   int num_shards = 1, shard_id = 0;  // processes of the job; the communicator spans them
   // Sums gradients over every device of every shard; a LocalCommunicator when null.
@@ -51,8 +58,8 @@ struct GradientBucket {
 };
 
 struct DataParallelModel {
-  std::vector<std::string> scopes;  // name scope of each device, "cpu_0/", ...
-  std::vector<std::string> losses;  // all devices' losses (each already scaled)
+  std::vector<std::string> scopes;  // name scope of each replica, "cpu_0/", ...
+  std::vector<std::string> losses;  // all replicas' losses (each already scaled), micro-batch clones included
   std::vector<GradientBucket> buckets;
   // Unscoped names of a replica's state: parameters, BN statistics, optimizer state. A checkpoint holds
   // device 0's; after loading one into device 0, run broadcast_net.
@@ -66,7 +73,7 @@ struct DataParallelModel {
 
 // Builds the data-parallel training net into model.net() (which must be empty) and appends to
 // model.param_init_net() the broadcast of device 0's state. Throws InvalidInput on a bad setup: no devices,
-// a builder missing or returning no loss, replicas that differ, an op that mixes devices.
+// a builder missing or returning no loss, replicas that differ, an op on a device of another replica.
 DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& options);
 
 // The per-device batch of a global batch; throws when it does not divide evenly.

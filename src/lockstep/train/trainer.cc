@@ -16,6 +16,8 @@
 #include "lockstep/model/zoo.h"
 #include "lockstep/parallel/data_parallel.h"
 #include "lockstep/parallel/fingerprint.h"
+#include "lockstep/parallel/micro_batches.h"
+#include "lockstep/parallel/placement.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/csv_log.h"
 #include "lockstep/train/progress.h"
@@ -32,25 +34,40 @@ struct Models {
   ModelHelper train{"train"};
   ModelHelper test{"test", /*init_params=*/false};
   DataParallelModel parallel;
-  // Device 0's figures, as the log reports them; the loss is the unscaled one.
-  std::string train_loss, train_accuracy, test_accuracy, lr, test_data, test_label;
+  // Replica 0's figures, as the log reports them (one blob per micro-batch); the loss is the unscaled one.
+  std::vector<std::string> train_loss, train_accuracy;
+  std::string test_accuracy, lr, test_data, test_label;
 };
+
+int Replicas(const TrainerConfig& c) { return c.num_devices / c.model_parallel; }
 
 void BuildModels(const TrainerConfig& config, std::shared_ptr<Communicator> communicator, Models* m) {
   ModelConfig model_config{config.num_channels, config.image_size, config.num_labels, false};
   std::vector<std::string> losses, accuracies, lrs;
   ParallelOptions options;
   for (int d = 0; d < config.num_devices; ++d) options.devices.push_back(d);
+  options.devices_per_replica = config.model_parallel;
+  options.micro_batches = config.micro_batches;
   options.num_shards = config.num_shards;
   options.shard_id = config.shard_id;
   options.communicator = std::move(communicator);
   options.input_builder = [](ModelHelper& model) { layers::ReadBatch(model, kTrainReader, kData, kLabel); };
   options.forward_builder = [&](ModelHelper& model, float loss_scale) {
+    const int first_op = model.net().op_size();
     std::string logits = BuildModel(config.model, model, model.Scoped(kData), model_config);
     auto [softmax, loss] = layers::SoftmaxWithLoss(model, logits, model.Scoped(kLabel), "softmax", "loss");
     losses.push_back(loss);
     accuracies.push_back(layers::Accuracy(model, softmax, model.Scoped(kLabel), "accuracy"));
-    return std::vector<std::string>{layers::Scale(model, loss, "scaled_loss", loss_scale)};
+    std::string scaled = layers::Scale(model, loss, "scaled_loss", loss_scale);
+    if (config.model_parallel > 1) {
+      const int64_t batch = config.batch_size / Replicas(config) / config.micro_batches;
+      auto starts = BalancedStageStarts(
+          model, first_op, config.model_parallel,
+          {{model.Scoped(kData), {{batch, config.num_channels, config.image_size, config.image_size}}},
+           {model.Scoped(kLabel), {{batch}, DataType::kInt32}}});
+      PlaceStages(model, starts, model.replica().devices);
+    }
+    return std::vector<std::string>{scaled};
   };
   options.param_update_builder = [&](ModelHelper& model) {
     SgdOptions sgd;
@@ -66,8 +83,10 @@ void BuildModels(const TrainerConfig& config, std::shared_ptr<Communicator> comm
   options.max_threads = config.threads;
   options.threads_per_device = config.threads > 0 ? std::max(1, config.threads / config.num_devices) : 0;
   m->parallel = Parallelize(m->train, options);
-  m->train_loss = losses[0];
-  m->train_accuracy = accuracies[0];
+  for (int j = 0; j < config.micro_batches; ++j) {
+    m->train_loss.push_back(config.micro_batches > 1 ? MicroBatchName(losses[0], j) : losses[0]);
+    m->train_accuracy.push_back(config.micro_batches > 1 ? MicroBatchName(accuracies[0], j) : accuracies[0]);
+  }
   m->lr = lrs[0];
 
   // Evaluation runs on device 0's parameters, one batch at a time, fed by the trainer.
@@ -119,6 +138,13 @@ void SeedInitNet(NetDef* init, uint64_t seed) {
 
 float ScalarOf(const Workspace& ws, const std::string& name) { return ws.Blob(name).data<float>()[0]; }
 
+// The mean over micro-batches of equal size.
+float MeanOf(const Workspace& ws, const std::vector<std::string>& names) {
+  float sum = 0;
+  for (const auto& name : names) sum += ScalarOf(ws, name);
+  return sum / static_cast<float>(names.size());
+}
+
 double Evaluate(Workspace* ws, Net* test_net, BatchSource* source, int batch_size, const Models& m) {
   double correct = 0;
   const int64_t total = source->size();
@@ -144,10 +170,16 @@ void Validate(const TrainerConfig& c) {
   if (c.scale < 0) fail(fmt::format("--scale must be >= 0, got {}", c.scale));
   if (c.num_devices < 1) fail(fmt::format("--num_gpus must be at least 1, got {}", c.num_devices));
   if (c.batch_size <= 0) fail(fmt::format("--batch_size must be positive, got {}", c.batch_size));
-  if (c.batch_size % c.num_devices != 0)
+  if (c.model_parallel < 1 || c.num_devices % c.model_parallel != 0)
+    fail(fmt::format("--num_gpus {} does not divide into replicas of --model_parallel {} devices; use a "
+                     "multiple of it",
+                     c.num_devices, c.model_parallel));
+  if (c.micro_batches < 1) fail(fmt::format("--micro_batches must be at least 1, got {}", c.micro_batches));
+  const int replicas = c.num_devices / std::max(c.model_parallel, 1);
+  if (c.batch_size % (replicas * c.micro_batches) != 0)
     fail(fmt::format(
-        "--batch_size {} does not divide evenly among --num_gpus {} devices; use a multiple of {}",
-        c.batch_size, c.num_devices, c.num_devices));
+        "--batch_size {} does not divide evenly among {} replicas x {} micro-batches; use a multiple of {}",
+        c.batch_size, replicas, c.micro_batches, replicas * c.micro_batches));
   if (c.num_epochs <= 0) fail(fmt::format("--num_epochs must be positive, got {}", c.num_epochs));
   if (c.epoch_size < 0) fail(fmt::format("--epoch_size must be positive, got {}", c.epoch_size));
   if (c.base_learning_rate <= 0)
@@ -211,6 +243,8 @@ Fingerprint TrainingFingerprint(const TrainerConfig& c, const Models& m) {
       {"--nesterov", std::to_string(c.nesterov)},
       {"--weight_decay", fmt::format("{}", c.weight_decay)},
       {"--combine_spatial_bn", std::to_string(c.combine_spatial_bn)},
+      {"--model_parallel", std::to_string(c.model_parallel)},
+      {"--micro_batches", std::to_string(c.micro_batches)},
       {"--seed", std::to_string(c.seed)},
       {"--train_data", c.train_data},
       {"--allreduce_algorithm", c.allreduce_algorithm},
@@ -240,8 +274,8 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
   if (rendezvous) AgreeOnModel(rendezvous, TrainingFingerprint(config, models));
   Workspace ws;
   models.parallel.Install(&ws);
-  const int replicas = config.num_devices * config.num_shards;
-  auto reader = std::make_shared<BatchReader>(train_source, config.batch_size / config.num_devices, replicas,
+  const int replicas = Replicas(config) * config.num_shards;
+  auto reader = std::make_shared<BatchReader>(train_source, config.batch_size / Replicas(config), replicas,
                                               IsDatabase(config.train_data) ? config.prefetch : 0);
   ws.SetObject(kTrainReader, reader);
   SeedInitNet(&models.train.param_init_net(), config.seed);
@@ -294,7 +328,7 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
       ++state.iteration;
       double seconds = std::chrono::duration<double>(Clock::now() - start).count();
       progress.Update(epoch + 1, config.num_epochs, i + 1, iterations, (i + 1) * config.batch_size / seconds,
-                      ScalarOf(ws, models.train_loss));
+                      MeanOf(ws, models.train_loss));
     }
     progress.Finish();
     record.time_spent = std::chrono::duration<double>(Clock::now() - start).count();
@@ -302,8 +336,8 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
     record.input_count = iterations * config.batch_size;
     record.cumulative_input_count += record.input_count;
     record.cumulative_batch_count += iterations;
-    record.accuracy = ScalarOf(ws, models.train_accuracy);
-    record.loss = ScalarOf(ws, models.train_loss);
+    record.accuracy = MeanOf(ws, models.train_accuracy);
+    record.loss = MeanOf(ws, models.train_loss);
     record.learning_rate = ScalarOf(ws, models.lr);
     record.epoch = epoch + 1;
     record.test_accuracy =

@@ -20,6 +20,9 @@ struct TrainerConfig {
   std::string db_type = "lmdb", record_format = "auto";
   int scale = 256, decode_threads = 2, prefetch = 2;
   bool skip_bad_records = false;
+  // Model parallelism: each replica spans model_parallel devices (the model split into that many stages of
+  // balanced cost) and pipelines its batch as micro_batches micro-batches.
+  int model_parallel = 1, micro_batches = 1;
   int batch_size = 32;     // total over the machine's devices
   int64_t epoch_size = 0;  // images per epoch; 0 = one pass over the training data
   int num_epochs = 1;
