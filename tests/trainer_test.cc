@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <tuple>
 
 #include "lockstep/data/db.h"
 #include "lockstep/data/image.h"
@@ -122,6 +123,33 @@ TEST(Trainer, WritesLogAndCheckpointsAndResumesExactlyOnOneAndTwoDevices) {
     if (tensor.dtype() == DataType::kFloat) ExpectNear(two.tensors.at(name), tensor, 1e-4f);
 }
 
+TEST(Trainer, ModelParallelStagesWithMicroBatchesTrainLikeOneDevice) {
+  auto train = [](const std::string& name, int devices, int model_parallel, int micro_batches) {
+    fs::path dir = FreshDir(name);
+    TrainerConfig config = SmallLeNet(dir);
+    config.train_data = "null";
+    config.batch_size = 16;
+    config.epoch_size = 160;
+    config.num_epochs = 1;
+    config.threads = 2;
+    config.num_devices = devices;
+    config.model_parallel = model_parallel;
+    config.micro_batches = micro_batches;
+    Train(config);
+    return ReadSafetensors((dir / "lenet_1.safetensors").string());
+  };
+  SafetensorsFile one = train("mp_one", 1, 1, 1);
+  // 2 replicas x 2 stages, 4 micro-batches each; and 1 replica x 3 stages, 2 micro-batches.
+  for (auto [devices, stages, micro_batches] : {std::tuple{4, 2, 4}, std::tuple{3, 3, 2}}) {
+    SafetensorsFile split = train(fmt::format("mp_{}_{}", stages, micro_batches), devices, stages, micro_batches);
+    ASSERT_EQ(split.tensors.size(), one.tensors.size());
+    for (const auto& [name, tensor] : one.tensors)
+      if (tensor.dtype() == DataType::kFloat)
+        EXPECT_LE(RelativeDifference(Values(split.tensors.at(name)), Values(tensor)), 1e-5)
+            << name << " with " << stages << " stages x " << micro_batches << " micro-batches";
+  }
+}
+
 TEST(Trainer, LoadRejectsCorruptAndMismatchedCheckpoints) {
   fs::path dir = FreshDir("bad_checkpoint");
   TrainerConfig config = SmallLeNet(dir);
@@ -165,8 +193,13 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
       {base + "--model lenet --load_model_path /nonexistent/x.safetensors", "/nonexistent/x.safetensors"},
       {"train --use_cpu --model lenet --train_data fashion-mnist --image_size 32",
        "does not match fashion-mnist"},
-      {base + "--model lenet --num_gpus 3", "does not divide evenly among --num_gpus 3"},
+      {base + "--model lenet --num_gpus 3", "--batch_size 4 does not divide evenly among 3 replicas"},
       {base + "--model lenet --num_gpus 0", "--num_gpus must be at least 1"},
+      {base + "--model lenet --num_gpus 2 --model_parallel 3", "--num_gpus 2 does not divide into replicas"},
+      {base + "--model lenet --micro_batches 3", "among 1 replicas x 3 micro-batches"},
+      {"train --use_cpu --train_data null --image_size 32 --epoch_size 20 --batch_size 20 --model lenet "
+       "--num_gpus 20 --model_parallel 20",
+       "--model_parallel 20 is more stages than the 12 layers of lenet"},
   };
   for (const auto& c : cases) {
     auto [code, err] = RunCli(c.arguments);

@@ -60,6 +60,10 @@ void BuildModels(const TrainerConfig& config, std::shared_ptr<Communicator> comm
     accuracies.push_back(layers::Accuracy(model, softmax, model.Scoped(kLabel), "accuracy"));
     std::string scaled = layers::Scale(model, loss, "scaled_loss", loss_scale);
     if (config.model_parallel > 1) {
+      const int layers = model.net().op_size() - first_op;
+      if (config.model_parallel > layers)
+        throw InvalidInput(fmt::format("--model_parallel {} is more stages than the {} layers of {}; use at most {}",
+                                       config.model_parallel, layers, config.model, layers));
       const int64_t batch = config.batch_size / Replicas(config) / config.micro_batches;
       auto starts = BalancedStageStarts(
           model, first_op, config.model_parallel,
