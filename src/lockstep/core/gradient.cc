@@ -72,7 +72,7 @@ std::map<std::string, std::string> AddGradientOperators(NetDef* net, const std::
   }
 
   std::map<std::string, std::vector<std::string>> partials;
-  std::map<std::string, DeviceOption> reader_device;  // where a blob's partial gradients were computed
+  std::map<std::string, DeviceOption> partial_device;  // where each partial gradient was computed
   std::map<std::string, int> autosplit_count;
   std::vector<OperatorDef> backward;
   for (const auto& loss : losses) {
@@ -82,12 +82,14 @@ std::map<std::string, std::string> AddGradientOperators(NetDef* net, const std::
       for (const auto& out : net->op(i).output())
         if (out == loss) *seed.mutable_device_option() = net->op(i).device_option();
     seed.set_is_gradient_op(true);
+    partial_device[GradientName(loss)] = seed.device_option();
     backward.push_back(seed);
     partials[loss].push_back(GradientName(loss));
   }
 
-  // Turns the partial gradients of a blob's current value into one blob name ("" when there are none).
-  auto finalize = [&](const std::string& blob, const OperatorDef& writer) -> std::string {
+  // Turns the partial gradients of a blob's current value into one blob name ("" when there are none). The
+  // sum runs where the first partial was computed: it accumulates into that blob when it is "<blob>_grad".
+  auto finalize = [&](const std::string& blob) -> std::string {
     auto it = partials.find(blob);
     if (it == partials.end() || it->second.empty()) return "";
     std::vector<std::string> parts = std::move(it->second);
@@ -95,7 +97,7 @@ std::map<std::string, std::string> AddGradientOperators(NetDef* net, const std::
     if (parts.size() == 1) return parts[0];
     std::string total = GradientName(blob);
     auto sum = MakeOperatorDef("Sum", parts, {total});
-    *sum.mutable_device_option() = writer.device_option();
+    *sum.mutable_device_option() = partial_device.at(parts[0]);
     sum.set_is_gradient_op(true);
     backward.push_back(sum);
     return total;
@@ -106,7 +108,7 @@ std::map<std::string, std::string> AddGradientOperators(NetDef* net, const std::
     GradientContext context{op, {}, {}};
     bool any_output_grad = false;
     for (const auto& out : op.output()) {
-      context.output_grads.push_back(finalize(out, op));
+      context.output_grads.push_back(finalize(out));
       any_output_grad |= !context.output_grads.back().empty();
     }
     bool any_input_grad = false;
@@ -138,15 +140,13 @@ std::map<std::string, std::string> AddGradientOperators(NetDef* net, const std::
     for (int k = 0; k < op.input_size(); ++k) {
       if (!context.NeedsGI(k)) continue;
       partials[op.input(k)].push_back(context.GI(k));
-      reader_device[op.input(k)] = op.device_option();
+      partial_device[context.GI(k)] = op.device_option();
     }
   }
 
   std::map<std::string, std::string> gradient_of;
   for (const auto& blob : wrt) {
-    OperatorDef reader;  // a parameter read twice has its partials summed on the device that read it
-    *reader.mutable_device_option() = reader_device[blob];
-    std::string grad = finalize(blob, reader);
+    std::string grad = finalize(blob);
     if (!grad.empty()) gradient_of[blob] = grad;
   }
   for (auto& op : backward) *net->add_op() = std::move(op);
