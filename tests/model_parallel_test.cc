@@ -168,6 +168,41 @@ TEST(ModelParallel, DeviceScopePlacesLayersAndTheirParameters) {
   EXPECT_EQ(InsertCopies(&model.net(), model.param_init_net()), 0) << "a placed net needs no more copies";
 }
 
+TEST(ModelParallel, AResidualConnectionAcrossStagesSumsItsGradientWhereItIsRead) {
+  // relu1 feeds conv2 and the Add of the next stage: its two partial gradients are summed on device 1 and
+  // the sum is copied back once.
+  auto gradients = [](bool split, NetDef* placed) {
+    ModelHelper model("residual");
+    layers::ConvOptions conv;
+    conv.pad = 1;
+    std::string x = layers::Relu(model, layers::Conv(model, "data", "conv1", 1, 4, 3, conv), "relu1");
+    ModelHelper::DeviceScope scope(model, Cpu(split ? 1 : 0));
+    std::string y = layers::Add(model, layers::Conv(model, x, "conv2", 4, 4, 3, conv), x, "sum");
+    std::string logits = layers::FC(model, y, "fc", 4 * 8 * 8, 5);
+    auto [softmax, loss] = layers::SoftmaxWithLoss(model, logits, "label", "softmax", "loss");
+    auto grads = model.AddGradientOperators({loss});
+    InsertCopies(&model.net(), model.param_init_net());
+    CheckPlacement(model.net(), model.param_init_net());
+    SeedFillsByName(&model.param_init_net());
+    Workspace ws;
+    ws.RunNetOnce(model.param_init_net());
+    Feed(&ws, "data", RandomTensor({4, 1, 8, 8}, 3));
+    Feed(&ws, "label", Int32Tensor({4}, {0, 1, 2, 3}));
+    ws.RunNetOnce(model.net());
+    *placed = model.net();
+    std::map<std::string, std::vector<float>> values;
+    for (const auto& [param, grad] : grads) values[param] = Values(ws.Blob(grad));
+    return values;
+  };
+  NetDef one_net, split_net;
+  auto one = gradients(false, &one_net), split = gradients(true, &split_net);
+  ASSERT_EQ(split.size(), 6u);
+  for (const auto& [param, values] : one) EXPECT_LE(RelativeDifference(split.at(param), values), 1e-6) << param;
+  for (const auto& op : split_net.op())
+    if (op.type() == "Sum") EXPECT_EQ(DeviceOf(op), Cpu(1)) << DescribeOperator(op);
+  EXPECT_EQ(CountOps(split_net, "Copy"), 2) << "relu1 forward, its summed gradient backward";
+}
+
 TEST(ModelParallel, AnOpReadingTwoDevicesWithoutACopyIsRefused) {
   NetDef net;
   auto add = [&](const std::string& type, std::vector<std::string> in, std::vector<std::string> out, int id) {
