@@ -18,10 +18,18 @@
 #include <set>
 #include <thread>
 
+#include "lockstep/core/device_backend.h"
+
 namespace lockstep {
 
 Net::Net(const NetDef& def, Workspace* ws) : def_(def) {
-  for (const auto& op : def.op()) operators_.push_back(CreateOperator(op, ws));
+  for (const auto& op : def.op()) {
+    operators_.push_back(CreateOperator(op, ws));
+    Device device = DeviceOf(op);
+    if (device.type == DeviceType::kCuda &&
+        std::find(cuda_devices_.begin(), cuda_devices_.end(), device.id) == cuda_devices_.end())
+      cuda_devices_.push_back(device.id);
+  }
   const char* profile = std::getenv("LOCKSTEP_PROFILE");
   profile_ = profile && std::string(profile) == "1";
   seconds_.assign(operators_.size(), 0.0);
@@ -103,8 +111,13 @@ void RunOperator(Operator* op) {
   }
 }
 
+void Net::SynchronizeDevices() {
+  for (int device : cuda_devices_) GetDeviceBackend(DeviceType::kCuda).Synchronize(device);
+}
+
 void SequentialNet::Run() {
   for (size_t i = 0; i < operators_.size(); ++i) RunOperatorAt(i);
+  SynchronizeDevices();
 }
 
 // A fixed pool of workers per lane that live as long as the net; Run() hands them the ready operators and
@@ -245,6 +258,8 @@ void DagNet::Run() {
   }
   s.run_done.wait(lock, [&] { return !s.running; });
   if (s.error) std::rethrow_exception(s.error);
+  lock.unlock();
+  SynchronizeDevices();
 }
 
 std::unique_ptr<Net> CreateNetExecutor(const NetDef& def, Workspace* ws) {

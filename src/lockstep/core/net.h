@@ -33,6 +33,9 @@ class Net {
   std::vector<OpEvent> TakeEvents();
 
  protected:
+  // Waits for the work the operators queued on devices with streams of their own (CUDA), so that a run has
+  // finished when Run() returns.
+  void SynchronizeDevices();
   // Runs operator i; with LOCKSTEP_PROFILE=1 in the environment its time is added to a per-type table that is
   // printed to stderr when the net is destroyed.
   void RunOperatorAt(size_t i);
@@ -43,6 +46,7 @@ class Net {
  private:
   void WriteTrace(const std::string& path) const;
 
+  std::vector<int> cuda_devices_;
   bool profile_ = false;
   std::vector<double> seconds_;
   bool tracing_ = false;

@@ -16,7 +16,7 @@ std::map<RegistryKey, OperatorFactory>& Factories() {
 }
 }  // namespace
 
-Operator::Operator(const OperatorDef& def, Workspace* ws) : def_(def), ws_(ws) {
+Operator::Operator(const OperatorDef& def, Workspace* ws) : def_(def), ws_(ws), device_(DeviceOf(def)) {
   const OpSchema* schema = SchemaRegistry::Find(def.type());
   LOCKSTEP_ENFORCE(schema != nullptr, "operator '{}' has an implementation but no schema", def.type());
   schema->Verify(def);
@@ -30,8 +30,10 @@ const Tensor& Operator::Input(int i) {
     throw InvalidInput(
         fmt::format("{}: input '{}' has not been set (feed it or run the net that fills it first)",
                     DescribeOperator(def_), def_.input(i)));
-  if (tensor->is_plain() || accepts_layouts_) return *tensor;
+  const bool here = device_.type == DeviceType::kCpu ? tensor->on_host() : tensor->device() == device_;
+  if (here && (tensor->is_plain() || accepts_layouts_)) return *tensor;
   plain_inputs_.resize(inputs_.size());
+  plain_inputs_[i].PlaceOn(device_);
   tensor->ToPlain(&plain_inputs_[i]);
   return plain_inputs_[i];
 }

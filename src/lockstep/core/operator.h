@@ -27,14 +27,20 @@ class Operator {
 
  protected:
   // Inputs must exist and hold data when the operator runs. An input in a backend layout reaches an operator
-  // that did not call AcceptLayouts() as a plain copy.
+  // that did not call AcceptLayouts() as a plain copy; one in another device's memory, as a copy in this
+  // operator's (placed nets carry explicit Copy ops instead, see parallel/placement.h).
   const Tensor& Input(int i);
   // For operators that read backend layouts themselves (oneDNN primitives accept them directly).
   void AcceptLayouts() { accepts_layouts_ = true; }
-  Tensor* Output(int i) { return outputs_.at(i); }
+  // Outputs live in the memory of the operator's device.
+  Tensor* Output(int i) {
+    Tensor* output = outputs_.at(i);
+    output->PlaceOn(device());
+    return output;
+  }
   const std::string& InputName(int i) const { return def_.input(i); }
   bool IsInplace(int input, int output) const { return inputs_.at(input) == outputs_.at(output); }
-  Device device() const { return DeviceOf(def_); }
+  const Device& device() const { return device_; }
 
   int64_t IntArg(const std::string& name, int64_t default_value) const {
     return GetIntArgument(def_, name, default_value);
@@ -54,6 +60,7 @@ class Operator {
   Workspace* ws_;
 
  private:
+  Device device_;
   std::vector<Tensor*> inputs_;
   std::vector<Tensor*> outputs_;
   bool accepts_layouts_ = false;
@@ -90,5 +97,7 @@ struct OperatorRegisterer {
       registerer_##type##_, __COUNTER__)(#type, device, engine)
 #define LOCKSTEP_REGISTER_CPU_OPERATOR(type, ...) \
   LOCKSTEP_REGISTER_OPERATOR_(type, ::lockstep::DeviceType::kCpu, "", __VA_ARGS__)
+#define LOCKSTEP_REGISTER_CUDA_OPERATOR(type, ...) \
+  LOCKSTEP_REGISTER_OPERATOR_(type, ::lockstep::DeviceType::kCuda, "", __VA_ARGS__)
 #define LOCKSTEP_REGISTER_CPU_OPERATOR_WITH_ENGINE(type, engine, ...) \
   LOCKSTEP_REGISTER_OPERATOR_(type, ::lockstep::DeviceType::kCpu, #engine, __VA_ARGS__)

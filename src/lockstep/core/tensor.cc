@@ -1,9 +1,12 @@
-// Tensor storage: 64-byte aligned buffers, grown only when a shape needs more bytes.
+// Tensor storage: 64-byte aligned host buffers or device memory from the device's backend, grown only when a
+// shape needs more bytes.
 #include "lockstep/core/tensor.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+
+#include "lockstep/core/device_backend.h"
 
 namespace lockstep {
 
@@ -62,11 +65,25 @@ void Tensor::Allocate(size_t bytes) {
   if (bytes <= capacity_ && storage_) return;
   // Round up so that odd sizes still leave vector kernels an aligned tail.
   size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  if (!on_host()) {
+    storage_.reset();  // the old buffer goes back before the new one is taken
+    storage_ = GetDeviceBackend(device_.type).Allocate(device_.id, rounded);
+    capacity_ = rounded;
+    return;
+  }
   void* memory = std::aligned_alloc(64, rounded);
   LOCKSTEP_ENFORCE(memory != nullptr, "out of memory allocating {} bytes for a tensor of shape {}", rounded,
                    ShapeToString(shape_));
   storage_.reset(static_cast<uint8_t*>(memory), [](uint8_t* p) { std::free(p); });
   capacity_ = rounded;
+}
+
+void Tensor::PlaceOn(const Device& device) {
+  Device memory = device.type == DeviceType::kCpu ? Device{} : device;
+  if (memory == device_) return;
+  device_ = memory;
+  storage_.reset();
+  capacity_ = 0;
 }
 
 void Tensor::ShareStorage(std::shared_ptr<uint8_t> base, size_t offset, size_t bytes) {
@@ -105,7 +122,10 @@ void Tensor::ToPlain(Tensor* plain) const {
   LOCKSTEP_ENFORCE(plain != this, "ToPlain needs a separate output tensor");
   if (is_plain()) return plain->CopyFrom(*this);
   LOCKSTEP_ENFORCE(layout_converter != nullptr, "no backend registered to convert tensor layouts");
-  layout_converter(*this, plain);
+  if (plain->on_host()) return layout_converter(*this, plain);
+  Tensor host;  // layouts are host formats: convert on the host, then copy to the device
+  layout_converter(*this, &host);
+  plain->CopyFrom(host);
 }
 
 void Tensor::CopyFrom(const Tensor& other) {
@@ -115,11 +135,19 @@ void Tensor::CopyFrom(const Tensor& other) {
   } else {
     ResizeWithLayout(other.shape_, other.dtype_, other.layout_, other.bytes_);
   }
-  if (bytes_ > 0 && raw_data() != other.raw_data()) std::memcpy(raw_data(), other.raw_data(), bytes_);
+  if (bytes_ == 0 || raw_data() == other.raw_data()) return;
+  if (on_host() && other.on_host())
+    std::memcpy(raw_data(), other.raw_data(), bytes_);
+  else
+    GetDeviceBackend(DeviceType::kCuda).Copy(raw_data(), device_, other.raw_data(), other.device_, bytes_);
 }
 
 void Tensor::Zero() {
-  if (bytes_ > 0) std::memset(raw_data(), 0, bytes_);
+  if (bytes_ == 0) return;
+  if (on_host())
+    std::memset(raw_data(), 0, bytes_);
+  else
+    GetDeviceBackend(device_.type).Zero(device_.id, raw_data(), bytes_);
 }
 
 int64_t Tensor::dim(int i) const {

@@ -67,11 +67,19 @@ class Tensor {
   bool is_plain() const { return !layout_; }
   // Writes this tensor's values into `plain` in row-major layout.
   void ToPlain(Tensor* plain) const;
+  // This tensor becomes a copy of other, in this tensor's memory (host or device).
   void CopyFrom(const Tensor& other);
   // Makes this tensor use `bytes` bytes of `base` from `offset` on (a slice of a larger buffer, such as a
   // gradient bucket). Later Resizes to at most `bytes` keep writing there.
   void ShareStorage(std::shared_ptr<uint8_t> base, size_t offset, size_t bytes);
   void Zero();
+
+  // Where the buffer lives: host memory (every CPU device) or one CUDA device's memory.
+  const Device& device() const { return device_; }
+  bool on_host() const { return device_.type == DeviceType::kCpu; }
+  // Moves the tensor to `device`'s memory. From other memory it loses its buffer and contents (the next Resize
+  // allocates there); in the same memory nothing changes.
+  void PlaceOn(const Device& device);
 
   DataType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -103,6 +111,7 @@ class Tensor {
   void CheckPlain(DataType type) const;
   void Allocate(size_t bytes);
 
+  Device device_;  // {kCpu, 0} for host memory, whichever CPU device wrote it
   DataType dtype_ = DataType::kUndefined;
   Shape shape_;
   int64_t numel_ = 0;
