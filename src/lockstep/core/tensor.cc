@@ -20,6 +20,9 @@ size_t ElementSize(DataType type) {
       return 1;
     case DataType::kInt64:
       return 8;
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      return 2;
     case DataType::kUndefined:
       return 0;
   }
@@ -36,6 +39,10 @@ const char* DataTypeName(DataType type) {
       return "uint8";
     case DataType::kInt64:
       return "int64";
+    case DataType::kFloat16:
+      return "float16";
+    case DataType::kBFloat16:
+      return "bfloat16";
     case DataType::kUndefined:
       return "undefined";
   }

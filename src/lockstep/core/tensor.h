@@ -12,7 +12,24 @@
 namespace lockstep {
 
 // Values follow TensorProto.DataType.
-enum class DataType : int { kUndefined = 0, kFloat = 1, kInt32 = 2, kUInt8 = 6, kInt64 = 10 };
+enum class DataType : int {
+  kUndefined = 0,
+  kFloat = 1,
+  kInt32 = 2,
+  kUInt8 = 6,
+  kInt64 = 10,
+  kFloat16 = 12,   // IEEE half
+  kBFloat16 = 16,  // bfloat16: float32's exponent, 7 mantissa bits
+};
+
+// 16-bit floats as stored: the bits only. Kernels read them as __half / __nv_bfloat16; core/half.h converts
+// on the host.
+struct Float16 {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
 
 size_t ElementSize(DataType type);
 const char* DataTypeName(DataType type);
@@ -33,6 +50,14 @@ inline DataType DataTypeOf<uint8_t>() {
 template <>
 inline DataType DataTypeOf<int64_t>() {
   return DataType::kInt64;
+}
+template <>
+inline DataType DataTypeOf<Float16>() {
+  return DataType::kFloat16;
+}
+template <>
+inline DataType DataTypeOf<BFloat16>() {
+  return DataType::kBFloat16;
 }
 
 enum class DeviceType : int { kCpu = 0, kCuda = 1 };

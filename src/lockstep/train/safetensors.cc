@@ -32,6 +32,10 @@ const char* SafetensorsDtype(DataType type) {
       return "I64";
     case DataType::kUInt8:
       return "U8";
+    case DataType::kFloat16:
+      return "F16";
+    case DataType::kBFloat16:
+      return "BF16";
     case DataType::kUndefined:
       break;
   }
@@ -39,7 +43,8 @@ const char* SafetensorsDtype(DataType type) {
 }
 
 bool ParseSafetensorsDtype(const std::string& name, DataType* type) {
-  for (DataType candidate : {DataType::kFloat, DataType::kInt32, DataType::kInt64, DataType::kUInt8}) {
+  for (DataType candidate : {DataType::kFloat, DataType::kInt32, DataType::kInt64, DataType::kUInt8,
+                             DataType::kFloat16, DataType::kBFloat16}) {
     if (name == SafetensorsDtype(candidate)) {
       *type = candidate;
       return true;
