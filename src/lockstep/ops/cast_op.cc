@@ -1,0 +1,83 @@
+// Cast: y = x converted to the dtype of arg `to` (a TensorProto.DataType value) or, with a second input, to
+// that input's dtype. float32 <-> float16 / bfloat16 (rounding to nearest even) and same-type copies. Its
+// gradient casts dy back to x's dtype, which is how float32 master parameters receive float32 gradients
+// from a network that computes in 16 bits.
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/half.h"
+#include "lockstep/core/operator.h"
+
+namespace lockstep {
+namespace {
+
+bool Castable(DataType type) {
+  return type == DataType::kFloat || type == DataType::kFloat16 || type == DataType::kBFloat16;
+}
+
+// The dtype y gets: input 1's when given, else arg `to`.
+DataType TargetType(const OperatorDef& def, DataType like) {
+  if (def.input_size() == 2) return like;
+  const int64_t to = GetIntArgument(def, "to", 0);
+  const auto type = static_cast<DataType>(to);
+  if (!Castable(type))
+    FailOperator(def, fmt::format("arg to = {} is not a dtype Cast supports; use {} (float32), {} (float16) or "
+                                  "{} (bfloat16)",
+                                  to, int(DataType::kFloat), int(DataType::kFloat16), int(DataType::kBFloat16)));
+  return type;
+}
+
+float Load(const Tensor& x, int64_t i) {
+  switch (x.dtype()) {
+    case DataType::kFloat16:
+      return ToFloat(x.data<Float16>()[i]);
+    case DataType::kBFloat16:
+      return ToFloat(x.data<BFloat16>()[i]);
+    default:
+      return x.data<float>()[i];
+  }
+}
+
+void Store(Tensor* y, int64_t i, float value) {
+  switch (y->dtype()) {
+    case DataType::kFloat16:
+      y->data<Float16>()[i] = ToFloat16(value);
+      break;
+    case DataType::kBFloat16:
+      y->data<BFloat16>()[i] = ToBFloat16(value);
+      break;
+    default:
+      y->data<float>()[i] = value;
+  }
+}
+
+class CastOp : public Operator {
+ public:
+  using Operator::Operator;
+
+  void Run() override {
+    const Tensor& x = Input(0);  // x is any shape: float32, float16 or bfloat16
+    const DataType to = TargetType(def_, InputSize() == 2 ? Input(1).dtype() : DataType::kUndefined);
+    if (!Castable(x.dtype()))
+      FailOperator(def_, fmt::format("cannot cast {} '{}'; Cast converts float32, float16 and bfloat16",
+                                     DataTypeName(x.dtype()), InputName(0)));
+    Tensor* y = Output(0);  // y has x's shape, dtype `to`
+    if (to == x.dtype()) return y->CopyFrom(x);
+    LOCKSTEP_ENFORCE(!IsInplace(0, 0), "Cast between dtypes cannot run in place");
+    y->Resize(x.shape(), to);
+    for (int64_t i = 0; i < x.numel(); ++i) Store(y, i, Load(x, i));
+  }
+};
+
+std::vector<OperatorDef> CastGradient(const GradientContext& g) {
+  return {MakeOperatorDef("Cast", {g.GO(0), g.I(0)}, {g.GI(0)})};
+}
+
+}  // namespace
+
+LOCKSTEP_OPERATOR_SCHEMA(Cast).NumInputs(1, 2).NumOutputs(1).ShapeFunction(
+    [](const OperatorDef& def, const std::vector<TensorShape>& in) {
+      return std::vector<TensorShape>{{in[0].dims, TargetType(def, in.size() == 2 ? in[1].dtype : DataType::kUndefined)}};
+    });
+LOCKSTEP_REGISTER_CPU_OPERATOR(Cast, CastOp);
+LOCKSTEP_REGISTER_GRADIENT(Cast, CastGradient);
+
+}  // namespace lockstep

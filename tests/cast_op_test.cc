@@ -1,0 +1,88 @@
+// float16 / bfloat16 conversions (every 16-bit pattern round-trips; rounding is to nearest even; overflow,
+// subnormals, inf and NaN as IEEE says) and the Cast operator with its gradient.
+#include <cmath>
+#include <limits>
+
+#include "lockstep/core/half.h"
+#include "test_util.h"
+
+namespace lockstep::testing {
+namespace {
+
+TEST(Half, Float16KnownValues) {
+  EXPECT_EQ(ToFloat16(1.0f).bits, 0x3c00);
+  EXPECT_EQ(ToFloat16(-2.0f).bits, 0xc000);
+  EXPECT_EQ(ToFloat16(0.1f).bits, 0x2e66);
+  EXPECT_EQ(ToFloat16(65504.0f).bits, 0x7bff);   // the largest float16
+  EXPECT_EQ(ToFloat16(65519.0f).bits, 0x7bff);   // still rounds down
+  EXPECT_EQ(ToFloat16(65520.0f).bits, 0x7c00);   // halfway to 65536: ties to even, which is inf
+  EXPECT_EQ(ToFloat16(std::ldexp(1.0f, -14)).bits, 0x0400);  // smallest normal
+  EXPECT_EQ(ToFloat16(std::ldexp(1.0f, -24)).bits, 0x0001);  // smallest subnormal
+  EXPECT_EQ(ToFloat16(std::ldexp(1.0f, -26)).bits, 0x0000);  // below half of it
+  EXPECT_EQ(ToFloat16(-0.0f).bits, 0x8000);
+  EXPECT_EQ(ToFloat16(std::numeric_limits<float>::infinity()).bits, 0x7c00);
+  EXPECT_TRUE(std::isnan(ToFloat(ToFloat16(std::nanf("")))));
+  // Ties go to the even neighbour: 1 + 2^-11 is halfway between 1 and 1 + 2^-10.
+  EXPECT_EQ(ToFloat16(1.0f + std::ldexp(1.0f, -11)).bits, 0x3c00);
+  EXPECT_EQ(ToFloat16(1.0f + 3 * std::ldexp(1.0f, -11)).bits, 0x3c02);
+  EXPECT_EQ(ToFloat16(1.0f + 1.5f * std::ldexp(1.0f, -11)).bits, 0x3c01) << "above the tie rounds up";
+}
+
+TEST(Half, EveryFloat16RoundTrips) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    Float16 h{static_cast<uint16_t>(bits)};
+    float f = ToFloat(h);
+    if (std::isnan(f)) {
+      EXPECT_TRUE((bits & 0x7c00) == 0x7c00 && (bits & 0x3ff) != 0) << bits;
+      continue;
+    }
+    ASSERT_EQ(ToFloat16(f).bits, bits) << f;
+  }
+  EXPECT_EQ(ToFloat(Float16{0x0001}), std::ldexp(1.0f, -24));
+  EXPECT_EQ(ToFloat(Float16{0x7bff}), 65504.0f);
+}
+
+TEST(Half, BFloat16KnownValuesAndRoundTrips) {
+  EXPECT_EQ(ToBFloat16(1.0f).bits, 0x3f80);
+  EXPECT_EQ(ToBFloat16(1.0f + std::ldexp(1.0f, -8)).bits, 0x3f80);      // tie, to even
+  EXPECT_EQ(ToBFloat16(1.0f + 3 * std::ldexp(1.0f, -8)).bits, 0x3f82);  // tie, to even
+  EXPECT_EQ(ToBFloat16(3.0e38f).bits, 0x7f62);
+  EXPECT_EQ(ToBFloat16(std::numeric_limits<float>::max()).bits, 0x7f80) << "rounds to inf";
+  EXPECT_TRUE(std::isnan(ToFloat(ToBFloat16(std::nanf("")))));
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    float f = ToFloat(BFloat16{static_cast<uint16_t>(bits)});
+    if (!std::isnan(f)) ASSERT_EQ(ToBFloat16(f).bits, bits) << f;
+  }
+}
+
+TEST(CastOp, ConvertsBothWaysAndLikeASecondInput) {
+  Workspace ws;
+  Feed(&ws, "x", TensorFromValues({2, 2}, {1.0f, -0.1f, 70000.0f, 3.14159f}));
+  RunOp(&ws, MakeOperatorDef("Cast", {"x"}, {"h"}, {Arg("to", int(DataType::kFloat16))}));
+  ASSERT_EQ(ws.Blob("h").dtype(), DataType::kFloat16);
+  EXPECT_EQ(ws.Blob("h").shape(), (Shape{2, 2}));
+  EXPECT_EQ(ws.Blob("h").data<Float16>()[1].bits, ToFloat16(-0.1f).bits);
+  RunOp(&ws, MakeOperatorDef("Cast", {"h", "x"}, {"back"}));
+  EXPECT_EQ(Values(ws.Blob("back")),
+            (std::vector<float>{1.0f, ToFloat(ToFloat16(-0.1f)), std::numeric_limits<float>::infinity(),
+                                ToFloat(ToFloat16(3.14159f))}));
+  RunOp(&ws, MakeOperatorDef("Cast", {"x"}, {"b"}, {Arg("to", int(DataType::kBFloat16))}));
+  EXPECT_EQ(ws.Blob("b").data<BFloat16>()[3].bits, ToBFloat16(3.14159f).bits);
+  EXPECT_THROW(RunOp(&ws, MakeOperatorDef("Cast", {"x"}, {"y"}, {Arg("to", 2)})), InvalidInput) << "int32";
+}
+
+TEST(CastOp, GradientCastsBackToTheInputsDtype) {
+  NetDef net;
+  *net.add_op() = MakeOperatorDef("Cast", {"w"}, {"w16"}, {Arg("to", int(DataType::kBFloat16))});
+  *net.add_op() = MakeOperatorDef("Cast", {"w16"}, {"loss"}, {Arg("to", int(DataType::kFloat))});
+  auto grads = AddGradientOperators(&net, {"loss"}, {"w"});
+  Workspace ws;
+  Feed(&ws, "w", TensorFromValues({}, {2.5f}));
+  ws.RunNetOnce(net);
+  EXPECT_EQ(ws.Blob(grads.at("w")).dtype(), DataType::kFloat);
+  EXPECT_EQ(Values(ws.Blob(grads.at("w"))), std::vector<float>{1.0f});
+  EXPECT_EQ(ws.Blob("w16_grad").dtype(), DataType::kBFloat16);
+}
+
+}  // namespace
+}  // namespace lockstep::testing
