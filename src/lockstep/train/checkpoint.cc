@@ -15,11 +15,12 @@ std::string CheckpointPath(const std::string& directory, const std::string& name
 void SaveCheckpoint(const std::string& path, const Workspace& ws, const std::string& scope,
                     const std::vector<std::string>& names, const TrainerState& state) {
   std::map<std::string, const Tensor*> tensors;
-  std::map<std::string, Tensor> plain;  // blobs in a backend layout are saved row-major
+  std::map<std::string, Tensor> host;  // blobs in a backend layout or in device memory: row-major host copies
   for (const auto& name : names) {
     const Tensor& blob = ws.Blob(scope + name);
-    if (!blob.is_plain()) blob.ToPlain(&plain[name]);
-    tensors[name] = blob.is_plain() ? &blob : &plain[name];
+    const bool as_is = blob.is_plain() && blob.on_host();
+    if (!as_is) blob.ToPlain(&host[name]);
+    tensors[name] = as_is ? &blob : &host[name];
   }
   std::map<std::string, std::string> metadata = {
       {"format", "lockstep"},
