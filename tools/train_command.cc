@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "lockstep/comm/launcher.h"
+#include "lockstep/core/device_backend.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/train/progress.h"
 
@@ -36,13 +37,18 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
       ->capture_default_str();
   app->add_flag("--skip_bad_records", c->skip_bad_records,
                 "Skip database records that do not parse or decode (counted on the console) instead of stopping");
-  app->add_flag("--use_cpu", *use_cpu, "Train on CPU devices (required: this build has no CUDA backend)");
+  app->add_flag("--use_cpu", *use_cpu, "Train on CPU devices (without it: the GPUs of --gpus / --num_gpus)");
   app->add_option("--gpus", c->gpus, "Device ids, comma-separated (an alternative to --num_gpus)")
       ->delimiter(',');
-  app->add_option("--dtype", c->dtype, "Data type of GPU training: float or float16 (CPU training is float)")
+  app->add_option("--dtype", c->dtype,
+                  "Data type the GPU network computes in: float, float16 or bfloat16 (with float32 master "
+                  "parameters; CPU training is float)")
       ->capture_default_str();
   app->add_flag("--float16_compute", c->float16_compute, "With --dtype float16: compute in float16 too (GPU)");
   app->add_flag("--enable_tensor_core", c->enable_tensor_core, "Use tensor cores where cuDNN offers them (GPU)");
+  app->add_option("--loss_scale", c->loss_scale,
+                  "Static loss scale of mixed precision (0: 128 for float16, 1 for bfloat16 and float)")
+      ->capture_default_str();
   app->add_option("--cudnn_workspace_limit_mb", c->cudnn_workspace_limit_mb,
                   "Workspace cuDNN may use per convolution, in MB (GPU)")
       ->capture_default_str();
@@ -138,9 +144,15 @@ void ApplyLauncher(const CLI::App& app, TrainerConfig* c) {
 }  // namespace
 
 int RunTrain(const CLI::App& app, TrainerConfig c, bool use_cpu, const std::string& arguments) {
-  if (!use_cpu) throw InvalidInput("this build has no CUDA backend: pass --use_cpu to train on CPU devices");
-  if (c.dtype != "float" || c.float16_compute || c.enable_tensor_core)
+  if (!use_cpu) {
+    DeviceBackend* cuda = FindDeviceBackend(DeviceType::kCuda);
+    if (!cuda) throw InvalidInput("this build has no CUDA backend: pass --use_cpu to train on CPU devices");
+    if (cuda->DeviceCount() == 0)
+      throw InvalidInput("this machine has no CUDA GPU (or no driver): pass --use_cpu to train on CPU devices");
+    c.device_type = DeviceType::kCuda;
+  } else if (c.dtype != "float" || c.float16_compute || c.enable_tensor_core) {
     throw InvalidInput("--dtype float16, --float16_compute and --enable_tensor_core need a GPU; CPU training is float");
+  }
   if (app.count("--gpus")) {
     std::vector<int> sorted = c.gpus;
     std::sort(sorted.begin(), sorted.end());

@@ -12,6 +12,7 @@
 #include "lockstep/data/batch_source.h"
 #include "lockstep/data/db_source.h"
 #include "lockstep/model/layers.h"
+#include "lockstep/model/mixed_precision.h"
 #include "lockstep/model/optimizer.h"
 #include "lockstep/model/zoo.h"
 #include "lockstep/parallel/data_parallel.h"
@@ -41,11 +42,41 @@ struct Models {
 
 int Replicas(const TrainerConfig& c) { return c.num_devices / c.model_parallel; }
 
+DataType ComputeType(const TrainerConfig& c) {
+  if (c.dtype == "float16") return DataType::kFloat16;
+  if (c.dtype == "bfloat16") return DataType::kBFloat16;
+  return DataType::kFloat;
+}
+
+float LossScale(const TrainerConfig& c) {
+  if (c.loss_scale > 0) return c.loss_scale;
+  return ComputeType(c) == DataType::kFloat16 ? 128.0f : 1.0f;
+}
+
+// cuDNN's and cuBLAS's options, as arguments of the ops that use them (their gradients copy them).
+void SetGpuOptions(const TrainerConfig& c, NetDef* net) {
+  for (auto& op : *net->mutable_op()) {
+    const std::string& type = op.type();
+    if (type == "Conv" || type == "ConvGradient")
+      SetArgument(&op, Arg("ws_nbytes_limit", int64_t{c.cudnn_workspace_limit_mb} << 20));
+    if (type == "Conv" || type == "ConvGradient" || type == "FC" || type == "FCGradient") {
+      SetArgument(&op, Arg("enable_tensor_core", c.enable_tensor_core));
+      SetArgument(&op, Arg("float16_compute", c.float16_compute));
+    }
+  }
+}
+
 void BuildModels(const TrainerConfig& config, std::shared_ptr<Communicator> communicator, Models* m) {
   ModelConfig model_config{config.num_channels, config.image_size, config.num_labels, false};
   std::vector<std::string> losses, accuracies, lrs;
   ParallelOptions options;
-  for (int d = 0; d < config.num_devices; ++d) options.devices.push_back(d);
+  options.device_type = config.device_type;
+  if (config.device_type == DeviceType::kCuda && !config.gpus.empty())
+    options.devices = config.gpus;
+  else
+    for (int d = 0; d < config.num_devices; ++d) options.devices.push_back(d);
+  const DataType compute_type = ComputeType(config);
+  const float loss_scale_factor = LossScale(config);
   options.devices_per_replica = config.model_parallel;
   options.micro_batches = config.micro_batches;
   options.num_shards = config.num_shards;
@@ -55,10 +86,12 @@ void BuildModels(const TrainerConfig& config, std::shared_ptr<Communicator> comm
   options.forward_builder = [&](ModelHelper& model, float loss_scale) {
     const int first_op = model.net().op_size();
     std::string logits = BuildModel(config.model, model, model.Scoped(kData), model_config);
+    if (compute_type != DataType::kFloat)
+      logits = ComputeInLowPrecision(model, first_op, model.Scoped(kData), logits, compute_type);
     auto [softmax, loss] = layers::SoftmaxWithLoss(model, logits, model.Scoped(kLabel), "softmax", "loss");
     losses.push_back(loss);
     accuracies.push_back(layers::Accuracy(model, softmax, model.Scoped(kLabel), "accuracy"));
-    std::string scaled = layers::Scale(model, loss, "scaled_loss", loss_scale);
+    std::string scaled = layers::Scale(model, loss, "scaled_loss", loss_scale * loss_scale_factor);
     if (config.model_parallel > 1) {
       const int layers = model.net().op_size() - first_op;
       if (config.model_parallel > layers)
@@ -79,6 +112,7 @@ void BuildModels(const TrainerConfig& config, std::shared_ptr<Communicator> comm
     sgd.momentum = config.momentum;
     sgd.nesterov = config.nesterov;
     sgd.weight_decay = config.weight_decay;
+    UnscaleGradients(model, loss_scale_factor);
     lrs.push_back(AddMomentumSgd(model, sgd).lr);
   };
   options.combine_spatial_bn = config.combine_spatial_bn;
@@ -87,19 +121,22 @@ void BuildModels(const TrainerConfig& config, std::shared_ptr<Communicator> comm
   options.max_threads = config.threads;
   options.threads_per_device = config.threads > 0 ? std::max(1, config.threads / config.num_devices) : 0;
   m->parallel = Parallelize(m->train, options);
+  if (config.device_type == DeviceType::kCuda) SetGpuOptions(config, &m->train.net());
   for (int j = 0; j < config.micro_batches; ++j) {
     m->train_loss.push_back(config.micro_batches > 1 ? MicroBatchName(losses[0], j) : losses[0]);
     m->train_accuracy.push_back(config.micro_batches > 1 ? MicroBatchName(accuracies[0], j) : accuracies[0]);
   }
   m->lr = lrs[0];
 
-  // Evaluation runs on device 0's parameters, one batch at a time, fed by the trainer.
+  // Evaluation runs on device 0's parameters (in float32), one batch at a time, fed by the trainer.
   model_config.is_test = true;
   ModelHelper::NameScope scope(m->test, m->parallel.scopes[0]);
+  ModelHelper::DeviceScope device(m->test, {config.device_type, options.devices[0]});
   m->test_data = m->test.Scoped("test_data");
   m->test_label = m->test.Scoped("test_label");
   std::string test_logits = BuildModel(config.model, m->test, m->test_data, model_config);
   m->test_accuracy = layers::Accuracy(m->test, test_logits, m->test_label, "test_accuracy");
+  if (config.device_type == DeviceType::kCuda) SetGpuOptions(config, &m->test.net());
 }
 
 std::unique_ptr<BatchSource> MakeSource(const std::string& name, const TrainerConfig& config, bool train) {
@@ -140,7 +177,13 @@ void SeedInitNet(NetDef* init, uint64_t seed) {
     init->mutable_op(i)->mutable_device_option()->set_random_seed(static_cast<uint32_t>(seed * 1000003u + i));
 }
 
-float ScalarOf(const Workspace& ws, const std::string& name) { return ws.Blob(name).data<float>()[0]; }
+float ScalarOf(const Workspace& ws, const std::string& name) {
+  const Tensor& blob = ws.Blob(name);
+  if (blob.on_host()) return blob.data<float>()[0];
+  Tensor host;  // a GPU's scalar: the copy waits for the step that wrote it
+  host.CopyFrom(blob);
+  return host.data<float>()[0];
+}
 
 // The mean over micro-batches of equal size.
 float MeanOf(const Workspace& ws, const std::vector<std::string>& names) {
@@ -200,6 +243,10 @@ void Validate(const TrainerConfig& c) {
   if (c.timeout <= 0 || c.first_iter_timeout <= 0)
     fail(fmt::format("--timeout ({}) and --first_iter_timeout ({}) must be positive seconds", c.timeout,
                      c.first_iter_timeout));
+  if (c.dtype != "float" && c.dtype != "float16" && c.dtype != "bfloat16")
+    fail(fmt::format("--dtype '{}': use float, float16 or bfloat16", c.dtype));
+  if (c.float16_compute && c.dtype != "float16") fail("--float16_compute needs --dtype float16");
+  if (c.loss_scale < 0) fail(fmt::format("--loss_scale must be >= 0 (0 picks the default), got {}", c.loss_scale));
   if (c.num_shards > 1 && c.run_id.empty())
     fail("--run_id is required with --num_shards > 1: pass the same unique id (e.g. from uuidgen) to every shard");
 }
@@ -249,6 +296,8 @@ Fingerprint TrainingFingerprint(const TrainerConfig& c, const Models& m) {
       {"--combine_spatial_bn", std::to_string(c.combine_spatial_bn)},
       {"--model_parallel", std::to_string(c.model_parallel)},
       {"--micro_batches", std::to_string(c.micro_batches)},
+      {"--dtype", c.dtype},
+      {"--loss_scale", fmt::format("{}", LossScale(c))},
       {"--seed", std::to_string(c.seed)},
       {"--train_data", c.train_data},
       {"--allreduce_algorithm", c.allreduce_algorithm},

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/core/tensor.h"
+
 namespace lockstep {
 
 struct TrainerConfig {
@@ -38,9 +40,13 @@ struct TrainerConfig {
   std::vector<std::string> distributed_interfaces;
   std::string allreduce_algorithm = "auto";
   double timeout = 30, first_iter_timeout = 1200;  // seconds a shard waits for the others
-  // GPU precision and cuDNN options of the seed; CPU training is float32.
+  // CPU devices, or CUDA GPUs (the ids of `gpus`, else 0..num_devices-1).
+  DeviceType device_type = DeviceType::kCpu;
+  // GPU precision and cuDNN options of the seed; CPU training is float32. dtype float16 / bfloat16 computes in
+  // 16 bits with float32 master parameters and a static loss scale (0: 128 for float16, else 1).
   std::string dtype = "float";
   bool float16_compute = false, enable_tensor_core = false;
+  float loss_scale = 0;
   int cudnn_workspace_limit_mb = 64;
   uint64_t seed = 1;
   int threads = 0;  // oneDNN threads; 0 = all cores
