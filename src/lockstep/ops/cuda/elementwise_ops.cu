@@ -1,0 +1,222 @@
+// Element-wise ops on CUDA devices, as ops/elementwise_ops.cc defines them: Add (with suffix broadcasting),
+// Sum, Scale and SumReduceLike, plus ResizeLike (ops/reshape_op.cc). float32, float16 and bfloat16, computed
+// in float32.
+#include <algorithm>
+
+#include "lockstep/core/operator.h"
+#include "lockstep/cuda/cuda_context.h"
+#include "lockstep/ops/cuda/cuda_kernels.cuh"
+
+namespace lockstep {
+namespace {
+
+using cuda::BlocksFor;
+using cuda::DispatchFloating;
+using cuda::kThreads;
+using cuda::LoadFloat;
+using cuda::StoreFloat;
+
+// a and c are (n), b is (inner) and repeats along a (inner == n without broadcast). c may be a or b.
+template <typename T>
+__global__ void AddKernel(const T* a, const T* b, T* c, int64_t n, int64_t inner) {
+  LOCKSTEP_KERNEL_LOOP(i, n) { StoreFloat(c, i, LoadFloat(a, i) + LoadFloat(b, i % inner)); }
+}
+
+// Sums run in chunks of this many inputs, passed by value to the kernel.
+constexpr int kSumChunk = 16;
+
+template <typename T>
+struct SumChunk {
+  const T* x[kSumChunk];
+  int count;
+};
+
+// Each x[j] and y are (n); y = (accumulate ? y : 0) + x[0] + x[1] + ..., added left to right in float32 like
+// the CPU's sum. y may be one of this chunk's inputs.
+template <typename T>
+__global__ void SumKernel(SumChunk<T> chunk, T* y, int64_t n, bool accumulate) {
+  LOCKSTEP_KERNEL_LOOP(i, n) {
+    float sum = accumulate ? LoadFloat(y, i) : 0.0f;
+    for (int j = 0; j < chunk.count; ++j) sum += LoadFloat(chunk.x[j], i);
+    StoreFloat(y, i, sum);
+  }
+}
+
+// x and y are (n); y may be x.
+template <typename T>
+__global__ void ScaleKernel(const T* x, T* y, int64_t n, float scale) {
+  LOCKSTEP_KERNEL_LOOP(i, n) { StoreFloat(y, i, scale * LoadFloat(x, i)); }
+}
+
+// dy is (outer, inner), db is (inner): each thread owns columns, so reads of a row are coalesced.
+template <typename T>
+__global__ void SumReduceLikeKernel(const T* dy, T* db, int64_t outer, int64_t inner) {
+  LOCKSTEP_KERNEL_LOOP(j, inner) {
+    float sum = 0.0f;
+    for (int64_t o = 0; o < outer; ++o) sum += LoadFloat(dy, o * inner + j);
+    StoreFloat(db, j, sum);
+  }
+}
+
+cudaStream_t StreamOf(const Device& device) { return cuda::ContextFor(device.id).stream(); }
+
+// A is (outer, inner) and B is (inner) once flattened, where B's shape is A's shape or, with broadcast=1, a
+// suffix of it. Returns the output shape (A's). The CPU op's checks and messages.
+Shape AddShape(const OperatorDef& def, const Shape& a, const Shape& b) {
+  bool broadcast = GetIntArgument(def, "broadcast", 0) != 0;
+  if (!broadcast && a != b)
+    throw InvalidInput(
+        fmt::format("{}: A {} and B {} differ; pass broadcast=1 when B's shape is a suffix of A's",
+                    DescribeOperator(def), ShapeToString(a), ShapeToString(b)));
+  if (b.size() > a.size() || !std::equal(b.begin(), b.end(), a.end() - b.size()))
+    throw InvalidInput(fmt::format("{}: B {} must match the last dims of A {} to broadcast",
+                                   DescribeOperator(def), ShapeToString(b), ShapeToString(a)));
+  return a;
+}
+
+void CheckSameDtype(const OperatorDef& def, int i, const Tensor& x, const Tensor& first) {
+  if (x.dtype() != first.dtype())
+    FailOperator(def,
+                 fmt::format("input '{}' is {} but '{}' is {}; the inputs must share a dtype", def.input(i),
+                             DataTypeName(x.dtype()), def.input(0), DataTypeName(first.dtype())));
+}
+
+class CudaAddOp : public Operator {
+ public:
+  using Operator::Operator;
+
+  void Run() override {
+    const Tensor& a = Input(0);  // a is any shape
+    const Tensor& b = Input(1);  // b is a's shape, or a suffix of it with broadcast=1
+    Shape shape = AddShape(def_, a.shape(), b.shape());
+    CheckSameDtype(def_, 1, b, a);
+    if (IsInplace(1, 0) && a.shape() != b.shape())
+      throw InvalidInput(
+          fmt::format("{}: C may overwrite B only when A and B have the same shape", DescribeOperator(def_)));
+    Tensor* c = Output(0);  // c has a's shape and dtype
+    c->Resize(shape, a.dtype());
+    if (c->numel() == 0) return;
+    // Each element is read before it is written, so C may be A or B.
+    DispatchFloating(def_, a.dtype(), [&](auto type) {
+      using T = decltype(type);
+      const int64_t n = c->numel();
+      AddKernel<<<BlocksFor(n), kThreads, 0, StreamOf(device())>>>(
+          static_cast<const T*>(a.raw_data()), static_cast<const T*>(b.raw_data()),
+          static_cast<T*>(c->raw_data()), n, b.numel());
+      LOCKSTEP_CUDA_CHECK_LAUNCH();
+    });
+  }
+};
+
+class CudaSumOp : public Operator {
+ public:
+  CudaSumOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), inputs_(InputSize()) {}
+
+  void Run() override {
+    // Each Input() call may stage a copy, so each input is fetched once.
+    for (int i = 0; i < InputSize(); ++i) inputs_[i] = &Input(i);
+    const Tensor& x0 = *inputs_[0];  // every input has x0's shape and dtype
+    for (int i = 1; i < InputSize(); ++i) {
+      if (inputs_[i]->shape() != x0.shape())
+        throw InvalidInput(fmt::format(
+            "{}: input '{}' is {} but '{}' is {}; Sum needs equal shapes", DescribeOperator(def_),
+            InputName(i), ShapeToString(inputs_[i]->shape()), InputName(0), ShapeToString(x0.shape())));
+      CheckSameDtype(def_, i, *inputs_[i], x0);
+    }
+    Tensor* y = Output(0);  // y has x0's shape; it may be x0 itself
+    y->Resize(x0.shape(), x0.dtype());
+    if (y->numel() == 0) return;
+    DispatchFloating(def_, x0.dtype(), [&](auto type) {
+      using T = decltype(type);
+      const int64_t n = y->numel();
+      // Only x0 may be y (the schema's in-place rule), and x0 is in the first chunk, which reads all its
+      // inputs before writing; later chunks add to y.
+      for (int first = 0; first < InputSize(); first += kSumChunk) {
+        SumChunk<T> chunk{};
+        chunk.count = std::min(kSumChunk, InputSize() - first);
+        for (int j = 0; j < chunk.count; ++j)
+          chunk.x[j] = static_cast<const T*>(inputs_[first + j]->raw_data());
+        SumKernel<<<BlocksFor(n), kThreads, 0, StreamOf(device())>>>(chunk, static_cast<T*>(y->raw_data()), n,
+                                                                     first > 0);
+        LOCKSTEP_CUDA_CHECK_LAUNCH();
+      }
+    });
+  }
+
+ private:
+  std::vector<const Tensor*> inputs_;
+};
+
+// y = scale * x; with scale 1 it is the copy that gradients of Add and Sum use.
+class CudaScaleOp : public Operator {
+ public:
+  CudaScaleOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), scale_(FloatArg("scale", 1.f)) {}
+
+  void Run() override {
+    const Tensor& x = Input(0);  // x is any shape
+    Tensor* y = Output(0);       // y has x's shape and dtype; it may be x
+    y->Resize(x.shape(), x.dtype());
+    if (x.numel() == 0) return;
+    DispatchFloating(def_, x.dtype(), [&](auto type) {
+      using T = decltype(type);
+      ScaleKernel<<<BlocksFor(x.numel()), kThreads, 0, StreamOf(device())>>>(
+          static_cast<const T*>(x.raw_data()), static_cast<T*>(y->raw_data()), x.numel(), scale_);
+      LOCKSTEP_CUDA_CHECK_LAUNCH();
+    });
+  }
+
+ private:
+  float scale_;
+};
+
+// dB of a broadcast Add: sums dY over the leading dims that B lacks.
+class CudaSumReduceLikeOp : public Operator {
+ public:
+  using Operator::Operator;
+
+  void Run() override {
+    const Tensor& dy = Input(0);  // dy is (outer, inner) once flattened
+    const Tensor& b = Input(1);   // b's shape is a suffix of dy's: (inner)
+    if (b.ndim() > dy.ndim() || !std::equal(b.shape().begin(), b.shape().end(), dy.shape().end() - b.ndim()))
+      throw InvalidInput(fmt::format("{}: B {} must match the last dims of dY {}", DescribeOperator(def_),
+                                     ShapeToString(b.shape()), ShapeToString(dy.shape())));
+    Tensor* db = Output(0);  // db has b's shape and dy's dtype
+    db->Resize(b.shape(), dy.dtype());
+    if (db->numel() == 0) return;
+    const int64_t inner = b.numel();
+    DispatchFloating(def_, dy.dtype(), [&](auto type) {
+      using T = decltype(type);
+      SumReduceLikeKernel<<<BlocksFor(inner), kThreads, 0, StreamOf(device())>>>(
+          static_cast<const T*>(dy.raw_data()), static_cast<T*>(db->raw_data()), dy.numel() / inner, inner);
+      LOCKSTEP_CUDA_CHECK_LAUNCH();
+    });
+  }
+};
+
+// ResizeLike(A, B) -> C: A's data with B's shape (the gradient of Flatten); a device-to-device copy.
+class CudaResizeLikeOp : public Operator {
+ public:
+  using Operator::Operator;
+
+  void Run() override {
+    const Tensor& a = Input(0);  // a has as many elements as b
+    const Tensor& b = Input(1);  // b is any shape
+    if (a.numel() != b.numel())
+      throw InvalidInput(fmt::format("{}: '{}' {} and '{}' {} differ in element count",
+                                     DescribeOperator(def_), InputName(0), ShapeToString(a.shape()),
+                                     InputName(1), ShapeToString(b.shape())));
+    Tensor* c = Output(0);  // c has b's shape and a's dtype
+    c->CopyFrom(a);
+    c->Resize(b.shape(), a.dtype());
+  }
+};
+
+}  // namespace
+
+LOCKSTEP_REGISTER_CUDA_OPERATOR(Add, CudaAddOp);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(Sum, CudaSumOp);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(Scale, CudaScaleOp);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(SumReduceLike, CudaSumReduceLikeOp);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(ResizeLike, CudaResizeLikeOp);
+
+}  // namespace lockstep
