@@ -1,0 +1,132 @@
+// LearningRate on CUDA devices: the CPU op's schedules (fixed, step, multistep, cosine, linear warm-up)
+// evaluated by a one-thread kernel from the iteration counter in device memory, so that no step waits for
+// the host to read the counter.
+#include <algorithm>
+#include <cmath>
+
+#include "lockstep/core/operator.h"
+#include "lockstep/cuda/cuda_context.h"
+#include "lockstep/ops/cuda/cuda_kernels.cuh"
+
+namespace lockstep {
+namespace {
+
+enum class Policy { kFixed, kStep, kMultistep, kCosine };
+
+constexpr const char* kPolicies = "fixed, step, multistep, cosine";
+
+// The schedule's arguments as the kernel reads them; stepsizes is in device memory.
+struct Schedule {
+  Policy policy;
+  double base_lr, gamma;
+  int64_t stepsize;
+  const int64_t* stepsizes;  // (num_stepsizes), ascending
+  int64_t num_stepsizes;
+  int64_t max_iter, warmup_iter;
+  double warmup_start_factor;
+};
+
+// iter is one int64, lr one float. The arithmetic is the CPU op's, in double, with the warm-up's multiply-add
+// kept as two rounded operations as the CPU build computes it; pow and cos are CUDA's (within 2 ulp of a
+// double result), so lr, rounded to float, equals the CPU's except when a double result lies within an ulp or
+// two of a float rounding boundary. A negative iter, which the CPU op reports, gives a NaN learning rate: the
+// device cannot throw, and checking on the host would make every step wait for the counter.
+__global__ void LearningRateKernel(const int64_t* iter, float* lr, Schedule s) {
+  const int64_t step = *iter;
+  if (step < 0) {
+    *lr = nanf("");
+    return;
+  }
+  double multiplier = 1.0;
+  switch (s.policy) {
+    case Policy::kFixed:
+      break;
+    case Policy::kStep:
+      multiplier = pow(s.gamma, static_cast<double>(step / s.stepsize));
+      break;
+    case Policy::kMultistep: {
+      int64_t passed = 0;  // std::upper_bound's index: the steps at or before `step`
+      while (passed < s.num_stepsizes && s.stepsizes[passed] <= step) ++passed;
+      multiplier = pow(s.gamma, static_cast<double>(passed));
+      break;
+    }
+    case Policy::kCosine: {
+      // Held at the final value past max_iter rather than rising again.
+      double progress = static_cast<double>(min(step, s.max_iter)) / static_cast<double>(s.max_iter);
+      multiplier = 0.5 * (1.0 + cos(M_PI * progress));
+      break;
+    }
+  }
+  if (step < s.warmup_iter) {
+    double fraction = static_cast<double>(step) / static_cast<double>(s.warmup_iter);
+    multiplier *= __dadd_rn(s.warmup_start_factor, __dmul_rn(1.0 - s.warmup_start_factor, fraction));
+  }
+  *lr = static_cast<float>(s.base_lr * multiplier);
+}
+
+class CudaLearningRateOp : public Operator {
+ public:
+  CudaLearningRateOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws) {
+    // The arguments, their defaults and their checks are the CPU op's.
+    schedule_.base_lr = FloatArg("base_lr", 0.0f);
+    schedule_.gamma = FloatArg("gamma", 1.0f);
+    schedule_.stepsize = IntArg("stepsize", 0);
+    const std::vector<int64_t> stepsizes = IntsArg("stepsizes");
+    schedule_.max_iter = IntArg("max_iter", 0);
+    schedule_.warmup_iter = IntArg("warmup_iter", 0);
+    schedule_.warmup_start_factor = FloatArg("warmup_start_factor", 0.1f);
+    auto fail = [&](const std::string& what) {
+      throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
+    };
+    if (!HasArgument(def, "base_lr")) fail("argument 'base_lr' is required");
+    std::string policy = StringArg("policy", "fixed");
+    if (policy == "fixed") {
+      schedule_.policy = Policy::kFixed;
+    } else if (policy == "step") {
+      schedule_.policy = Policy::kStep;
+      if (schedule_.stepsize <= 0) fail("policy 'step' needs a positive 'stepsize'");
+      if (!HasArgument(def, "gamma")) fail("policy 'step' needs 'gamma'");
+    } else if (policy == "multistep") {
+      schedule_.policy = Policy::kMultistep;
+      if (stepsizes.empty()) fail("policy 'multistep' needs 'stepsizes'");
+      if (!HasArgument(def, "gamma")) fail("policy 'multistep' needs 'gamma'");
+      if (!std::is_sorted(stepsizes.begin(), stepsizes.end())) fail("'stepsizes' must be ascending");
+    } else if (policy == "cosine") {
+      schedule_.policy = Policy::kCosine;
+      if (schedule_.max_iter <= 0) fail("policy 'cosine' needs a positive 'max_iter'");
+    } else {
+      fail(fmt::format("unknown policy '{}'; valid policies: {}", policy, kPolicies));
+    }
+    if (schedule_.warmup_iter < 0) fail("'warmup_iter' must not be negative");
+    if (schedule_.policy == Policy::kMultistep) {  // the kernel reads them from device memory
+      Tensor host({static_cast<int64_t>(stepsizes.size())}, DataType::kInt64);
+      std::copy(stepsizes.begin(), stepsizes.end(), host.data<int64_t>());
+      stepsizes_.PlaceOn(device());
+      stepsizes_.CopyFrom(host);
+      schedule_.stepsizes = stepsizes_.data<int64_t>();
+      schedule_.num_stepsizes = stepsizes_.numel();
+    }
+  }
+
+  void Run() override {
+    const Tensor& iter = Input(0);  // iter is () or (1,), int64
+    if (iter.dtype() != DataType::kInt64 || iter.numel() != 1)
+      throw InvalidInput(fmt::format("{}: iter must be one int64, got {} of shape {}", DescribeOperator(def_),
+                                     DataTypeName(iter.dtype()), ShapeToString(iter.shape())));
+    Tensor* lr = Output(0);  // lr is (), float
+    lr->Resize({}, DataType::kFloat);
+    LearningRateKernel<<<1, 1, 0, cuda::ContextFor(device().id).stream()>>>(iter.data<int64_t>(),
+                                                                            lr->data<float>(), schedule_);
+    LOCKSTEP_CUDA_CHECK_LAUNCH();
+  }
+
+ private:
+  Schedule schedule_{};
+  Tensor stepsizes_;  // the multistep boundaries, on the device
+};
+
+}  // namespace
+
+LOCKSTEP_REGISTER_CUDA_OPERATOR(LearningRate, CudaLearningRateOp);
+
+}  // namespace lockstep
