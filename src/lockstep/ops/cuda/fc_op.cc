@@ -1,7 +1,7 @@
 // FC and FCGradient on CUDA devices, as ops/fc_op.cc defines them (Y = X W^T + b, X flattened to (N, K) at
 // `axis`, W (M, K)), on cuBLAS's GemmEx: float32, float16 or bfloat16 tensors with float32 accumulation.
-// enable_tensor_core=1 lets float32 products run on TF32 tensor cores; float16_compute=1 (float16 only)
-// accumulates in float16.
+// enable_tensor_core=1 lets float32 products run on TF32 tensor cores; float16_compute=1 accumulates float16
+// tensors in float16.
 //
 // Row-major and column-major. Our matrices are row-major; cuBLAS reads column-major. A row-major (r, c)
 // matrix with leading dimension c is, byte for byte, the column-major (c, r) matrix: its transpose. So every
@@ -56,7 +56,7 @@ FcShapes FcOutputShape(const OperatorDef& def, const Shape& x, const Shape& w, c
 // How one FC op multiplies: the element type of all its tensors and the accumulation cuBLAS uses.
 class Gemm {
  public:
-  // Checks that the inputs share a dtype cuBLAS can multiply and that the options fit it.
+  // Checks that the inputs share a dtype cuBLAS can multiply; picks the accumulation from the options.
   Gemm(const OperatorDef& def, const std::vector<const Tensor*>& inputs) : type_(inputs[0]->dtype()) {
     for (size_t i = 1; i < inputs.size(); ++i)
       if (inputs[i]->dtype() != type_)
@@ -78,10 +78,9 @@ class Gemm {
                      fmt::format("{} tensors are not supported on CUDA; use float32, float16 or bfloat16",
                                  DataTypeName(type_)));
     }
-    if (GetIntArgument(def, "float16_compute", 0) != 0) {
-      if (type_ != DataType::kFloat16)
-        FailOperator(def,
-                     fmt::format("float16_compute=1 needs float16 tensors, got {}", DataTypeName(type_)));
+    // As Conv does: float16_compute=1 (--float16_compute) accumulates float16 data in float16, and other
+    // dtypes in float32 (the trainer's evaluation net runs in float32 with the same options).
+    if (type_ == DataType::kFloat16 && GetIntArgument(def, "float16_compute", 0) != 0) {
       compute_ = CUBLAS_COMPUTE_16F;  // alpha and beta are then float16 too
       one_ = &kOne16;
       zero_ = &kZero16;
