@@ -1,14 +1,11 @@
 // cuDNN types and tensor descriptors for lockstep tensors.
 #include "lockstep/ops/cuda/cudnn_utils.h"
 
+#include <algorithm>
 #include <climits>
 #include <vector>
 
 namespace lockstep::cuda {
-
-bool IsFloatingType(DataType type) {
-  return type == DataType::kFloat || type == DataType::kFloat16 || type == DataType::kBFloat16;
-}
 
 cudnnDataType_t CudnnDataType(const OperatorDef& def, const char* what, DataType type) {
   switch (type) {
