@@ -110,18 +110,19 @@ class CudaAddOp : public Operator {
 
 class CudaSumOp : public Operator {
  public:
-  CudaSumOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), inputs_(InputSize()) {}
+  CudaSumOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), input_tensors_(InputSize()) {}
 
   void Run() override {
     // Each Input() call may stage a copy, so each input is fetched once.
-    for (int i = 0; i < InputSize(); ++i) inputs_[i] = &Input(i);
-    const Tensor& x0 = *inputs_[0];  // every input has x0's shape and dtype
+    for (int i = 0; i < InputSize(); ++i) input_tensors_[i] = &Input(i);
+    const Tensor& x0 = *input_tensors_[0];  // every input has x0's shape and dtype
     for (int i = 1; i < InputSize(); ++i) {
-      if (inputs_[i]->shape() != x0.shape())
-        throw InvalidInput(fmt::format(
-            "{}: input '{}' is {} but '{}' is {}; Sum needs equal shapes", DescribeOperator(def_),
-            InputName(i), ShapeToString(inputs_[i]->shape()), InputName(0), ShapeToString(x0.shape())));
-      CheckSameDtype(def_, i, *inputs_[i], x0);
+      if (input_tensors_[i]->shape() != x0.shape())
+        throw InvalidInput(fmt::format("{}: input '{}' is {} but '{}' is {}; Sum needs equal shapes",
+                                       DescribeOperator(def_), InputName(i),
+                                       ShapeToString(input_tensors_[i]->shape()), InputName(0),
+                                       ShapeToString(x0.shape())));
+      CheckSameDtype(def_, i, *input_tensors_[i], x0);
     }
     Tensor* y = Output(0);  // y has x0's shape; it may be x0 itself
     y->Resize(x0.shape(), x0.dtype());
@@ -135,7 +136,7 @@ class CudaSumOp : public Operator {
         SumChunk<T> chunk{};
         chunk.count = std::min(kSumChunk, InputSize() - first);
         for (int j = 0; j < chunk.count; ++j)
-          chunk.x[j] = static_cast<const T*>(inputs_[first + j]->raw_data());
+          chunk.x[j] = static_cast<const T*>(input_tensors_[first + j]->raw_data());
         SumKernel<<<BlocksFor(n), kThreads, 0, StreamOf(device())>>>(chunk, static_cast<T*>(y->raw_data()), n,
                                                                      first > 0);
         LOCKSTEP_CUDA_CHECK_LAUNCH();
@@ -144,7 +145,7 @@ class CudaSumOp : public Operator {
   }
 
  private:
-  std::vector<const Tensor*> inputs_;
+  std::vector<const Tensor*> input_tensors_;
 };
 
 // y = scale * x; with scale 1 it is the copy that gradients of Add and Sum use.

@@ -32,7 +32,7 @@ __global__ void WeightedSumKernel(PairChunk chunk, float* y, int64_t n, bool acc
 
 class CudaWeightedSumOp : public Operator {
  public:
-  CudaWeightedSumOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), inputs_(InputSize()) {
+  CudaWeightedSumOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), input_tensors_(InputSize()) {
     if (InputSize() % 2 != 0)
       throw InvalidInput(fmt::format("{}: inputs must be pairs (X0, w0, X1, w1, ...), got {} inputs",
                                      DescribeOperator(def), InputSize()));
@@ -40,11 +40,11 @@ class CudaWeightedSumOp : public Operator {
 
   void Run() override {
     // Each Input() call may stage a copy, so each input is fetched once.
-    for (int i = 0; i < InputSize(); ++i) inputs_[i] = &Input(i);
-    const Tensor& x0 = *inputs_[0];  // every x_i has x0's shape
+    for (int i = 0; i < InputSize(); ++i) input_tensors_[i] = &Input(i);
+    const Tensor& x0 = *input_tensors_[0];  // every x_i has x0's shape
     for (int i = 0; i < InputSize(); i += 2) {
-      const Tensor& x = *inputs_[i];
-      const Tensor& w = *inputs_[i + 1];  // w_i is a float scalar
+      const Tensor& x = *input_tensors_[i];
+      const Tensor& w = *input_tensors_[i + 1];  // w_i is a float scalar
       if (x.dtype() != DataType::kFloat || x.shape() != x0.shape())
         throw InvalidInput(fmt::format("{}: '{}' is {} {}, expected float32 {}", DescribeOperator(def_),
                                        InputName(i), DataTypeName(x.dtype()), ShapeToString(x.shape()),
@@ -64,8 +64,8 @@ class CudaWeightedSumOp : public Operator {
       PairChunk chunk{};
       chunk.count = std::min(kPairChunk, pairs - first);
       for (int j = 0; j < chunk.count; ++j) {
-        chunk.x[j] = inputs_[2 * (first + j)]->data<float>();
-        chunk.w[j] = inputs_[2 * (first + j) + 1]->data<float>();
+        chunk.x[j] = input_tensors_[2 * (first + j)]->data<float>();
+        chunk.w[j] = input_tensors_[2 * (first + j) + 1]->data<float>();
       }
       WeightedSumKernel<<<cuda::BlocksFor(n), cuda::kThreads, 0, stream>>>(chunk, y->data<float>(), n,
                                                                            first > 0);
@@ -74,7 +74,7 @@ class CudaWeightedSumOp : public Operator {
   }
 
  private:
-  std::vector<const Tensor*> inputs_;
+  std::vector<const Tensor*> input_tensors_;
 };
 
 }  // namespace
