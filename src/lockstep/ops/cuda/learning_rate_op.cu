@@ -6,7 +6,6 @@
 
 #include "lockstep/core/operator.h"
 #include "lockstep/cuda/cuda_context.h"
-#include "lockstep/ops/cuda/cuda_kernels.cuh"
 
 namespace lockstep {
 namespace {
