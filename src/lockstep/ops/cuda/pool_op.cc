@@ -1,0 +1,154 @@
+// MaxPool, AveragePool (global_pooling included) and their gradients on CUDA devices with cuDNN pooling, with
+// the arguments, checks and count_include_pad semantics of the CPU operators (ops/pool_op.cc). cuDNN pads
+// opposite sides equally, so unequal pads are an error here. Unlike the CPU's, the gradients read Y: cuDNN
+// finds each window's maximum by comparing X with it.
+#include "lockstep/core/operator.h"
+#include "lockstep/cuda/cuda_context.h"
+#include "lockstep/ops/conv_pool_args.h"
+#include "lockstep/ops/cuda/cudnn_utils.h"
+
+namespace lockstep {
+namespace {
+
+using cuda::kOne;
+using cuda::kZero;
+using PoolingDescriptor = cuda::CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor,
+                                                cudnnDestroyPoolingDescriptor>;
+
+enum class PoolKind { kMax, kAverage };
+
+// The window arguments with the CPU operator's checks, and the one cuDNN adds.
+ConvPoolArgs ParsePoolArgs(const OperatorDef& def) {
+  ConvPoolArgs args = ParseConvPoolArgs(def);
+  if (args.dilation_h != 1 || args.dilation_w != 1) FailOperator(def, "pooling does not support dilation");
+  if (args.global_pooling) {
+    if (args.has_kernel() || args.stride_h != 1 || args.stride_w != 1 || args.pad_t || args.pad_l ||
+        args.pad_b || args.pad_r)
+      FailOperator(def, "global_pooling covers the whole plane: drop kernel, stride and pad");
+    return args;
+  }
+  if (!args.has_kernel())
+    FailOperator(def, "needs 'kernel' (or kernel_h/kernel_w, kernels) or global_pooling=1");
+  // A window that lies wholly in the padding would have nothing to pool.
+  if (args.pad_t >= args.kernel_h || args.pad_b >= args.kernel_h || args.pad_l >= args.kernel_w ||
+      args.pad_r >= args.kernel_w)
+    FailOperator(
+        def, fmt::format("pads (t {}, l {}, b {}, r {}) must be smaller than the {}x{} kernel", args.pad_t,
+                         args.pad_l, args.pad_b, args.pad_r, args.kernel_h, args.kernel_w));
+  if (args.pad_t != args.pad_b || args.pad_l != args.pad_r)
+    FailOperator(def, fmt::format("pads (t {}, l {}, b {}, r {}) differ between opposite sides, which cuDNN "
+                                  "cannot do on CUDA devices; give equal pad_t/pad_b and pad_l/pad_r",
+                                  args.pad_t, args.pad_l, args.pad_b, args.pad_r));
+  return args;
+}
+
+// cuDNN's descriptors of one pooling over an x of (N, C, H, W), for the shape and dtype last described.
+class PoolSetup {
+ public:
+  PoolSetup(const OperatorDef& def, PoolKind kind) : args_(ParsePoolArgs(def)) {
+    // Caffe2's count_include_pad=0 divides each window by its non-padding elements.
+    bool include_pad = GetIntArgument(def, "count_include_pad", 0) != 0;
+    mode_ = kind == PoolKind::kMax ? CUDNN_POOLING_MAX_DETERMINISTIC
+            : include_pad          ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                   : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+  }
+
+  // Checks x and describes it, y and the window when they changed; returns y's shape (N, C, OH, OW).
+  const Shape& Describe(const OperatorDef& def, const Tensor& x) {
+    if (x.shape() == x_shape_ && x.dtype() == type_) return y_shape_;
+    cuda::CudnnDataType(def, "X", x.dtype());
+    if (x.ndim() != 4)
+      FailOperator(def, fmt::format("input must be (N, C, H, W), got {}", ShapeToString(x.shape())));
+    ConvPoolArgs window = args_;  // global pooling takes the whole (H, W)
+    if (args_.global_pooling) {
+      window.kernel_h = x.dim(2);
+      window.kernel_w = x.dim(3);
+    }
+    auto [out_h, out_w] = ConvPoolOutputSize(def, window, x.dim(2), x.dim(3));
+    y_shape_ = {x.dim(0), x.dim(1), out_h, out_w};
+    x_shape_ = x.shape();
+    type_ = x.dtype();
+    if (x.numel() == 0) return y_shape_;  // cuDNN takes no empty tensors, and there is nothing to pool
+    cuda::SetTensorDescriptor(def, x_desc_.get(), type_, x_shape_);
+    cuda::SetTensorDescriptor(def, y_desc_.get(), type_, y_shape_);
+    LOCKSTEP_CUDNN_CHECK(cudnnSetPooling2dDescriptor(
+        pool_desc_.get(), mode_, CUDNN_PROPAGATE_NAN, static_cast<int>(window.kernel_h),
+        static_cast<int>(window.kernel_w), static_cast<int>(window.pad_t), static_cast<int>(window.pad_l),
+        static_cast<int>(window.stride_h), static_cast<int>(window.stride_w)));
+    return y_shape_;
+  }
+
+  cudnnPoolingDescriptor_t pool() const { return pool_desc_.get(); }
+  cudnnTensorDescriptor_t x() const { return x_desc_.get(); }
+  cudnnTensorDescriptor_t y() const { return y_desc_.get(); }
+
+ private:
+  const ConvPoolArgs args_;
+  cudnnPoolingMode_t mode_;
+  Shape x_shape_, y_shape_;
+  DataType type_ = DataType::kUndefined;
+  cuda::TensorDescriptor x_desc_, y_desc_;
+  PoolingDescriptor pool_desc_;
+};
+
+template <PoolKind kKind>
+class CudnnPoolOp : public Operator {
+ public:
+  CudnnPoolOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), setup_(def, kKind) {}
+
+  void Run() override {
+    const Tensor& x = Input(0);  // x is (N, C, H, W)
+    const Shape& y_shape = setup_.Describe(def_, x);
+    Tensor* y = Output(0);  // y is (N, C, OH, OW), x's dtype
+    y->Resize(y_shape, x.dtype());
+    if (x.numel() == 0) return;
+    LOCKSTEP_CUDNN_CHECK(cudnnPoolingForward(cuda::ContextFor(device().id).cudnn(), setup_.pool(), &kOne,
+                                             setup_.x(), x.raw_data(), &kZero, setup_.y(), y->raw_data()));
+  }
+
+ private:
+  PoolSetup setup_;
+};
+
+// (X, Y, dY) -> dX as in Caffe2.
+template <PoolKind kKind>
+class CudnnPoolGradientOp : public Operator {
+ public:
+  CudnnPoolGradientOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), setup_(def, kKind) {}
+
+  void Run() override {
+    const Tensor& x = Input(0);   // x is (N, C, H, W)
+    const Tensor& y = Input(1);   // y is the forward output (N, C, OH, OW)
+    const Tensor& dy = Input(2);  // dy has y's shape
+    const Shape& y_shape = setup_.Describe(def_, x);
+    if (dy.shape() != y_shape)
+      FailOperator(def_, fmt::format("dY is {} but the pooling output is {}", ShapeToString(dy.shape()),
+                                     ShapeToString(y_shape)));
+    if (y.shape() != y_shape)
+      FailOperator(def_, fmt::format("Y is {} but the pooling output is {}", ShapeToString(y.shape()),
+                                     ShapeToString(y_shape)));
+    for (int i : {1, 2})
+      if (Input(i).dtype() != x.dtype())
+        FailOperator(def_,
+                     fmt::format("input '{}' is {} but X is {}; the inputs must have one dtype", InputName(i),
+                                 DataTypeName(Input(i).dtype()), DataTypeName(x.dtype())));
+    Tensor* dx = Output(0);  // dx has x's shape and dtype
+    dx->Resize(x.shape(), x.dtype());
+    if (x.numel() == 0) return;
+    LOCKSTEP_CUDNN_CHECK(cudnnPoolingBackward(cuda::ContextFor(device().id).cudnn(), setup_.pool(), &kOne,
+                                              setup_.y(), y.raw_data(), setup_.y(), dy.raw_data(), setup_.x(),
+                                              x.raw_data(), &kZero, setup_.x(), dx->raw_data()));
+  }
+
+ private:
+  PoolSetup setup_;
+};
+
+}  // namespace
+
+LOCKSTEP_REGISTER_CUDA_OPERATOR(MaxPool, CudnnPoolOp<PoolKind::kMax>);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(AveragePool, CudnnPoolOp<PoolKind::kAverage>);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(MaxPoolGradient, CudnnPoolGradientOp<PoolKind::kMax>);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(AveragePoolGradient, CudnnPoolGradientOp<PoolKind::kAverage>);
+
+}  // namespace lockstep
