@@ -1,0 +1,169 @@
+// Allreduce and Broadcast on CUDA devices, with the inputs, outputs and arguments of the CPU ops
+// (ops/collective_ops.cc), through the CudaCommunicator that the workspace holds under arg `communicator`.
+// Blob j of device d lives in the memory of the communicator's device d. The collectives are queued on the
+// devices' streams, behind the ops that wrote the blobs, and the ops that read the results queue behind them.
+#include <algorithm>
+
+#include "lockstep/comm/cuda/cuda_communicator.h"
+#include "lockstep/core/operator.h"
+#include "lockstep/cuda/cuda_context.h"
+
+namespace lockstep {
+namespace {
+
+// The blobs are reached directly, not through Input() and Output(): those would move every device's blob
+// into the memory of the op's own device (device 0).
+class CudaCollectiveOp : public Operator {
+ public:
+  CudaCollectiveOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws),
+        communicator_(std::dynamic_pointer_cast<CudaCommunicator>(
+            ws->GetObject<Communicator>(StringArg("communicator", "")))),
+        num_devices_(static_cast<int>(IntArg("num_devices", 1))) {
+    if (!communicator_)
+      throw InvalidInput(
+          fmt::format("{}: communicator '{}' sums host memory; CUDA devices need a CudaCommunicator "
+                      "(MakeCudaCommunicator, "
+                      "comm/cuda/cuda_communicator.h)",
+                      DescribeOperator(def), StringArg("communicator", "")));
+    if (num_devices_ < 1 || InputSize() % num_devices_ != 0 || InputSize() != OutputSize())
+      throw InvalidInput(
+          fmt::format("{}: needs the same number of inputs and outputs, a multiple of "
+                      "num_devices={}, got {} and {}",
+                      DescribeOperator(def), num_devices_, InputSize(), OutputSize()));
+    if (static_cast<int>(communicator_->devices().size()) != num_devices_)
+      throw InvalidInput(fmt::format("{}: num_devices={} but communicator '{}' serves {} devices",
+                                     DescribeOperator(def), num_devices_, StringArg("communicator", ""),
+                                     communicator_->devices().size()));
+    per_device_ = InputSize() / num_devices_;
+    for (const auto& name : def.input()) input_blobs_.push_back(ws->CreateBlob(name));
+    for (const auto& name : def.output()) output_blobs_.push_back(ws->CreateBlob(name));
+  }
+
+ protected:
+  const Tensor& In(int i) const {
+    if (!input_blobs_[i]->defined())
+      throw InvalidInput(
+          fmt::format("{}: input '{}' has not been set (feed it or run the net that fills it first)",
+                      DescribeOperator(def_), InputName(i)));
+    return *input_blobs_[i];
+  }
+
+  // Checks that blob j has the same shape and dtype on every device, each in its device's memory, and makes
+  // each output a copy of its input (the same blob when in place).
+  void PrepareOutputs() {
+    for (int j = 0; j < per_device_; ++j) {
+      const Tensor& first = In(j);
+      for (int d = 0; d < num_devices_; ++d) {
+        const int i = d * per_device_ + j;
+        const Tensor& in = In(i);
+        const Device device{DeviceType::kCuda, communicator_->devices()[d]};
+        if (!(in.device() == device))
+          throw InvalidInput(fmt::format(
+              "{}: '{}' is in {} memory but device {} of the communicator is {}", DescribeOperator(def_),
+              InputName(i), in.on_host() ? "host" : in.device().ToString(), d, device.ToString()));
+        if (in.shape() != first.shape() || in.dtype() != first.dtype())
+          throw InvalidInput(fmt::format("{}: '{}' is {} {} but '{}' is {} {}; replicas must match",
+                                         DescribeOperator(def_), InputName(j), DataTypeName(first.dtype()),
+                                         ShapeToString(first.shape()), InputName(i), DataTypeName(in.dtype()),
+                                         ShapeToString(in.shape())));
+        if (!IsInplace(i, i)) {
+          output_blobs_[i]->PlaceOn(device);
+          output_blobs_[i]->CopyFrom(in);
+        }
+      }
+    }
+  }
+
+  std::shared_ptr<CudaCommunicator> communicator_;
+  int num_devices_, per_device_ = 0;
+  std::vector<Tensor*> input_blobs_, output_blobs_;
+};
+
+// As on the CPU, a device's blobs live in one bucket buffer, here in that device's memory: on the first run
+// the op moves them there (Tensor::ShareStorage), so the gradient ops of later steps write straight into the
+// bucket and one collective serves them all. A blob that an op has since reallocated is copied in and moved
+// back.
+class CudaAllreduceOp : public CudaCollectiveOp {
+ public:
+  using CudaCollectiveOp::CudaCollectiveOp;
+
+  void Run() override {
+    PrepareOutputs();
+    if (buckets_.empty()) PlanBuckets();
+    for (int d = 0; d < num_devices_; ++d) {
+      cuda::CudaContext& context = cuda::ContextFor(communicator_->devices()[d]);
+      for (int j = 0; j < per_device_; ++j) {
+        Tensor* blob = output_blobs_[d * per_device_ + j];
+        if (blob->shape() != shapes_[j] || blob->dtype() != DataType::kFloat || !blob->is_plain())
+          throw InvalidInput(fmt::format("{}: '{}' changed from plain float {} to {} {} between steps",
+                                         DescribeOperator(def_), InputName(j), ShapeToString(shapes_[j]),
+                                         DataTypeName(blob->dtype()), ShapeToString(blob->shape())));
+        uint8_t* slice = buckets_[d].get() + offsets_[j];
+        if (blob->raw_data() != slice) {
+          // On the device's stream, behind the op that wrote the blob. Its old buffer goes back to the
+          // device's cache, which hands it only to work queued after this copy.
+          LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(slice, blob->raw_data(), blob->nbytes(),
+                                              cudaMemcpyDeviceToDevice, context.stream()));
+          blob->ShareStorage(buckets_[d], offsets_[j], blob->nbytes());
+        }
+      }
+    }
+    communicator_->Allreduce(buffers_, bucket_bytes_ / sizeof(float));
+  }
+
+ private:
+  void PlanBuckets() {
+    size_t offset = 0;
+    for (int j = 0; j < per_device_; ++j) {
+      const Tensor& blob = *output_blobs_[j];
+      if (blob.dtype() != DataType::kFloat || !blob.is_plain())
+        throw InvalidInput(fmt::format("{}: '{}' is {}{}; Allreduce sums plain float tensors",
+                                       DescribeOperator(def_), InputName(j), DataTypeName(blob.dtype()),
+                                       blob.is_plain() ? "" : " in a blocked layout"));
+      shapes_.push_back(blob.shape());
+      offsets_.push_back(offset);
+      offset += (blob.nbytes() + 63) / 64 * 64;  // aligned slices; the zero padding is summed harmlessly
+    }
+    bucket_bytes_ = offset;
+    for (int d = 0; d < num_devices_; ++d) {
+      cuda::CudaContext& context = cuda::ContextFor(communicator_->devices()[d]);
+      buckets_.push_back(context.allocator().Allocate(std::max<size_t>(bucket_bytes_, 64)));
+      LOCKSTEP_CUDA_CHECK(cudaMemsetAsync(buckets_.back().get(), 0, bucket_bytes_, context.stream()));
+      buffers_.push_back(reinterpret_cast<float*>(buckets_.back().get()));
+    }
+  }
+
+  std::vector<Shape> shapes_;    // blob j's shape, the same on every device
+  std::vector<size_t> offsets_;  // blob j's byte offset in each bucket
+  size_t bucket_bytes_ = 0;
+  std::vector<std::shared_ptr<uint8_t>> buckets_;  // one contiguous buffer per device, in its memory
+  std::vector<float*> buffers_;                    // the same, as the communicator takes them
+};
+
+class CudaBroadcastOp : public CudaCollectiveOp {
+ public:
+  using CudaCollectiveOp::CudaCollectiveOp;
+
+  void Run() override {
+    PrepareOutputs();
+    std::vector<void*> buffers(num_devices_);
+    for (int j = 0; j < per_device_; ++j) {
+      for (int d = 0; d < num_devices_; ++d) {
+        Tensor* blob = output_blobs_[d * per_device_ + j];
+        if (!blob->is_plain())
+          throw InvalidInput(fmt::format("{}: '{}' is not plain; broadcast parameters and state only",
+                                         DescribeOperator(def_), InputName(j)));
+        buffers[d] = blob->raw_data();
+      }
+      communicator_->Broadcast(buffers, output_blobs_[j]->nbytes(), 0);
+    }
+  }
+};
+
+}  // namespace
+
+LOCKSTEP_REGISTER_CUDA_OPERATOR(Allreduce, CudaAllreduceOp);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(Broadcast, CudaBroadcastOp);
+
+}  // namespace lockstep
