@@ -8,11 +8,15 @@
 #include <set>
 
 #include "lockstep/comm/local_communicator.h"
+#include "lockstep/core/device_backend.h"
 #include "lockstep/core/schema.h"
 #include "lockstep/core/workspace.h"
 #include "lockstep/parallel/memonger.h"
 #include "lockstep/parallel/micro_batches.h"
 #include "lockstep/parallel/placement.h"
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/comm/cuda/cuda_communicator.h"  // declarations only: no CUDA header
+#endif
 
 namespace lockstep {
 namespace {
@@ -28,7 +32,7 @@ void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
   std::set<int> unique(o.devices.begin(), o.devices.end());
   if (unique.size() != o.devices.size()) Fail("a device id is listed twice");
   if (*unique.begin() < 0) Fail(fmt::format("device ids must be >= 0, got {}", *unique.begin()));
-  if (o.device_type != DeviceType::kCpu)
+  if (o.device_type != DeviceType::kCpu && FindDeviceBackend(o.device_type) == nullptr)
     Fail("this build has no CUDA devices; use device_type CPU (CPU devices are concurrent replicas)");
   if (!o.input_builder || !o.forward_builder || !o.param_update_builder)
     Fail("input_builder, forward_builder and param_update_builder are all required");
@@ -39,6 +43,12 @@ void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
   if (o.num_shards < 1 || o.shard_id < 0 || o.shard_id >= o.num_shards)
     Fail(fmt::format("shard_id {} must be in [0, num_shards = {})", o.shard_id, o.num_shards));
   if (o.num_shards > 1 && !o.communicator) Fail("num_shards > 1 needs a communicator that spans the shards");
+  if (o.device_type == DeviceType::kCuda && o.devices_per_replica > 1 &&
+      (o.devices.size() > static_cast<size_t>(o.devices_per_replica) || o.num_shards > 1))
+    Fail(fmt::format("devices_per_replica = {} on CUDA devices needs a single replica on one machine: the "
+                     "CUDA collectives sum over one device per replica, but each replica's gradients are "
+                     "spread over its {} devices",
+                     o.devices_per_replica, o.devices_per_replica));
   if (o.threads_per_device < 0 || o.max_threads < 0) Fail("threads_per_device and max_threads must be >= 0");
   if (model.net().op_size() > 0)
     Fail(fmt::format("model '{}' already has {} ops; the builders must add all of them", model.net().name(),
@@ -112,6 +122,34 @@ std::vector<int> ReplicaOfEachOp(const NetDef& net, const ParallelOptions& o,
     device_of.push_back(index);
   }
   return device_of;
+}
+
+using Communicators = std::vector<std::pair<std::string, std::shared_ptr<Communicator>>>;
+
+// CUDA devices sum in device memory, through the communicators of the CUDA library
+// (comm/cuda/cuda_communicator.h): the replicas' first devices' NCCL or copy-and-sum communicator, staged
+// through o.communicator across shards. This file names them only in builds that have that library, so that a
+// build without CUDA still links; there no CUDA backend is registered, and ValidateOptions refuses CUDA
+// devices before this point (unless a test registers a backend of its own).
+Communicators CudaCommunicators(const ParallelOptions& o, const std::string& gradient_comm,
+                                const std::string& device_comm) {
+#if LOCKSTEP_WITH_CUDA
+  std::vector<int> first_devices;
+  for (size_t i = 0; i < o.devices.size(); i += o.devices_per_replica) first_devices.push_back(o.devices[i]);
+  std::shared_ptr<CudaCommunicator> local = MakeCudaCommunicator(first_devices);
+  std::shared_ptr<Communicator> gradients = local;
+  if (auto given = std::dynamic_pointer_cast<CudaCommunicator>(o.communicator)) {
+    if (given->devices() != first_devices)
+      Fail(fmt::format("the communicator serves CUDA devices {} but the replicas are on {}",
+                       fmt::join(given->devices(), ", "), fmt::join(first_devices, ", ")));
+    gradients = given;
+  } else if (o.communicator) {
+    gradients = MakeCudaCommunicator(local, o.communicator);
+  }
+  return {{gradient_comm, gradients}, {device_comm, local}};
+#else
+  Fail("this build has no CUDA communicators; build with the CUDA backend (cmake -DLOCKSTEP_CUDA=ON)");
+#endif
 }
 
 OperatorDef Collective(const std::string& type, const std::vector<std::string>& inputs,
@@ -251,9 +289,12 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
   DataParallelModel dp;
   const std::string gradient_comm = model.net().name() + "/gradients";
   const std::string device_comm = model.net().name() + "/devices";
-  dp.communicators = {
-      {gradient_comm, o.communicator ? o.communicator : std::make_shared<LocalCommunicator>()},
-      {device_comm, std::make_shared<LocalCommunicator>()}};
+  if (o.device_type == DeviceType::kCuda)
+    dp.communicators = CudaCommunicators(o, gradient_comm, device_comm);
+  else
+    dp.communicators = {
+        {gradient_comm, o.communicator ? o.communicator : std::make_shared<LocalCommunicator>()},
+        {device_comm, std::make_shared<LocalCommunicator>()}};
 
   const float loss_scale = 1.0f / static_cast<float>(replicas * o.num_shards * o.micro_batches);
   auto for_each_replica = [&](const std::function<void(int)>& build) {

@@ -27,18 +27,24 @@ struct ParallelOptions {
   // Adds the parameter update (e.g. AddMomentumSgd); it reads model.param_to_grad().
   std::function<void(ModelHelper& model)> param_update_builder;
 
-  std::vector<int> devices;  // device ids, e.g. {0, 1}
-  DeviceType device_type = DeviceType::kCpu;
+  std::vector<int> devices;                   // device ids, e.g. {0, 1}
+  DeviceType device_type = DeviceType::kCpu;  // or kCuda, in builds with the CUDA backend
   // Model parallelism: each replica spans this many consecutive devices of the list (replica r has
   // devices[r * k .. r * k + k - 1], named by the first); the forward builder places its layers on
-  // model.replica().devices (DeviceScope, PlaceStages) and the copies between them are inserted.
+  // model.replica().devices (DeviceScope, PlaceStages) and the copies between them are inserted. On CUDA
+  // devices, only with a single replica on one machine.
   int devices_per_replica = 1;
   // Pipelined micro-batches: each replica's forward pass runs as this many clones over slices of its batch
   // (see micro_batches.h); the losses are scaled by 1 / micro_batches as well.
   int micro_batches = 1;
 
   int num_shards = 1, shard_id = 0;  // processes of the job; the communicator spans them
-  // Sums gradients over every device of every shard; a LocalCommunicator when null.
+  // Sums gradients over every device of every shard; a LocalCommunicator when null. On CUDA devices a
+  // CudaCommunicator (comm/cuda/cuda_communicator.h) over the replicas' devices is used as given; any other
+  // communicator (a connected GlooCommunicator) is taken to span the shards in host memory, and each
+  // collective is staged through it: the devices' sum on device 0, to host memory, across the shards, back
+  // and out to the devices. When null, the devices' own communicator: NCCL on distinct GPUs, else
+  // copy-and-sum.
   std::shared_ptr<Communicator> communicator;
 
   size_t bucket_bytes = 8 << 20;          // gradients allreduced together, in reverse creation order
