@@ -3,6 +3,7 @@
 // within arg ws_nbytes_limit bytes of workspace, the first time a shape is seen; the choice is kept per
 // shape.
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "lockstep/core/operator.h"
@@ -98,8 +99,28 @@ class CudnnConvOpBase : public Operator {
     if (x.shape() == x_shape_ && filter.shape() == filter_shape_ && x.dtype() == type_ &&
         (bias ? *bias : Shape()) == bias_shape_)
       return y_shape_;
+    type_ = DataType::kUndefined;  // until the descriptors below all match the new shapes
     const cudnnDataType_t data_type = cuda::CudnnDataType(def_, "X", x.dtype());
-    y_shape_ = ConvOutputShape(def_, args_, group_, x.shape(), filter.shape(), bias);
+    Shape y_shape = ConvOutputShape(def_, args_, group_, x.shape(), filter.shape(), bias);
+    // cuDNN takes no empty tensors: an empty y needs no work, and an empty x only y's and the bias's.
+    if (NumElements(y_shape) > 0) {
+      cuda::SetTensorDescriptor(def_, y_desc_.get(), x.dtype(), y_shape);
+      cuda::SetChannelDescriptor(def_, bias_desc_.get(), x.dtype(), filter.dim(0));
+    }
+    if (NumElements(y_shape) > 0 && x.numel() > 0) {
+      cuda::SetTensorDescriptor(def_, x_desc_.get(), x.dtype(), x.shape());
+      const Shape& f = filter.shape();
+      LOCKSTEP_CUDNN_CHECK(cudnnSetFilter4dDescriptor(filter_desc_.get(), data_type, CUDNN_TENSOR_NCHW,
+                                                      static_cast<int>(f[0]), static_cast<int>(f[1]),
+                                                      static_cast<int>(f[2]), static_cast<int>(f[3])));
+      LOCKSTEP_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+          conv_desc_.get(), static_cast<int>(args_.pad_t), static_cast<int>(args_.pad_l),
+          static_cast<int>(args_.stride_h), static_cast<int>(args_.stride_w),
+          static_cast<int>(args_.dilation_h), static_cast<int>(args_.dilation_w), CUDNN_CROSS_CORRELATION,
+          ComputeType(x.dtype())));
+      LOCKSTEP_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_desc_.get(), static_cast<int>(group_)));
+    }
+    y_shape_ = std::move(y_shape);
     x_shape_ = x.shape();
     filter_shape_ = filter.shape();
     bias_shape_ = bias ? *bias : Shape();
@@ -107,22 +128,6 @@ class CudnnConvOpBase : public Operator {
     key_ = x_shape_;
     key_.insert(key_.end(), filter_shape_.begin(), filter_shape_.end());
     key_.push_back(static_cast<int64_t>(type_));
-    // cuDNN takes no empty tensors: an empty y needs no work, and an empty x only y's and the bias's.
-    if (NumElements(y_shape_) == 0) return y_shape_;
-    cuda::SetTensorDescriptor(def_, y_desc_.get(), type_, y_shape_);
-    cuda::SetChannelDescriptor(def_, bias_desc_.get(), type_, filter_shape_[0]);
-    if (x.numel() == 0) return y_shape_;
-    cuda::SetTensorDescriptor(def_, x_desc_.get(), type_, x_shape_);
-    const Shape& f = filter_shape_;
-    LOCKSTEP_CUDNN_CHECK(cudnnSetFilter4dDescriptor(filter_desc_.get(), data_type, CUDNN_TENSOR_NCHW,
-                                                    static_cast<int>(f[0]), static_cast<int>(f[1]),
-                                                    static_cast<int>(f[2]), static_cast<int>(f[3])));
-    LOCKSTEP_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
-        conv_desc_.get(), static_cast<int>(args_.pad_t), static_cast<int>(args_.pad_l),
-        static_cast<int>(args_.stride_h), static_cast<int>(args_.stride_w),
-        static_cast<int>(args_.dilation_h), static_cast<int>(args_.dilation_w), CUDNN_CROSS_CORRELATION,
-        ComputeType()));
-    LOCKSTEP_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_desc_.get(), static_cast<int>(group_)));
     return y_shape_;
   }
 
@@ -173,8 +178,8 @@ class CudnnConvOpBase : public Operator {
   }
 
   // float16_compute=1 (--float16_compute) accumulates float16 data in float16; everything else in float32.
-  cudnnDataType_t ComputeType() const {
-    return type_ == DataType::kFloat16 && float16_compute_ ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+  cudnnDataType_t ComputeType(DataType type) const {
+    return type == DataType::kFloat16 && float16_compute_ ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
   }
 
   const bool tensor_core_;

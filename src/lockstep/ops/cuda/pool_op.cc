@@ -2,6 +2,8 @@
 // the arguments, checks and count_include_pad semantics of the CPU operators (ops/pool_op.cc). cuDNN pads
 // opposite sides equally, so unequal pads are an error here. Unlike the CPU's, the gradients read Y: cuDNN
 // finds each window's maximum by comparing X with it.
+#include <utility>
+
 #include "lockstep/core/operator.h"
 #include "lockstep/cuda/cuda_context.h"
 #include "lockstep/ops/conv_pool_args.h"
@@ -56,6 +58,7 @@ class PoolSetup {
   // Checks x and describes it, y and the window when they changed; returns y's shape (N, C, OH, OW).
   const Shape& Describe(const OperatorDef& def, const Tensor& x) {
     if (x.shape() == x_shape_ && x.dtype() == type_) return y_shape_;
+    type_ = DataType::kUndefined;  // until the descriptors below all match the new shape
     cuda::CudnnDataType(def, "X", x.dtype());
     if (x.ndim() != 4)
       FailOperator(def, fmt::format("input must be (N, C, H, W), got {}", ShapeToString(x.shape())));
@@ -65,16 +68,18 @@ class PoolSetup {
       window.kernel_w = x.dim(3);
     }
     auto [out_h, out_w] = ConvPoolOutputSize(def, window, x.dim(2), x.dim(3));
-    y_shape_ = {x.dim(0), x.dim(1), out_h, out_w};
+    Shape y_shape{x.dim(0), x.dim(1), out_h, out_w};
+    if (x.numel() > 0) {  // cuDNN takes no empty tensors, and there is nothing to pool
+      cuda::SetTensorDescriptor(def, x_desc_.get(), x.dtype(), x.shape());
+      cuda::SetTensorDescriptor(def, y_desc_.get(), x.dtype(), y_shape);
+      LOCKSTEP_CUDNN_CHECK(cudnnSetPooling2dDescriptor(
+          pool_desc_.get(), mode_, CUDNN_PROPAGATE_NAN, static_cast<int>(window.kernel_h),
+          static_cast<int>(window.kernel_w), static_cast<int>(window.pad_t), static_cast<int>(window.pad_l),
+          static_cast<int>(window.stride_h), static_cast<int>(window.stride_w)));
+    }
+    y_shape_ = std::move(y_shape);
     x_shape_ = x.shape();
     type_ = x.dtype();
-    if (x.numel() == 0) return y_shape_;  // cuDNN takes no empty tensors, and there is nothing to pool
-    cuda::SetTensorDescriptor(def, x_desc_.get(), type_, x_shape_);
-    cuda::SetTensorDescriptor(def, y_desc_.get(), type_, y_shape_);
-    LOCKSTEP_CUDNN_CHECK(cudnnSetPooling2dDescriptor(
-        pool_desc_.get(), mode_, CUDNN_PROPAGATE_NAN, static_cast<int>(window.kernel_h),
-        static_cast<int>(window.kernel_w), static_cast<int>(window.pad_t), static_cast<int>(window.pad_l),
-        static_cast<int>(window.stride_h), static_cast<int>(window.stride_w)));
     return y_shape_;
   }
 

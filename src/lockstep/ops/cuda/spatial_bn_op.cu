@@ -170,6 +170,7 @@ class BatchNormDescriptors {
  public:
   void Describe(const OperatorDef& def, const Tensor& x) {
     if (x.shape() == shape_ && x.dtype() == type_) return;
+    type_ = DataType::kUndefined;  // until both descriptors match the new shape
     cuda::SetTensorDescriptor(def, x_.get(), x.dtype(), x.shape());
     LOCKSTEP_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(channel_.get(), x_.get(), kMode));
     shape_ = x.shape();
