@@ -375,7 +375,8 @@ class CudnnSpatialBNGradientOp : public Operator {
     // Activation-sized scratch from the device's workspace, in slots of x's size: dY through the ReLU mask,
     // and dX when it is not an output.
     const size_t slot = (x.nbytes() + 255) / 256 * 256;
-    uint8_t* scratch = relu_ || !dx ? static_cast<uint8_t*>(context.Workspace(2 * slot)) : nullptr;
+    const int slots = (relu_ ? 1 : 0) + (dx ? 0 : 1);
+    uint8_t* scratch = slots > 0 ? static_cast<uint8_t*>(context.Workspace(slots * slot)) : nullptr;
     const void* dy_data = dy.raw_data();
     if (relu_) {
       DispatchFloating(def_, x.dtype(), [&](auto zero) {
@@ -386,7 +387,7 @@ class CudnnSpatialBNGradientOp : public Operator {
       });
       dy_data = scratch;
     }
-    void* dx_data = dx ? dx->raw_data() : scratch + slot;
+    void* dx_data = dx ? dx->raw_data() : scratch + (relu_ ? slot : 0);
     desc_.Describe(def_, x);
     LOCKSTEP_CUDNN_CHECK(cudnnBatchNormalizationBackward(
         context.cudnn(), kMode, &kOne, &kZero, &kOne, &kZero, desc_.x(), x.raw_data(), desc_.x(), dy_data,
