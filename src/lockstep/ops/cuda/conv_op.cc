@@ -105,7 +105,7 @@ class CudnnConvOpBase : public Operator {
     // cuDNN takes no empty tensors: an empty y needs no work, and an empty x only y's and the bias's.
     if (NumElements(y_shape) > 0) {
       cuda::SetTensorDescriptor(def_, y_desc_.get(), x.dtype(), y_shape);
-      cuda::SetChannelDescriptor(def_, bias_desc_.get(), x.dtype(), filter.dim(0));
+      cuda::SetTensorDescriptor(def_, bias_desc_.get(), x.dtype(), {1, filter.dim(0), 1, 1});
     }
     if (NumElements(y_shape) > 0 && x.numel() > 0) {
       cuda::SetTensorDescriptor(def_, x_desc_.get(), x.dtype(), x.shape());

@@ -38,9 +38,4 @@ void SetTensorDescriptor(const OperatorDef& def, cudnnTensorDescriptor_t desc, D
                                                   strides.data()));
 }
 
-void SetChannelDescriptor(const OperatorDef& def, cudnnTensorDescriptor_t desc, DataType type,
-                          int64_t channels) {
-  SetTensorDescriptor(def, desc, type, {1, channels, 1, 1});
-}
-
 }  // namespace lockstep::cuda

@@ -44,8 +44,4 @@ cudnnDataType_t CudnnDataType(const OperatorDef& def, const char* what, DataType
 void SetTensorDescriptor(const OperatorDef& def, cudnnTensorDescriptor_t desc, DataType type,
                          const Shape& shape);
 
-// Same, for a (1, C, 1, 1) tensor: a per-channel bias.
-void SetChannelDescriptor(const OperatorDef& def, cudnnTensorDescriptor_t desc, DataType type,
-                          int64_t channels);
-
 }  // namespace lockstep::cuda
