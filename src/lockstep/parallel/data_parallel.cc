@@ -45,10 +45,11 @@ void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
   if (o.num_shards > 1 && !o.communicator) Fail("num_shards > 1 needs a communicator that spans the shards");
   if (o.device_type == DeviceType::kCuda && o.devices_per_replica > 1 &&
       (o.devices.size() > static_cast<size_t>(o.devices_per_replica) || o.num_shards > 1))
-    Fail(fmt::format("devices_per_replica = {} on CUDA devices needs a single replica on one machine: the "
-                     "CUDA collectives sum over one device per replica, but each replica's gradients are "
-                     "spread over its {} devices",
-                     o.devices_per_replica, o.devices_per_replica));
+    Fail(
+        fmt::format("devices_per_replica = {} on CUDA devices needs a single replica on one machine: the "
+                    "CUDA collectives sum over one device per replica, but each replica's gradients are "
+                    "spread over its {} devices",
+                    o.devices_per_replica, o.devices_per_replica));
   if (o.threads_per_device < 0 || o.max_threads < 0) Fail("threads_per_device and max_threads must be >= 0");
   if (model.net().op_size() > 0)
     Fail(fmt::format("model '{}' already has {} ops; the builders must add all of them", model.net().name(),
