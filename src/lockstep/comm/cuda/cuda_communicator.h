@@ -1,6 +1,6 @@
-// Collectives over buffers in CUDA device memory, and the factories that pick an implementation. This header
-// names no CUDA type, so code built without the CUDA backend may include it (only the CUDA library defines
-// it).
+// Collectives over buffers in CUDA device memory, and the factories that pick an implementation. The header
+// names no CUDA type, so code outside the CUDA library may include it; only that library defines its
+// functions.
 #pragma once
 
 #include <memory>

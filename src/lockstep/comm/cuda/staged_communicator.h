@@ -1,6 +1,9 @@
 // StagedCommunicator: CUDA devices in a job of several processes. The network communicator (Gloo) works on
 // host memory, so a collective runs in three stages: the local devices' sum on device 0, device 0's buffer
-// through a host buffer and the processes' collective, then the local broadcast from device 0.
+// through a host buffer and the processes' collective, then the local broadcast from device 0. As with Gloo
+// on the CPU, every process must present new device buffers at the same collectives (a new one gets a host
+// buffer and a Gloo algorithm of its own); the gradient buckets of the Allreduce op do, being made in the
+// first step.
 #pragma once
 
 #include <map>
