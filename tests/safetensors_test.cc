@@ -103,14 +103,25 @@ TEST_F(SafetensorsTest, RoundTripsEveryDtypeAndShape) {
   Tensor iter = MakeTensor<int64_t>({}, {(int64_t{1} << 42) + 3});
   Tensor pixels = MakeTensor<uint8_t>({2, 2}, {0, 1, 128, 255});
   Tensor empty = MakeTensor<float>({0, 3}, {});
+  Tensor half = MakeTensor<Float16>({2}, {Float16{0x3c00}, Float16{0xfbff}});
+  Tensor brain = MakeTensor<BFloat16>({1}, {BFloat16{0x3f80}});
   std::string path = Path("model.safetensors");
-  WriteSafetensors(
-      path,
-      {{"conv1_w", &weights}, {"labels", &labels}, {"iter", &iter}, {"pixels", &pixels}, {"empty", &empty}},
-      {{"epoch", "3"}, {"model", "lenet"}});
+  WriteSafetensors(path,
+                   {{"conv1_w", &weights},
+                    {"labels", &labels},
+                    {"iter", &iter},
+                    {"pixels", &pixels},
+                    {"empty", &empty},
+                    {"half", &half},
+                    {"brain", &brain}},
+                   {{"epoch", "3"}, {"model", "lenet"}});
 
   SafetensorsFile file = ReadSafetensors(path);
-  ASSERT_EQ(file.tensors.size(), 5u);
+  ASSERT_EQ(file.tensors.size(), 7u);
+  EXPECT_EQ(file.tensors.at("half").dtype(), DataType::kFloat16);
+  EXPECT_EQ(file.tensors.at("half").data<Float16>()[1].bits, 0xfbff);
+  EXPECT_EQ(file.tensors.at("brain").dtype(), DataType::kBFloat16);
+  EXPECT_EQ(file.tensors.at("brain").data<BFloat16>()[0].bits, 0x3f80);
   EXPECT_EQ(file.metadata, (std::map<std::string, std::string>{{"epoch", "3"}, {"model", "lenet"}}));
   ExpectNear(file.tensors.at("conv1_w"), weights, 0.0f);
   EXPECT_EQ(file.tensors.at("labels").shape(), Shape{5});
@@ -179,8 +190,8 @@ TEST_F(SafetensorsTest, CorruptionGivesOneClearError) {
   ExpectCorrupt(RawFile(good, data.substr(0, 5)), "is truncated or corrupt: tensor 'x' ends at data byte 8");
   ExpectCorrupt(RawFile(R"({"x":{"dtype":"F32",)", data), "not valid JSON");
   ExpectCorrupt(RawFile("[1, 2]", ""), "not a JSON object");
-  ExpectCorrupt(RawFile(R"({"x":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})", data),
-                "unknown dtype 'F16'");
+  ExpectCorrupt(RawFile(R"({"x":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,8]}})", data),
+                "unknown dtype 'F8_E4M3'");
   ExpectCorrupt(RawFile(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})", data + data),
                 "ends at data byte 24");
   ExpectCorrupt(RawFile(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
