@@ -40,7 +40,6 @@ constexpr seconds kErrorLimit{60};
 const char* kMpirun = "/usr/bin/mpirun";
 const Args kMpirunEnvironment = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
 
-bool HaveFashionMnist() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
 
 // Unique across runs and concurrent test processes: a run id's keys stay in its store, so ids never repeat.
 std::string UniqueName(const std::string& stem) {
@@ -87,7 +86,7 @@ class Processes {
 
 // `lockstep train` on one CPU thread with the loopback interface between shards; later flags win.
 Args Train(const Args& flags) {
-  return Concat({LOCKSTEP_CLI_PATH, "train", "--use_cpu", "--threads", "1", "--distributed_interfaces", "lo"},
+  return Concat({CliPath(), "train", "--use_cpu", "--threads", "1", "--distributed_interfaces", "lo"},
                 flags);
 }
 

@@ -21,6 +21,7 @@
 #include "processes.h"
 #include "python_reference.h"
 #include "shards.h"
+#include "test_util.h"
 
 namespace lockstep::testing {
 namespace {
@@ -383,7 +384,7 @@ struct CliResult {
 };
 
 CliResult RunCli(const std::vector<std::string>& arguments, const std::string& output_file) {
-  std::vector<std::string> argv = {LOCKSTEP_CLI_PATH, "make-db"};
+  std::vector<std::string> argv = {CliPath(), "make-db"};
   argv.insert(argv.end(), arguments.begin(), arguments.end());
   Process process(argv, output_file);
   std::optional<int> code = process.Wait(std::chrono::seconds(60));

@@ -11,6 +11,7 @@
 
 #include "lockstep/data/image.h"
 #include "shards.h"
+#include "test_util.h"
 
 namespace lockstep::testing {
 
@@ -27,7 +28,7 @@ inline std::string ReadBytes(const std::string& path) {
 // output is in dir/log.txt.
 inline bool RunPythonReference(const std::string& script, const TempDirectory& dir) {
   if (std::system((std::string(kPython) + " -c 'import PIL, numpy' 2>/dev/null").c_str()) != 0) return false;
-  std::string command = std::string(kPython) + " " + LOCKSTEP_SOURCE_DIR + "/tests/" + script + " " + dir.path() +
+  std::string command = std::string(kPython) + " " + SourceDir() + "/tests/" + script + " " + dir.path() +
                         " > " + (dir / "log.txt") + " 2>&1";
   EXPECT_EQ(std::system(command.c_str()), 0) << ReadBytes(dir / "log.txt");
   return true;

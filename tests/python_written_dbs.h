@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shards.h"
+#include "test_util.h"
 
 namespace lockstep::testing {
 
@@ -23,7 +24,7 @@ class PythonWrittenDbs : public ::testing::Test {
       return;
     dir_ = new TempDirectory;
     std::string command =
-        fmt::format("{} {}/tests/write_image_dbs.py {}", kPython, LOCKSTEP_SOURCE_DIR, dir_->path());
+        fmt::format("{} {}/tests/write_image_dbs.py {}", kPython, SourceDir(), dir_->path());
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
     std::ifstream in(*dir_ / "manifest.json");
     manifest_ = nlohmann::json::parse(in);

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 
 #include "lockstep/ops/dnnl_utils.h"
@@ -135,6 +137,20 @@ void CheckGradient(const OperatorDef& op, const std::map<std::string, Tensor>& i
           << op.type() << ": d/d" << name << "[" << j << "] analytic " << value << " vs numeric " << numeric;
     }
   }
+}
+
+namespace {
+std::string FromEnvironment(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : fallback;
+}
+}  // namespace
+
+std::string CliPath() { return FromEnvironment("LOCKSTEP_CLI_PATH", LOCKSTEP_CLI_PATH); }
+std::string SourceDir() { return FromEnvironment("LOCKSTEP_SOURCE_DIR", LOCKSTEP_SOURCE_DIR); }
+bool HaveFashionMnist() {
+  std::string dir = FromEnvironment("LOCKSTEP_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist");
+  return std::ifstream(dir + "/train-images-idx3-ubyte.gz").good();
 }
 
 double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {

@@ -28,6 +28,12 @@ Tensor Blocked(const Tensor& plain);
 // |a - b| <= tolerance * max(1, |a|, |b|) element-wise, with the first mismatch reported.
 void ExpectNear(const Tensor& actual, const Tensor& expected, float tolerance);
 void RunOp(Workspace* ws, const OperatorDef& def);
+// Where the tests find the lockstep CLI, the source tree (for tests/*.py) and Fashion-MNIST: the environment
+// (LOCKSTEP_CLI_PATH, LOCKSTEP_SOURCE_DIR, LOCKSTEP_FASHION_MNIST_DIR) first, so that a bundled test binary
+// runs on another machine, else this build's paths.
+std::string CliPath();
+std::string SourceDir();
+bool HaveFashionMnist();
 // ||a - b|| / ||b|| (Euclidean norms).
 double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b);
 // Seeds every fill from its output's name without the name scope, so that every replica (and every device

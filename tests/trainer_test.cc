@@ -56,12 +56,11 @@ std::vector<std::string> Lines(const fs::path& path) {
   return lines;
 }
 
-bool HaveFashionMnist() { return fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"); }
 
 // Runs the CLI with arguments; returns the exit code and what it printed on stderr.
 std::pair<int, std::string> RunCli(const std::string& arguments) {
   std::string err = ::testing::TempDir() + "/cli_stderr.txt";
-  std::string command = std::string(LOCKSTEP_CLI_PATH) + " " + arguments + " > /dev/null 2> " + err;
+  std::string command = CliPath() + " " + arguments + " > /dev/null 2> " + err;
   int status = std::system(command.c_str());
   std::ifstream in(err);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
