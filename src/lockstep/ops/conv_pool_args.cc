@@ -1,4 +1,5 @@
-// Parsing of Caffe2's convolution and pooling window arguments.
+// Parsing of Caffe2's convolution and pooling window arguments, and the shape checks Conv and pooling share
+// across devices.
 #include "lockstep/ops/conv_pool_args.h"
 
 #include <string>
@@ -100,6 +101,64 @@ std::pair<int64_t, int64_t> ConvPoolOutputSize(const OperatorDef& def, const Con
                     window_h, window_w, args.kernel_h, args.kernel_w, args.dilation_h, args.dilation_w,
                     padded_h, padded_w));
   return {(padded_h - window_h) / args.stride_h + 1, (padded_w - window_w) / args.stride_w + 1};
+}
+
+Shape ConvOutputShape(const OperatorDef& def, const ConvPoolArgs& args, int64_t group, const Shape& x,
+                      const Shape& filter, const Shape* bias) {
+  if (x.size() != 4) FailOperator(def, fmt::format("input must be (N, C, H, W), got {}", ShapeToString(x)));
+  if (filter.size() != 4)
+    FailOperator(def, fmt::format("filter must be (M, C/group, kh, kw), got {}", ShapeToString(filter)));
+  if (group <= 0 || x[1] % group != 0 || filter[0] % group != 0)
+    FailOperator(def, fmt::format("group {} must divide the input channels ({}) and the filter count ({})",
+                                  group, x[1], filter[0]));
+  if (filter[1] * group != x[1])
+    FailOperator(def, fmt::format("filter {} has {} channels per group but input {} with group {} needs {}",
+                                  ShapeToString(filter), filter[1], ShapeToString(x), group, x[1] / group));
+  if (args.has_kernel() && (args.kernel_h != filter[2] || args.kernel_w != filter[3]))
+    FailOperator(def, fmt::format("kernel {}x{} does not match filter {}", args.kernel_h, args.kernel_w,
+                                  ShapeToString(filter)));
+  if (bias && (bias->size() != 1 || (*bias)[0] != filter[0]))
+    FailOperator(def, fmt::format("bias must be ({}), got {}", filter[0], ShapeToString(*bias)));
+  ConvPoolArgs window = args;
+  window.kernel_h = filter[2];
+  window.kernel_w = filter[3];
+  auto [out_h, out_w] = ConvPoolOutputSize(def, window, x[2], x[3]);
+  return {x[0], filter[0], out_h, out_w};
+}
+
+ConvPoolArgs ParsePoolArgs(const OperatorDef& def) {
+  ConvPoolArgs args = ParseConvPoolArgs(def);
+  if (args.dilation_h != 1 || args.dilation_w != 1) FailOperator(def, "pooling does not support dilation");
+  if (args.global_pooling) {
+    if (args.has_kernel() || args.stride_h != 1 || args.stride_w != 1 || args.pad_t || args.pad_l ||
+        args.pad_b || args.pad_r)
+      FailOperator(def, "global_pooling covers the whole plane: drop kernel, stride and pad");
+    return args;
+  }
+  if (!args.has_kernel())
+    FailOperator(def, "needs 'kernel' (or kernel_h/kernel_w, kernels) or global_pooling=1");
+  // A window that lies wholly in the padding would have nothing to pool.
+  if (args.pad_t >= args.kernel_h || args.pad_b >= args.kernel_h || args.pad_l >= args.kernel_w ||
+      args.pad_r >= args.kernel_w)
+    FailOperator(
+        def, fmt::format("pads (t {}, l {}, b {}, r {}) must be smaller than the {}x{} kernel", args.pad_t,
+                         args.pad_l, args.pad_b, args.pad_r, args.kernel_h, args.kernel_w));
+  return args;
+}
+
+ConvPoolArgs PoolWindow(const OperatorDef& def, const ConvPoolArgs& args, const Shape& x) {
+  if (x.size() != 4) FailOperator(def, fmt::format("input must be (N, C, H, W), got {}", ShapeToString(x)));
+  ConvPoolArgs window = args;
+  if (args.global_pooling) {
+    window.kernel_h = x[2];
+    window.kernel_w = x[3];
+  }
+  return window;
+}
+
+Shape PoolOutputShape(const OperatorDef& def, const ConvPoolArgs& window, const Shape& x) {
+  auto [out_h, out_w] = ConvPoolOutputSize(def, window, x[2], x[3]);
+  return {x[0], x[1], out_h, out_w};
 }
 
 }  // namespace lockstep

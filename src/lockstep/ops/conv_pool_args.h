@@ -1,11 +1,13 @@
-// Window geometry shared by Conv and the pooling operators: kernel, stride, padding and dilation read from
-// Caffe2's argument spellings, and the output size that geometry gives.
+// Window geometry shared by Conv and the pooling operators on every device: kernel, stride, padding and
+// dilation read from Caffe2's argument spellings, the output size that geometry gives, and each operator
+// family's checks of its arguments and shapes.
 #pragma once
 
 #include <cstdint>
 #include <utility>
 
 #include "lockstep.pb.h"
+#include "lockstep/core/tensor.h"
 
 namespace lockstep {
 
@@ -28,5 +30,21 @@ ConvPoolArgs ParseConvPoolArgs(const OperatorDef& def);
 // Throws InvalidInput naming the operator when the dilated window does not fit the padded input.
 std::pair<int64_t, int64_t> ConvPoolOutputSize(const OperatorDef& def, const ConvPoolArgs& args,
                                                int64_t height, int64_t width);
+
+// Conv's Y shape (N, M, OH, OW) from x (N, C, H, W), filter (M, C/group, kh, kw) and, when given, bias (M).
+// Throws InvalidInput naming the operator when the shapes, group and kernel do not fit together.
+Shape ConvOutputShape(const OperatorDef& def, const ConvPoolArgs& args, int64_t group, const Shape& x,
+                      const Shape& filter, const Shape* bias);
+
+// ParseConvPoolArgs with the checks that only pooling needs: no dilation, and either global_pooling without
+// kernel, stride and pad, or a kernel larger than each pad.
+ConvPoolArgs ParsePoolArgs(const OperatorDef& def);
+
+// The pooling window over an x of (N, C, H, W): global pooling takes the whole (H, W). Throws InvalidInput
+// naming the operator when x is not 4-D.
+ConvPoolArgs PoolWindow(const OperatorDef& def, const ConvPoolArgs& args, const Shape& x);
+
+// Pooling's Y shape (N, C, OH, OW) for an x of (N, C, H, W) and the window PoolWindow gave.
+Shape PoolOutputShape(const OperatorDef& def, const ConvPoolArgs& window, const Shape& x);
 
 }  // namespace lockstep

@@ -14,44 +14,6 @@ using dnnl::memory;
 
 enum class PoolKind { kMax, kAverage };
 
-// The window arguments, with the checks that only pooling needs.
-ConvPoolArgs ParsePoolArgs(const OperatorDef& def) {
-  ConvPoolArgs args = ParseConvPoolArgs(def);
-  if (args.dilation_h != 1 || args.dilation_w != 1) FailOperator(def, "pooling does not support dilation");
-  if (args.global_pooling) {
-    if (args.has_kernel() || args.stride_h != 1 || args.stride_w != 1 || args.pad_t || args.pad_l ||
-        args.pad_b || args.pad_r)
-      FailOperator(def, "global_pooling covers the whole plane: drop kernel, stride and pad");
-    return args;
-  }
-  if (!args.has_kernel())
-    FailOperator(def, "needs 'kernel' (or kernel_h/kernel_w, kernels) or global_pooling=1");
-  // A window that lies wholly in the padding would have nothing to pool.
-  if (args.pad_t >= args.kernel_h || args.pad_b >= args.kernel_h || args.pad_l >= args.kernel_w ||
-      args.pad_r >= args.kernel_w)
-    FailOperator(
-        def, fmt::format("pads (t {}, l {}, b {}, r {}) must be smaller than the {}x{} kernel", args.pad_t,
-                         args.pad_l, args.pad_b, args.pad_r, args.kernel_h, args.kernel_w));
-  return args;
-}
-
-// The window over an x of (N, C, H, W): global pooling takes the whole (H, W).
-ConvPoolArgs PoolWindow(const OperatorDef& def, const ConvPoolArgs& args, const Shape& x) {
-  if (x.size() != 4) FailOperator(def, fmt::format("input must be (N, C, H, W), got {}", ShapeToString(x)));
-  ConvPoolArgs window = args;
-  if (args.global_pooling) {
-    window.kernel_h = x[2];
-    window.kernel_w = x[3];
-  }
-  return window;
-}
-
-// Y's shape (N, C, OH, OW) for an x of (N, C, H, W).
-Shape PoolOutputShape(const OperatorDef& def, const ConvPoolArgs& window, const Shape& x) {
-  auto [out_h, out_w] = ConvPoolOutputSize(def, window, x[2], x[3]);
-  return {x[0], x[1], out_h, out_w};
-}
-
 // One pooling shape and input layout in oneDNN's terms.
 struct PoolSetup {
   Shape y_shape;

@@ -26,31 +26,6 @@ constexpr int64_t kDefaultWorkspaceLimit = int64_t{64} << 20;
 // More than any pass has algorithms.
 constexpr int kMaxSearchResults = 16;
 
-// Y's shape (N, M, OH, OW) from x (N, C, H, W), filter (M, C/group, kh, kw) and, when given, bias (M); the
-// CPU operator's checks and messages.
-Shape ConvOutputShape(const OperatorDef& def, const ConvPoolArgs& args, int64_t group, const Shape& x,
-                      const Shape& filter, const Shape* bias) {
-  if (x.size() != 4) FailOperator(def, fmt::format("input must be (N, C, H, W), got {}", ShapeToString(x)));
-  if (filter.size() != 4)
-    FailOperator(def, fmt::format("filter must be (M, C/group, kh, kw), got {}", ShapeToString(filter)));
-  if (group <= 0 || x[1] % group != 0 || filter[0] % group != 0)
-    FailOperator(def, fmt::format("group {} must divide the input channels ({}) and the filter count ({})",
-                                  group, x[1], filter[0]));
-  if (filter[1] * group != x[1])
-    FailOperator(def, fmt::format("filter {} has {} channels per group but input {} with group {} needs {}",
-                                  ShapeToString(filter), filter[1], ShapeToString(x), group, x[1] / group));
-  if (args.has_kernel() && (args.kernel_h != filter[2] || args.kernel_w != filter[3]))
-    FailOperator(def, fmt::format("kernel {}x{} does not match filter {}", args.kernel_h, args.kernel_w,
-                                  ShapeToString(filter)));
-  if (bias && (bias->size() != 1 || (*bias)[0] != filter[0]))
-    FailOperator(def, fmt::format("bias must be ({}), got {}", filter[0], ShapeToString(*bias)));
-  ConvPoolArgs window = args;
-  window.kernel_h = filter[2];
-  window.kernel_w = filter[3];
-  auto [out_h, out_w] = ConvPoolOutputSize(def, window, x[2], x[3]);
-  return {x[0], filter[0], out_h, out_w};
-}
-
 // An algorithm chosen for one shape, and what running it takes.
 template <typename Algorithm>
 struct AlgorithmChoice {

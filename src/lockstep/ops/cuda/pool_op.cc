@@ -20,23 +20,8 @@ using PoolingDescriptor = cuda::CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnC
 enum class PoolKind { kMax, kAverage };
 
 // The window arguments with the CPU operator's checks, and the one cuDNN adds.
-ConvPoolArgs ParsePoolArgs(const OperatorDef& def) {
-  ConvPoolArgs args = ParseConvPoolArgs(def);
-  if (args.dilation_h != 1 || args.dilation_w != 1) FailOperator(def, "pooling does not support dilation");
-  if (args.global_pooling) {
-    if (args.has_kernel() || args.stride_h != 1 || args.stride_w != 1 || args.pad_t || args.pad_l ||
-        args.pad_b || args.pad_r)
-      FailOperator(def, "global_pooling covers the whole plane: drop kernel, stride and pad");
-    return args;
-  }
-  if (!args.has_kernel())
-    FailOperator(def, "needs 'kernel' (or kernel_h/kernel_w, kernels) or global_pooling=1");
-  // A window that lies wholly in the padding would have nothing to pool.
-  if (args.pad_t >= args.kernel_h || args.pad_b >= args.kernel_h || args.pad_l >= args.kernel_w ||
-      args.pad_r >= args.kernel_w)
-    FailOperator(
-        def, fmt::format("pads (t {}, l {}, b {}, r {}) must be smaller than the {}x{} kernel", args.pad_t,
-                         args.pad_l, args.pad_b, args.pad_r, args.kernel_h, args.kernel_w));
+ConvPoolArgs ParseCudnnPoolArgs(const OperatorDef& def) {
+  ConvPoolArgs args = ParsePoolArgs(def);
   if (args.pad_t != args.pad_b || args.pad_l != args.pad_r)
     FailOperator(def, fmt::format("pads (t {}, l {}, b {}, r {}) differ between opposite sides, which cuDNN "
                                   "cannot do on CUDA devices; give equal pad_t/pad_b and pad_l/pad_r",
@@ -47,7 +32,7 @@ ConvPoolArgs ParsePoolArgs(const OperatorDef& def) {
 // cuDNN's descriptors of one pooling over an x of (N, C, H, W), for the shape and dtype last described.
 class PoolSetup {
  public:
-  PoolSetup(const OperatorDef& def, PoolKind kind) : args_(ParsePoolArgs(def)) {
+  PoolSetup(const OperatorDef& def, PoolKind kind) : args_(ParseCudnnPoolArgs(def)) {
     // Caffe2's count_include_pad=0 divides each window by its non-padding elements.
     bool include_pad = GetIntArgument(def, "count_include_pad", 0) != 0;
     mode_ = kind == PoolKind::kMax ? CUDNN_POOLING_MAX_DETERMINISTIC
@@ -60,15 +45,8 @@ class PoolSetup {
     if (x.shape() == x_shape_ && x.dtype() == type_) return y_shape_;
     type_ = DataType::kUndefined;  // until the descriptors below all match the new shape
     cuda::CudnnDataType(def, "X", x.dtype());
-    if (x.ndim() != 4)
-      FailOperator(def, fmt::format("input must be (N, C, H, W), got {}", ShapeToString(x.shape())));
-    ConvPoolArgs window = args_;  // global pooling takes the whole (H, W)
-    if (args_.global_pooling) {
-      window.kernel_h = x.dim(2);
-      window.kernel_w = x.dim(3);
-    }
-    auto [out_h, out_w] = ConvPoolOutputSize(def, window, x.dim(2), x.dim(3));
-    Shape y_shape{x.dim(0), x.dim(1), out_h, out_w};
+    const ConvPoolArgs window = PoolWindow(def, args_, x.shape());
+    Shape y_shape = PoolOutputShape(def, window, x.shape());
     if (x.numel() > 0) {  // cuDNN takes no empty tensors, and there is nothing to pool
       cuda::SetTensorDescriptor(def, x_desc_.get(), x.dtype(), x.shape());
       cuda::SetTensorDescriptor(def, y_desc_.get(), x.dtype(), y_shape);
