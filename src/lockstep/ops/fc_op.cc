@@ -1,22 +1,14 @@
 // FC: Y = X W^T + b, with X flattened to (N, K) at `axis` and W in Caffe2's (M, K) layout, and
 // FCGradient(X, W, dY) -> [dW], [db], [dX] (see weight_gradient.h), on oneDNN's inner product: its GEMM
 // kernels on plain layouts beat matmul here. Primitives are built once per input shape.
+#include "lockstep/ops/fc_op.h"
+
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/dnnl_utils.h"
 #include "lockstep/ops/weight_gradient.h"
 
 namespace lockstep {
-namespace {
-
-using dnnl::memory;
-
-// X's flattening as a matrix (N, K) and Y's shape x[:axis] + (M), checking that W is (M, K) and that b
-// (when given) is (M).
-struct FcShapes {
-  int64_t n, k, m;
-  Shape y;
-};
 
 FcShapes FcOutputShape(const OperatorDef& def, const Shape& x, const Shape& w, const Shape* b) {
   int ndim = static_cast<int>(x.size());
@@ -39,6 +31,18 @@ FcShapes FcOutputShape(const OperatorDef& def, const Shape& x, const Shape& w, c
   return s;
 }
 
+FcShapes FcGradientShapes(const OperatorDef& def, const Shape& x, const Shape& w, const Shape& dy) {
+  FcShapes shapes = FcOutputShape(def, x, w, nullptr);
+  if (dy != shapes.y)
+    FailOperator(def,
+                 fmt::format("dY is {} but the FC output is {}", ShapeToString(dy), ShapeToString(shapes.y)));
+  return shapes;
+}
+
+namespace {
+
+using dnnl::memory;
+
 // Plain oneDNN descriptions of one FC shape: x (N, K), w (M, K), b (M), y (N, M).
 struct FcSetup {
   FcShapes shapes;
@@ -46,9 +50,9 @@ struct FcSetup {
   dnnl::inner_product_forward::primitive_desc forward;
 };
 
-FcSetup MakeFcSetup(const OperatorDef& def, const Shape& x, const Shape& w, const Shape* b) {
+FcSetup MakeFcSetup(const FcShapes& shapes) {
   FcSetup s;
-  s.shapes = FcOutputShape(def, x, w, b);
+  s.shapes = shapes;
   s.x = PlainDesc({s.shapes.n, s.shapes.k});
   s.w = PlainDesc({s.shapes.m, s.shapes.k});
   s.b = PlainDesc({s.shapes.m});
@@ -70,7 +74,7 @@ class FcOp : public Operator {
     const Tensor& b = Input(2);  // b is (M)
     Tensor* y = Output(0);       // y is x.shape[:axis] + (M)
     if (x.shape() != x_shape_ || w.shape() != w_shape_ || b.shape() != b_shape_) {
-      setup_ = MakeFcSetup(def_, x.shape(), w.shape(), &b.shape());
+      setup_ = MakeFcSetup(FcOutputShape(def_, x.shape(), w.shape(), &b.shape()));
       x_shape_ = x.shape();
       w_shape_ = w.shape();
       b_shape_ = b.shape();
@@ -130,10 +134,7 @@ class FcGradientOp : public Operator {
 
  private:
   void Setup(const Shape& x, const Shape& w, const Tensor& dy) {
-    setup_ = MakeFcSetup(def_, x, w, nullptr);
-    if (dy.shape() != setup_.shapes.y)
-      FailOperator(def_, fmt::format("dY is {} but the FC output is {}", ShapeToString(dy.shape()),
-                                     ShapeToString(setup_.shapes.y)));
+    setup_ = MakeFcSetup(FcGradientShapes(def_, x, w, dy.shape()));
     x_shape_ = x;
     w_shape_ = w;
     dy_shape_ = dy.shape();

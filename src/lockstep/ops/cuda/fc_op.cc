@@ -15,6 +15,8 @@
 //   dX = dY W   is   dX^T (K, N) = W^T (K, M) dY^T (M, N): A = w seen as W^T, B = dy seen as dY^T, as is.
 // The bias terms use a vector of N ones kept on the device, so that every step is a GEMM and the file needs
 // no kernel of its own.
+#include "lockstep/ops/fc_op.h"
+
 #include <algorithm>
 
 #include "lockstep/core/half.h"
@@ -24,34 +26,6 @@
 
 namespace lockstep {
 namespace {
-
-// X's flattening as a matrix (N, K) and Y's shape x[:axis] + (M), checking that W is (M, K) and that b
-// (when given) is (M). The CPU op's checks and messages.
-struct FcShapes {
-  int64_t n, k, m;
-  Shape y;
-};
-
-FcShapes FcOutputShape(const OperatorDef& def, const Shape& x, const Shape& w, const Shape* b) {
-  int ndim = static_cast<int>(x.size());
-  int64_t axis = GetIntArgument(def, "axis", 1);
-  if (axis < 0) axis += ndim;
-  if (axis < 0 || axis >= ndim)
-    FailOperator(def, fmt::format("axis {} is out of range for input {}", GetIntArgument(def, "axis", 1),
-                                  ShapeToString(x)));
-  FcShapes s;
-  s.y.assign(x.begin(), x.begin() + axis);
-  s.n = NumElements(s.y);
-  s.k = NumElements(Shape(x.begin() + axis, x.end()));
-  if (w.size() != 2 || w[1] != s.k)
-    FailOperator(def, fmt::format("W must be (M, {}) to match input {} flattened at axis {}, got {}", s.k,
-                                  ShapeToString(x), axis, ShapeToString(w)));
-  s.m = w[0];
-  if (b && (b->size() != 1 || (*b)[0] != s.m))
-    FailOperator(def, fmt::format("b must be ({}), got {}", s.m, ShapeToString(*b)));
-  s.y.push_back(s.m);
-  return s;
-}
 
 // How one FC op multiplies: the element type of all its tensors and the accumulation cuBLAS uses.
 class Gemm {
@@ -193,10 +167,7 @@ class CudaFcGradientOp : public Operator {
     const Tensor& w = Input(1);   // w is (M, K)
     const Tensor& dy = Input(2);  // dy is x.shape[:axis] + (M)
     if (x.shape() != x_shape_ || w.shape() != w_shape_ || dy.shape() != dy_shape_) {
-      shapes_ = FcOutputShape(def_, x.shape(), w.shape(), nullptr);
-      if (dy.shape() != shapes_.y)
-        FailOperator(def_, fmt::format("dY is {} but the FC output is {}", ShapeToString(dy.shape()),
-                                       ShapeToString(shapes_.y)));
+      shapes_ = FcGradientShapes(def_, x.shape(), w.shape(), dy.shape());
       x_shape_ = x.shape();
       w_shape_ = w.shape();
       dy_shape_ = dy.shape();
