@@ -5,7 +5,10 @@
 // pass: training then also writes oneDNN's ReLU mask, which the gradient reads instead of a separate Relu's
 // output and gradient passes over the whole activation. With 7 inputs (data parallelism with combined
 // statistics) training normalizes with the statistics of the whole batch across devices instead.
+#include "lockstep/ops/spatial_bn_op.h"
+
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "lockstep/core/gradient.h"
@@ -14,13 +17,8 @@
 #include "lockstep/ops/dnnl_utils.h"
 
 namespace lockstep {
-namespace {
 
-constexpr float kDefaultMomentum = 0.9f;
-
-// Y alone in test mode; in training Y, running_mean, running_var, saved_mean, saved_var and, with relu=1,
-// the ReLU mask.
-int CheckedNumOutputs(const OperatorDef& def) {
+int SpatialBNNumOutputs(const OperatorDef& def) {
   bool is_test = GetIntArgument(def, "is_test", 0) != 0;
   bool relu = GetIntArgument(def, "relu", 0) != 0;
   int expected = is_test ? 1 : relu ? 6 : 5;
@@ -31,10 +29,6 @@ int CheckedNumOutputs(const OperatorDef& def) {
   return expected;
 }
 
-// With 7 inputs, training takes the batch statistics from inputs 5 and 6: the per-channel sums of X and of
-// X^2 over the batches of num_batches equal-sized replicas (ChannelStats on each, then an Allreduce), so
-// every replica normalizes with the statistics of the whole batch. Checks that form; returns whether def has
-// it.
 bool CombinesStatistics(const OperatorDef& def) {
   if (def.input_size() == 5) return false;
   if (def.input_size() != 7)
@@ -56,6 +50,42 @@ bool CombinesStatistics(const OperatorDef& def) {
   return true;
 }
 
+std::array<int, 3> SpatialBNGradientOutputs(const OperatorDef& def) {
+  bool is_test = GetIntArgument(def, "is_test", 0) != 0;
+  bool relu = GetIntArgument(def, "relu", 0) != 0;
+  if (relu && is_test)
+    throw InvalidInput(fmt::format("{}: relu=1 needs the training forward pass's mask; is_test=1 has none",
+                                   DescribeOperator(def)));
+  if (def.input_size() != (relu ? 6 : 5))
+    throw InvalidInput(fmt::format(
+        "{}: takes {} inputs with relu={} (X, scale, dY, saved_mean, saved_var{}), got {}",
+        DescribeOperator(def), relu ? 6 : 5, relu ? 1 : 0, relu ? ", mask" : "", def.input_size()));
+  auto gradients = GetIntsArgument(def, "gradients", {0, 1, 2});
+  if (gradients.size() != static_cast<size_t>(def.output_size()))
+    throw InvalidInput(fmt::format("{}: arg gradients lists {} outputs but the op has {}",
+                                   DescribeOperator(def), gradients.size(), def.output_size()));
+  std::array<int, 3> output_of{-1, -1, -1};
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    if (gradients[i] < 0 || gradients[i] > 2 || (i > 0 && gradients[i] <= gradients[i - 1]))
+      throw InvalidInput(
+          fmt::format("{}: arg gradients must be increasing indices among 0 (dX), 1 (dscale), 2 (dbias)",
+                      DescribeOperator(def)));
+    output_of[gradients[i]] = static_cast<int>(i);
+  }
+  return output_of;
+}
+
+int64_t SpatialBNGradientChannels(const OperatorDef& def, const Shape& x, const Shape& scale,
+                                  const Shape& saved_mean, const Shape& saved_var, const Shape& dy) {
+  int64_t channels = ChannelCount(def, x, {{1, &scale}, {3, &saved_mean}, {4, &saved_var}});
+  if (dy != x)
+    throw InvalidInput(fmt::format("{}: dY {} must have X's shape {}", DescribeOperator(def),
+                                   ShapeToString(dy), ShapeToString(x)));
+  return channels;
+}
+
+namespace {
+
 // global_stats: normalize with given statistics (test mode, or combined ones) instead of the batch's.
 dnnl::normalization_flags Flags(bool global_stats, bool relu) {
   auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
@@ -75,7 +105,7 @@ dnnl::batch_normalization_forward::primitive_desc ForwardDesc(const dnnl::memory
 // with the implementation oneDNN picks); inference reports the count for plain X.
 std::vector<TensorShape> SpatialBNShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
   bool combined = CombinesStatistics(def);
-  int num_outputs = CheckedNumOutputs(def);
+  int num_outputs = SpatialBNNumOutputs(def);
   std::vector<std::pair<int, const Shape*>> per_channel{
       {1, &in[1].dims}, {2, &in[2].dims}, {3, &in[3].dims}, {4, &in[4].dims}};
   if (combined) per_channel.insert(per_channel.end(), {{5, &in[5].dims}, {6, &in[6].dims}});
@@ -103,12 +133,12 @@ class SpatialBNOp : public Operator {
       : Operator(def, ws),
         is_test_(IntArg("is_test", 0) != 0),
         epsilon_(FloatArg("epsilon", kDefaultEpsilon)),
-        momentum_(FloatArg("momentum", kDefaultMomentum)),
+        momentum_(FloatArg("momentum", kDefaultBatchNormMomentum)),
         relu_(IntArg("relu", 0) != 0),
         combined_(CombinesStatistics(def)),
         num_batches_(IntArg("num_batches", 1)) {
     AcceptLayouts();
-    CheckedNumOutputs(def);
+    SpatialBNNumOutputs(def);
   }
 
   void Run() override {
@@ -206,27 +236,9 @@ class SpatialBNGradientOp : public Operator {
       : Operator(def, ws),
         is_test_(IntArg("is_test", 0) != 0),
         epsilon_(FloatArg("epsilon", kDefaultEpsilon)),
-        relu_(IntArg("relu", 0) != 0) {
+        relu_(IntArg("relu", 0) != 0),
+        output_of_(SpatialBNGradientOutputs(def)) {
     AcceptLayouts();
-    if (relu_ && is_test_)
-      throw InvalidInput(fmt::format("{}: relu=1 needs the training forward pass's mask; is_test=1 has none",
-                                     DescribeOperator(def)));
-    if (InputSize() != (relu_ ? 6 : 5))
-      throw InvalidInput(fmt::format(
-          "{}: takes {} inputs with relu={} (X, scale, dY, saved_mean, saved_var{}), got {}",
-          DescribeOperator(def), relu_ ? 6 : 5, relu_ ? 1 : 0, relu_ ? ", mask" : "", InputSize()));
-    auto gradients = IntsArg("gradients", {0, 1, 2});
-    if (gradients.size() != static_cast<size_t>(OutputSize()))
-      throw InvalidInput(fmt::format("{}: arg gradients lists {} outputs but the op has {}",
-                                     DescribeOperator(def), gradients.size(), OutputSize()));
-    for (size_t i = 0; i < gradients.size(); ++i) {
-      if (gradients[i] < 0 || gradients[i] > 2 || (i > 0 && gradients[i] <= gradients[i - 1]))
-        throw InvalidInput(
-            fmt::format("{}: arg gradients must be increasing indices among 0 (dX), 1 (dscale), "
-                        "2 (dbias)",
-                        DescribeOperator(def)));
-      output_of_[gradients[i]] = static_cast<int>(i);
-    }
   }
 
   void Run() override {
@@ -235,11 +247,8 @@ class SpatialBNGradientOp : public Operator {
     const Tensor& dy = Input(2);          // dy has x's shape, any layout
     const Tensor& saved_mean = Input(3);  // saved_mean is (C): batch mean (running mean with is_test)
     const Tensor& saved_var = Input(4);  // saved_var is (C): batch biased variance (running one with is_test)
-    int64_t channels = ChannelCount(def_, x.shape(),
-                                    {{1, &scale.shape()}, {3, &saved_mean.shape()}, {4, &saved_var.shape()}});
-    if (dy.shape() != x.shape())
-      throw InvalidInput(fmt::format("{}: dY {} must have X's shape {}", DescribeOperator(def_),
-                                     ShapeToString(dy.shape()), ShapeToString(x.shape())));
+    int64_t channels = SpatialBNGradientChannels(def_, x.shape(), scale.shape(), saved_mean.shape(),
+                                                 saved_var.shape(), dy.shape());
     auto desc = DescOf(x);
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, AsMemory(x)},
@@ -288,7 +297,7 @@ class SpatialBNGradientOp : public Operator {
   bool is_test_;
   float epsilon_;
   bool relu_;
-  int output_of_[3] = {-1, -1, -1};
+  const std::array<int, 3> output_of_;                  // per gradient (dX, dscale, dbias): its output, or -1
   Tensor dx_scratch_, dscale_scratch_, dbias_scratch_;  // for the gradients that are not outputs
   dnnl::memory dy_scratch_;
   dnnl::memory::desc desc_, workspace_desc_;

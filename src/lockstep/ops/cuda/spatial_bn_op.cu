@@ -5,6 +5,7 @@
 // across replicas. X, Y, dY and dX are float32, float16 or bfloat16; the per-channel tensors are float32, as
 // cuDNN wants them for every data type.
 #include <algorithm>
+#include <array>
 #include <cub/block/block_reduce.cuh>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "lockstep/ops/batch_norm_channels.h"
 #include "lockstep/ops/cuda/cuda_kernels.cuh"
 #include "lockstep/ops/cuda/cudnn_utils.h"
+#include "lockstep/ops/spatial_bn_op.h"
 
 namespace lockstep {
 namespace {
@@ -26,7 +28,6 @@ using cuda::kZero;
 using cuda::LoadFloat;
 using cuda::StoreFloat;
 
-constexpr float kDefaultMomentum = 0.9f;
 constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL;
 
 // Training asks cuDNN for the batch variance through its running variance, which cuDNN keeps unbiased
@@ -111,42 +112,6 @@ __global__ void FixedStatisticsGradientKernel(const T* x, const T* dy, const flo
   }
 }
 
-// Y alone in test mode; in training Y, running_mean, running_var, saved_mean, saved_var and, with relu=1,
-// the ReLU mask. The CPU operator's check.
-int CheckedNumOutputs(const OperatorDef& def) {
-  bool is_test = GetIntArgument(def, "is_test", 0) != 0;
-  bool relu = GetIntArgument(def, "relu", 0) != 0;
-  int expected = is_test ? 1 : relu ? 6 : 5;
-  if (def.output_size() != expected)
-    throw InvalidInput(fmt::format("{}: takes {} outputs with is_test={} and relu={}, got {}",
-                                   DescribeOperator(def), expected, is_test ? 1 : 0, relu ? 1 : 0,
-                                   def.output_size()));
-  return expected;
-}
-
-// Whether def takes the combined statistics (inputs 5 and 6: the sums of X and X^2 over num_batches
-// replicas); the CPU operator's checks of that form.
-bool CombinesStatistics(const OperatorDef& def) {
-  if (def.input_size() == 5) return false;
-  if (def.input_size() != 7)
-    throw InvalidInput(fmt::format(
-        "{}: takes 5 inputs (X, scale, bias, running_mean, running_var), or 7 adding the sums of X and X^2, "
-        "got {}",
-        DescribeOperator(def), def.input_size()));
-  if (GetIntArgument(def, "is_test", 0) != 0)
-    throw InvalidInput(
-        fmt::format("{}: combined statistics (7 inputs) are for training; test mode takes 5 inputs",
-                    DescribeOperator(def)));
-  if (GetIntArgument(def, "relu", 0) != 0)
-    throw InvalidInput(fmt::format(
-        "{}: relu=1 is not available with combined statistics (7 inputs); follow SpatialBN with Relu",
-        DescribeOperator(def)));
-  if (GetIntArgument(def, "num_batches", 1) < 1)
-    throw InvalidInput(fmt::format("{}: num_batches must be at least 1, got {}", DescribeOperator(def),
-                                   GetIntArgument(def, "num_batches", 1)));
-  return true;
-}
-
 float CheckedEpsilon(const OperatorDef& def) {
   float epsilon = GetFloatArgument(def, "epsilon", kDefaultEpsilon);
   if (!(epsilon >= CUDNN_BN_MIN_EPSILON))
@@ -201,11 +166,11 @@ class CudnnSpatialBNOp : public Operator {
       : Operator(def, ws),
         is_test_(IntArg("is_test", 0) != 0),
         epsilon_(CheckedEpsilon(def)),
-        momentum_(FloatArg("momentum", kDefaultMomentum)),
+        momentum_(FloatArg("momentum", kDefaultBatchNormMomentum)),
         relu_(IntArg("relu", 0) != 0),
         combined_(CombinesStatistics(def)),
         num_batches_(IntArg("num_batches", 1)) {
-    CheckedNumOutputs(def);
+    SpatialBNNumOutputs(def);
   }
 
   void Run() override {
@@ -300,27 +265,8 @@ class CudnnSpatialBNGradientOp : public Operator {
       : Operator(def, ws),
         is_test_(IntArg("is_test", 0) != 0),
         epsilon_(CheckedEpsilon(def)),
-        relu_(IntArg("relu", 0) != 0) {
-    if (relu_ && is_test_)
-      throw InvalidInput(fmt::format("{}: relu=1 needs the training forward pass's mask; is_test=1 has none",
-                                     DescribeOperator(def)));
-    if (InputSize() != (relu_ ? 6 : 5))
-      throw InvalidInput(fmt::format(
-          "{}: takes {} inputs with relu={} (X, scale, dY, saved_mean, saved_var{}), got {}",
-          DescribeOperator(def), relu_ ? 6 : 5, relu_ ? 1 : 0, relu_ ? ", mask" : "", InputSize()));
-    auto gradients = IntsArg("gradients", {0, 1, 2});
-    if (gradients.size() != static_cast<size_t>(OutputSize()))
-      throw InvalidInput(fmt::format("{}: arg gradients lists {} outputs but the op has {}",
-                                     DescribeOperator(def), gradients.size(), OutputSize()));
-    for (size_t i = 0; i < gradients.size(); ++i) {
-      if (gradients[i] < 0 || gradients[i] > 2 || (i > 0 && gradients[i] <= gradients[i - 1]))
-        throw InvalidInput(
-            fmt::format("{}: arg gradients must be increasing indices among 0 (dX), 1 (dscale), "
-                        "2 (dbias)",
-                        DescribeOperator(def)));
-      output_of_[gradients[i]] = static_cast<int>(i);
-    }
-  }
+        relu_(IntArg("relu", 0) != 0),
+        output_of_(SpatialBNGradientOutputs(def)) {}
 
   void Run() override {
     const Tensor& x = Input(0);           // x is (N, C, spatial...) or (N, C)
@@ -328,11 +274,8 @@ class CudnnSpatialBNGradientOp : public Operator {
     const Tensor& dy = Input(2);          // dy has x's shape and dtype
     const Tensor& saved_mean = Input(3);  // saved_mean is (C): batch mean (running mean with is_test)
     const Tensor& saved_var = Input(4);  // saved_var is (C): batch biased variance (running one with is_test)
-    const int64_t channels = ChannelCount(
-        def_, x.shape(), {{1, &scale.shape()}, {3, &saved_mean.shape()}, {4, &saved_var.shape()}});
-    if (dy.shape() != x.shape())
-      throw InvalidInput(fmt::format("{}: dY {} must have X's shape {}", DescribeOperator(def_),
-                                     ShapeToString(dy.shape()), ShapeToString(x.shape())));
+    const int64_t channels = SpatialBNGradientChannels(def_, x.shape(), scale.shape(), saved_mean.shape(),
+                                                       saved_var.shape(), dy.shape());
     cuda::CudnnDataType(def_, "X", x.dtype());
     if (dy.dtype() != x.dtype())
       FailOperator(def_, fmt::format("dY is {} but X is {}; they must have one dtype",
@@ -419,7 +362,7 @@ class CudnnSpatialBNGradientOp : public Operator {
   const bool is_test_;
   const float epsilon_;
   const bool relu_;
-  int output_of_[3] = {-1, -1, -1};
+  const std::array<int, 3> output_of_;  // per gradient (dX, dscale, dbias): its output, or -1
   BatchNormDescriptors desc_;
   Tensor inv_std_;                         // 1 / sqrt(saved_var + epsilon), as cuDNN takes it
   Tensor dscale_scratch_, dbias_scratch_;  // for the per-channel gradients that are not outputs
