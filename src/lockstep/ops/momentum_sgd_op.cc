@@ -1,45 +1,55 @@
 // MomentumSGDUpdate: Caffe2's in-place SGD step with momentum (plain or Nesterov) and L2 weight decay, in one
 // pass over the parameter so the update costs a single read and write of each buffer.
+#include "lockstep/ops/momentum_sgd_op.h"
+
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 
 namespace lockstep {
+
+MomentumSGDArgs ParseMomentumSGDArgs(const OperatorDef& def) {
+  return {GetFloatArgument(def, "momentum", 0.0f), GetIntArgument(def, "nesterov", 0) != 0,
+          GetFloatArgument(def, "weight_decay", 0.0f)};
+}
+
+void CheckMomentumSGDInputs(const OperatorDef& def, const Tensor& grad, const Tensor& moment,
+                            const Tensor& lr, const Tensor& param) {
+  for (const Tensor* state : {&moment, &param}) {
+    if (state->dtype() != DataType::kFloat || state->shape() != grad.shape())
+      throw InvalidInput(fmt::format("{}: '{}' is {} {} but the gradient is float32 {}",
+                                     DescribeOperator(def), def.input(state == &moment ? 1 : 3),
+                                     DataTypeName(state->dtype()), ShapeToString(state->shape()),
+                                     ShapeToString(grad.shape())));
+  }
+  if (lr.dtype() != DataType::kFloat || lr.numel() != 1)
+    throw InvalidInput(fmt::format("{}: lr must be one float, got {} of shape {}", DescribeOperator(def),
+                                   DataTypeName(lr.dtype()), ShapeToString(lr.shape())));
+}
+
 namespace {
 
 class MomentumSGDUpdateOp : public Operator {
  public:
   MomentumSGDUpdateOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws),
-        momentum_(FloatArg("momentum", 0.0f)),
-        nesterov_(IntArg("nesterov", 0) != 0),
-        weight_decay_(FloatArg("weight_decay", 0.0f)) {}
+      : Operator(def, ws), args_(ParseMomentumSGDArgs(def)) {}
 
   void Run() override {
     const Tensor& grad = Input(0);    // grad is any shape
     const Tensor& moment = Input(1);  // moment has grad's shape; output 1 is the same blob
     const Tensor& lr = Input(2);      // lr is a float scalar, positive
     const Tensor& param = Input(3);   // param has grad's shape; output 2 is the same blob
-    for (const Tensor* state : {&moment, &param}) {
-      if (state->dtype() != DataType::kFloat || state->shape() != grad.shape())
-        throw InvalidInput(fmt::format("{}: '{}' is {} {} but the gradient is float32 {}",
-                                       DescribeOperator(def_), InputName(state == &moment ? 1 : 3),
-                                       DataTypeName(state->dtype()), ShapeToString(state->shape()),
-                                       ShapeToString(grad.shape())));
-    }
-    if (lr.dtype() != DataType::kFloat || lr.numel() != 1)
-      throw InvalidInput(fmt::format("{}: lr must be one float, got {} of shape {}", DescribeOperator(def_),
-                                     DataTypeName(lr.dtype()), ShapeToString(lr.shape())));
+    CheckMomentumSGDInputs(def_, grad, moment, lr, param);
     Output(0)->Resize(grad.shape());
     const int64_t n = grad.numel();
     const float rate = *lr.data<float>();
-    const float mu = momentum_;
-    const float decay = weight_decay_;
+    const float mu = args_.momentum;
+    const float decay = args_.weight_decay;
     // Output 0 may alias grad; each element is read before it is written, so aliasing is safe.
     const float* g = grad.data<float>();
     float* g_out = Output(0)->data<float>();
     float* m = Output(1)->data<float>();
     float* p = Output(2)->data<float>();
-    if (nesterov_) {
+    if (args_.nesterov) {
       for (int64_t i = 0; i < n; ++i) {
         const float m_old = m[i];
         const float m_new = mu * m_old + rate * (g[i] + decay * p[i]);
@@ -59,9 +69,7 @@ class MomentumSGDUpdateOp : public Operator {
   }
 
  private:
-  float momentum_;
-  bool nesterov_;
-  float weight_decay_;
+  const MomentumSGDArgs args_;
 };
 
 std::vector<TensorShape> InferMomentumSGDShape(const OperatorDef&, const std::vector<TensorShape>& in) {

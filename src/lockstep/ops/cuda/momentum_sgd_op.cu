@@ -3,6 +3,7 @@
 #include "lockstep/core/operator.h"
 #include "lockstep/cuda/cuda_context.h"
 #include "lockstep/ops/cuda/cuda_kernels.cuh"
+#include "lockstep/ops/momentum_sgd_op.h"
 
 namespace lockstep {
 namespace {
@@ -35,10 +36,7 @@ __global__ void MomentumSgdKernel(const float* grad, float* grad_out, float* mom
 class CudaMomentumSGDUpdateOp : public Operator {
  public:
   CudaMomentumSGDUpdateOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws),
-        momentum_(FloatArg("momentum", 0.0f)),
-        nesterov_(IntArg("nesterov", 0) != 0),
-        weight_decay_(FloatArg("weight_decay", 0.0f)) {}
+      : Operator(def, ws), args_(ParseMomentumSGDArgs(def)) {}
 
   void Run() override {
     const Tensor& grad = Input(0);    // grad is any shape
@@ -50,16 +48,7 @@ class CudaMomentumSGDUpdateOp : public Operator {
           fmt::format("{}: the gradient '{}' is {}; the update is float32 (keep master weights "
                       "and their gradients in float32)",
                       DescribeOperator(def_), InputName(0), DataTypeName(grad.dtype())));
-    for (const Tensor* state : {&moment, &param}) {
-      if (state->dtype() != DataType::kFloat || state->shape() != grad.shape())
-        throw InvalidInput(fmt::format("{}: '{}' is {} {} but the gradient is float32 {}",
-                                       DescribeOperator(def_), InputName(state == &moment ? 1 : 3),
-                                       DataTypeName(state->dtype()), ShapeToString(state->shape()),
-                                       ShapeToString(grad.shape())));
-    }
-    if (lr.dtype() != DataType::kFloat || lr.numel() != 1)
-      throw InvalidInput(fmt::format("{}: lr must be one float, got {} of shape {}", DescribeOperator(def_),
-                                     DataTypeName(lr.dtype()), ShapeToString(lr.shape())));
+    CheckMomentumSGDInputs(def_, grad, moment, lr, param);
     Tensor* grad_out = Output(0);
     grad_out->Resize(grad.shape());
     Tensor* moment_out = cuda::InPlaceState(moment, Output(1));
@@ -67,17 +56,15 @@ class CudaMomentumSGDUpdateOp : public Operator {
     const int64_t n = grad.numel();
     if (n == 0) return;
     cudaStream_t stream = cuda::ContextFor(device().id).stream();
-    auto kernel = nesterov_ ? MomentumSgdKernel<true> : MomentumSgdKernel<false>;
+    auto kernel = args_.nesterov ? MomentumSgdKernel<true> : MomentumSgdKernel<false>;
     kernel<<<cuda::BlocksFor(n), cuda::kThreads, 0, stream>>>(
         grad.data<float>(), grad_out->data<float>(), moment_out->data<float>(), param_out->data<float>(),
-        lr.data<float>(), momentum_, weight_decay_, n);
+        lr.data<float>(), args_.momentum, args_.weight_decay, n);
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   }
 
  private:
-  float momentum_;
-  bool nesterov_;
-  float weight_decay_;
+  const MomentumSGDArgs args_;
 };
 
 }  // namespace
