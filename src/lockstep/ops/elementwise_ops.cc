@@ -1,6 +1,8 @@
 // Element-wise arithmetic on oneDNN primitives: Add (with suffix broadcasting), Sum of many tensors (the
 // autodiff's way of adding partial gradients), Scale, and SumReduceLike, which undoes Add's broadcast. Add
 // without broadcast, Sum and Scale compute in the layout of their first input and leave it on the output.
+#include "lockstep/ops/elementwise_ops.h"
+
 #include <algorithm>
 
 #include "lockstep/core/gradient.h"
@@ -8,10 +10,7 @@
 #include "lockstep/ops/dnnl_utils.h"
 
 namespace lockstep {
-namespace {
 
-// A is (outer, inner) and B is (inner) once flattened, where B's shape is A's shape or, with broadcast=1, a
-// suffix of it. Returns the output shape (A's).
 Shape AddShape(const OperatorDef& def, const Shape& a, const Shape& b) {
   bool broadcast = GetIntArgument(def, "broadcast", 0) != 0;
   if (!broadcast && a != b)
@@ -23,6 +22,27 @@ Shape AddShape(const OperatorDef& def, const Shape& a, const Shape& b) {
                                    DescribeOperator(def), ShapeToString(b), ShapeToString(a)));
   return a;
 }
+
+void CheckAddInPlace(const OperatorDef& def, bool c_is_b, const Shape& a, const Shape& b) {
+  if (c_is_b && a != b)
+    throw InvalidInput(
+        fmt::format("{}: C may overwrite B only when A and B have the same shape", DescribeOperator(def)));
+}
+
+void CheckSumInput(const OperatorDef& def, int i, const Shape& shape, const Shape& first) {
+  if (shape != first)
+    throw InvalidInput(fmt::format("{}: input '{}' is {} but '{}' is {}; Sum needs equal shapes",
+                                   DescribeOperator(def), def.input(i), ShapeToString(shape), def.input(0),
+                                   ShapeToString(first)));
+}
+
+void CheckSumReduceLikeShapes(const OperatorDef& def, const Shape& dy, const Shape& b) {
+  if (b.size() > dy.size() || !std::equal(b.begin(), b.end(), dy.end() - b.size()))
+    throw InvalidInput(fmt::format("{}: B {} must match the last dims of dY {}", DescribeOperator(def),
+                                   ShapeToString(b), ShapeToString(dy)));
+}
+
+namespace {
 
 // The descriptor an element-wise op sees `tensor` through: its backend layout, or plain. oneDNN takes ranks 1
 // to 5 only, so plain tensors of other ranks (scalars included) are seen as flat vectors.
@@ -59,9 +79,7 @@ class AddOp : public Operator {
     const Tensor& a = Input(0);  // a is any shape (any layout without broadcast)
     const Tensor& b = Input(1);  // b is a's shape, or a suffix of it with broadcast=1
     Shape shape = AddShape(def_, a.shape(), b.shape());
-    if (IsInplace(1, 0) && a.shape() != b.shape())
-      throw InvalidInput(
-          fmt::format("{}: C may overwrite B only when A and B have the same shape", DescribeOperator(def_)));
+    CheckAddInPlace(def_, IsInplace(1, 0), a.shape(), b.shape());
     Tensor* c = Output(0);  // c has a's shape (and layout, without broadcast)
     if (broadcast_) {
       c->Resize(shape);
@@ -100,13 +118,6 @@ class AddOp : public Operator {
   dnnl::memory::desc first_desc_, second_desc_;
   dnnl::binary primitive_;
 };
-
-void CheckSumInput(const OperatorDef& def, int i, const Shape& shape, const Shape& first) {
-  if (shape != first)
-    throw InvalidInput(fmt::format("{}: input '{}' is {} but '{}' is {}; Sum needs equal shapes",
-                                   DescribeOperator(def), def.input(i), ShapeToString(shape), def.input(0),
-                                   ShapeToString(first)));
-}
 
 // Y = X0 + X1 + ... in X0's layout; the others are reordered where their layouts differ.
 class SumOp : public Operator {
@@ -182,9 +193,7 @@ class SumReduceLikeOp : public Operator {
     const Tensor& dy = Input(0);  // dy is (outer, inner) once flattened
     const Tensor& b = Input(1);   // b's shape is a suffix of dy's: (inner)
     Tensor* db = Output(0);       // db has b's shape
-    if (b.ndim() > dy.ndim() || !std::equal(b.shape().begin(), b.shape().end(), dy.shape().end() - b.ndim()))
-      throw InvalidInput(fmt::format("{}: B {} must match the last dims of dY {}", DescribeOperator(def_),
-                                     ShapeToString(b.shape()), ShapeToString(dy.shape())));
+    CheckSumReduceLikeShapes(def_, dy.shape(), b.shape());
     db->Resize(b.shape());
     if (db->numel() == 0) return;
     int64_t inner = b.numel();

@@ -1,11 +1,21 @@
 // Flatten, Reshape and ResizeLike: the same bytes under another shape. Tensors have no views, so the data is
 // copied unless the op runs in place; gradients reshape dY back to X's shape.
+#include "lockstep/ops/reshape_op.h"
+
 #include <algorithm>
 
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 
 namespace lockstep {
+
+void CheckResizeLike(const OperatorDef& def, const Tensor& a, const Tensor& b) {
+  if (a.numel() != b.numel())
+    throw InvalidInput(fmt::format("{}: '{}' {} and '{}' {} differ in element count", DescribeOperator(def),
+                                   def.input(0), ShapeToString(a.shape()), def.input(1),
+                                   ShapeToString(b.shape())));
+}
+
 namespace {
 
 // Flatten keeps the dims before axis as one and those from axis on as the other: (N, C, H, W), axis 1 ->
@@ -113,10 +123,7 @@ class ResizeLikeOp : public Operator {
   void Run() override {
     const Tensor& a = Input(0);  // a has as many elements as b
     const Tensor& b = Input(1);  // b is any shape
-    if (a.numel() != b.numel())
-      throw InvalidInput(fmt::format("{}: '{}' {} and '{}' {} differ in element count",
-                                     DescribeOperator(def_), InputName(0), ShapeToString(a.shape()),
-                                     InputName(1), ShapeToString(b.shape())));
+    CheckResizeLike(def_, a, b);
     CopyWithShape(a, b.shape(), Output(0));
   }
 };

@@ -6,6 +6,8 @@
 #include "lockstep/core/operator.h"
 #include "lockstep/cuda/cuda_context.h"
 #include "lockstep/ops/cuda/cuda_kernels.cuh"
+#include "lockstep/ops/elementwise_ops.h"
+#include "lockstep/ops/reshape_op.h"
 
 namespace lockstep {
 namespace {
@@ -60,20 +62,6 @@ __global__ void SumReduceLikeKernel(const T* dy, T* db, int64_t outer, int64_t i
 
 cudaStream_t StreamOf(const Device& device) { return cuda::ContextFor(device.id).stream(); }
 
-// A is (outer, inner) and B is (inner) once flattened, where B's shape is A's shape or, with broadcast=1, a
-// suffix of it. Returns the output shape (A's). The CPU op's checks and messages.
-Shape AddShape(const OperatorDef& def, const Shape& a, const Shape& b) {
-  bool broadcast = GetIntArgument(def, "broadcast", 0) != 0;
-  if (!broadcast && a != b)
-    throw InvalidInput(
-        fmt::format("{}: A {} and B {} differ; pass broadcast=1 when B's shape is a suffix of A's",
-                    DescribeOperator(def), ShapeToString(a), ShapeToString(b)));
-  if (b.size() > a.size() || !std::equal(b.begin(), b.end(), a.end() - b.size()))
-    throw InvalidInput(fmt::format("{}: B {} must match the last dims of A {} to broadcast",
-                                   DescribeOperator(def), ShapeToString(b), ShapeToString(a)));
-  return a;
-}
-
 void CheckSameDtype(const OperatorDef& def, int i, const Tensor& x, const Tensor& first) {
   if (x.dtype() != first.dtype())
     FailOperator(def,
@@ -90,9 +78,7 @@ class CudaAddOp : public Operator {
     const Tensor& b = Input(1);  // b is a's shape, or a suffix of it with broadcast=1
     Shape shape = AddShape(def_, a.shape(), b.shape());
     CheckSameDtype(def_, 1, b, a);
-    if (IsInplace(1, 0) && a.shape() != b.shape())
-      throw InvalidInput(
-          fmt::format("{}: C may overwrite B only when A and B have the same shape", DescribeOperator(def_)));
+    CheckAddInPlace(def_, IsInplace(1, 0), a.shape(), b.shape());
     Tensor* c = Output(0);  // c has a's shape and dtype
     c->Resize(shape, a.dtype());
     if (c->numel() == 0) return;
@@ -117,11 +103,7 @@ class CudaSumOp : public Operator {
     for (int i = 0; i < InputSize(); ++i) input_tensors_[i] = &Input(i);
     const Tensor& x0 = *input_tensors_[0];  // every input has x0's shape and dtype
     for (int i = 1; i < InputSize(); ++i) {
-      if (input_tensors_[i]->shape() != x0.shape())
-        throw InvalidInput(fmt::format("{}: input '{}' is {} but '{}' is {}; Sum needs equal shapes",
-                                       DescribeOperator(def_), InputName(i),
-                                       ShapeToString(input_tensors_[i]->shape()), InputName(0),
-                                       ShapeToString(x0.shape())));
+      CheckSumInput(def_, i, input_tensors_[i]->shape(), x0.shape());
       CheckSameDtype(def_, i, *input_tensors_[i], x0);
     }
     Tensor* y = Output(0);  // y has x0's shape; it may be x0 itself
@@ -178,9 +160,7 @@ class CudaSumReduceLikeOp : public Operator {
   void Run() override {
     const Tensor& dy = Input(0);  // dy is (outer, inner) once flattened
     const Tensor& b = Input(1);   // b's shape is a suffix of dy's: (inner)
-    if (b.ndim() > dy.ndim() || !std::equal(b.shape().begin(), b.shape().end(), dy.shape().end() - b.ndim()))
-      throw InvalidInput(fmt::format("{}: B {} must match the last dims of dY {}", DescribeOperator(def_),
-                                     ShapeToString(b.shape()), ShapeToString(dy.shape())));
+    CheckSumReduceLikeShapes(def_, dy.shape(), b.shape());
     Tensor* db = Output(0);  // db has b's shape and dy's dtype
     db->Resize(b.shape(), dy.dtype());
     if (db->numel() == 0) return;
@@ -202,10 +182,7 @@ class CudaResizeLikeOp : public Operator {
   void Run() override {
     const Tensor& a = Input(0);  // a has as many elements as b
     const Tensor& b = Input(1);  // b is any shape
-    if (a.numel() != b.numel())
-      throw InvalidInput(fmt::format("{}: '{}' {} and '{}' {} differ in element count",
-                                     DescribeOperator(def_), InputName(0), ShapeToString(a.shape()),
-                                     InputName(1), ShapeToString(b.shape())));
+    CheckResizeLike(def_, a, b);
     Tensor* c = Output(0);  // c has b's shape and a's dtype
     c->CopyFrom(a);
     c->Resize(b.shape(), a.dtype());
