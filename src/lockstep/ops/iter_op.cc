@@ -1,8 +1,18 @@
 // Iter: the training iteration counter, an int64 scalar incremented in place once per run.
+#include "lockstep/ops/iter_op.h"
+
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 
 namespace lockstep {
+
+void CheckIterCounter(const OperatorDef& def, const Tensor& iter) {
+  if (iter.dtype() != DataType::kInt64 || iter.numel() != 1)
+    throw InvalidInput(
+        fmt::format("{}: iter must be one int64 (ConstantFill it with dtype 10), got {} of shape {}",
+                    DescribeOperator(def), DataTypeName(iter.dtype()), ShapeToString(iter.shape())));
+}
+
 namespace {
 
 class IterOp : public Operator {
@@ -11,10 +21,7 @@ class IterOp : public Operator {
 
   void Run() override {
     const Tensor& iter = Input(0);  // iter is () or (1,), int64; output 0 is the same blob
-    if (iter.dtype() != DataType::kInt64 || iter.numel() != 1)
-      throw InvalidInput(
-          fmt::format("{}: iter must be one int64 (ConstantFill it with dtype 10), got {} of shape {}",
-                      DescribeOperator(def_), DataTypeName(iter.dtype()), ShapeToString(iter.shape())));
+    CheckIterCounter(def_, iter);
     ++*Output(0)->data<int64_t>();
   }
 };

@@ -3,6 +3,7 @@
 #include "lockstep/core/operator.h"
 #include "lockstep/cuda/cuda_context.h"
 #include "lockstep/ops/cuda/cuda_kernels.cuh"
+#include "lockstep/ops/iter_op.h"
 
 namespace lockstep {
 namespace {
@@ -16,10 +17,7 @@ class CudaIterOp : public Operator {
 
   void Run() override {
     const Tensor& iter = Input(0);  // iter is () or (1,), int64; output 0 is the same blob
-    if (iter.dtype() != DataType::kInt64 || iter.numel() != 1)
-      throw InvalidInput(
-          fmt::format("{}: iter must be one int64 (ConstantFill it with dtype 10), got {} of shape {}",
-                      DescribeOperator(def_), DataTypeName(iter.dtype()), ShapeToString(iter.shape())));
+    CheckIterCounter(def_, iter);
     Tensor* counter = cuda::InPlaceState(iter, Output(0));
     IterKernel<<<1, 1, 0, cuda::ContextFor(device().id).stream()>>>(counter->data<int64_t>());
     LOCKSTEP_CUDA_CHECK_LAUNCH();
