@@ -1,33 +1,38 @@
 // WeightedSum: y = sum_i w_i * x_i over pairs (x_i, w_i) with scalar float weights; y may be x_0 (in place),
 // which is how parameter averaging and plain SGD steps are written.
+#include "lockstep/ops/weighted_sum_op.h"
+
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 
 namespace lockstep {
+
+void CheckWeightedSumArity(const OperatorDef& def) {
+  if (def.input_size() % 2 != 0)
+    throw InvalidInput(fmt::format("{}: inputs must be pairs (X0, w0, X1, w1, ...), got {} inputs",
+                                   DescribeOperator(def), def.input_size()));
+}
+
+void CheckWeightedSumPair(const OperatorDef& def, int i, const Tensor& x, const Tensor& w, const Tensor& x0) {
+  if (x.dtype() != DataType::kFloat || x.shape() != x0.shape())
+    throw InvalidInput(fmt::format("{}: '{}' is {} {}, expected float32 {}", DescribeOperator(def),
+                                   def.input(i), DataTypeName(x.dtype()), ShapeToString(x.shape()),
+                                   ShapeToString(x0.shape())));
+  if (w.dtype() != DataType::kFloat || w.numel() != 1)
+    throw InvalidInput(fmt::format("{}: weight '{}' must be one float, got {} of shape {}",
+                                   DescribeOperator(def), def.input(i + 1), DataTypeName(w.dtype()),
+                                   ShapeToString(w.shape())));
+}
+
 namespace {
 
 class WeightedSumOp : public Operator {
  public:
-  WeightedSumOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws) {
-    if (InputSize() % 2 != 0)
-      throw InvalidInput(fmt::format("{}: inputs must be pairs (X0, w0, X1, w1, ...), got {} inputs",
-                                     DescribeOperator(def), InputSize()));
-  }
+  WeightedSumOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws) { CheckWeightedSumArity(def); }
 
   void Run() override {
     const Tensor& x0 = Input(0);  // every x_i has x0's shape
-    for (int i = 0; i < InputSize(); i += 2) {
-      const Tensor& x = Input(i);
-      const Tensor& w = Input(i + 1);  // w_i is a float scalar
-      if (x.dtype() != DataType::kFloat || x.shape() != x0.shape())
-        throw InvalidInput(fmt::format("{}: '{}' is {} {}, expected float32 {}", DescribeOperator(def_),
-                                       InputName(i), DataTypeName(x.dtype()), ShapeToString(x.shape()),
-                                       ShapeToString(x0.shape())));
-      if (w.dtype() != DataType::kFloat || w.numel() != 1)
-        throw InvalidInput(fmt::format("{}: weight '{}' must be one float, got {} of shape {}",
-                                       DescribeOperator(def_), InputName(i + 1), DataTypeName(w.dtype()),
-                                       ShapeToString(w.shape())));
-    }
+    for (int i = 0; i < InputSize(); i += 2) CheckWeightedSumPair(def_, i, Input(i), Input(i + 1), x0);
     Tensor* y = Output(0);
     y->Resize(x0.shape());
     const int64_t n = x0.numel();

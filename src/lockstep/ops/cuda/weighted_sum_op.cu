@@ -5,6 +5,7 @@
 #include "lockstep/core/operator.h"
 #include "lockstep/cuda/cuda_context.h"
 #include "lockstep/ops/cuda/cuda_kernels.cuh"
+#include "lockstep/ops/weighted_sum_op.h"
 
 namespace lockstep {
 namespace {
@@ -33,27 +34,15 @@ __global__ void WeightedSumKernel(PairChunk chunk, float* y, int64_t n, bool acc
 class CudaWeightedSumOp : public Operator {
  public:
   CudaWeightedSumOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), input_tensors_(InputSize()) {
-    if (InputSize() % 2 != 0)
-      throw InvalidInput(fmt::format("{}: inputs must be pairs (X0, w0, X1, w1, ...), got {} inputs",
-                                     DescribeOperator(def), InputSize()));
+    CheckWeightedSumArity(def);
   }
 
   void Run() override {
     // Each Input() call may stage a copy, so each input is fetched once.
     for (int i = 0; i < InputSize(); ++i) input_tensors_[i] = &Input(i);
     const Tensor& x0 = *input_tensors_[0];  // every x_i has x0's shape
-    for (int i = 0; i < InputSize(); i += 2) {
-      const Tensor& x = *input_tensors_[i];
-      const Tensor& w = *input_tensors_[i + 1];  // w_i is a float scalar
-      if (x.dtype() != DataType::kFloat || x.shape() != x0.shape())
-        throw InvalidInput(fmt::format("{}: '{}' is {} {}, expected float32 {}", DescribeOperator(def_),
-                                       InputName(i), DataTypeName(x.dtype()), ShapeToString(x.shape()),
-                                       ShapeToString(x0.shape())));
-      if (w.dtype() != DataType::kFloat || w.numel() != 1)
-        throw InvalidInput(fmt::format("{}: weight '{}' must be one float, got {} of shape {}",
-                                       DescribeOperator(def_), InputName(i + 1), DataTypeName(w.dtype()),
-                                       ShapeToString(w.shape())));
-    }
+    for (int i = 0; i < InputSize(); i += 2)
+      CheckWeightedSumPair(def_, i, *input_tensors_[i], *input_tensors_[i + 1], x0);
     Tensor* y = Output(0);  // y has x0's shape; it may be x0 (only)
     y->Resize(x0.shape());
     const int64_t n = x0.numel();
