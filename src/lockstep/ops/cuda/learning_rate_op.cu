@@ -6,17 +6,14 @@
 
 #include "lockstep/core/operator.h"
 #include "lockstep/cuda/cuda_context.h"
+#include "lockstep/ops/learning_rate_op.h"
 
 namespace lockstep {
 namespace {
 
-enum class Policy { kFixed, kStep, kMultistep, kCosine };
-
-constexpr const char* kPolicies = "fixed, step, multistep, cosine";
-
 // The schedule's arguments as the kernel reads them; stepsizes is in device memory.
 struct Schedule {
-  Policy policy;
+  LearningRatePolicy policy;
   double base_lr, gamma;
   int64_t stepsize;
   const int64_t* stepsizes;  // (num_stepsizes), ascending
@@ -38,18 +35,18 @@ __global__ void LearningRateKernel(const int64_t* iter, float* lr, Schedule s) {
   }
   double multiplier = 1.0;
   switch (s.policy) {
-    case Policy::kFixed:
+    case LearningRatePolicy::kFixed:
       break;
-    case Policy::kStep:
+    case LearningRatePolicy::kStep:
       multiplier = pow(s.gamma, static_cast<double>(step / s.stepsize));
       break;
-    case Policy::kMultistep: {
+    case LearningRatePolicy::kMultistep: {
       int64_t passed = 0;  // std::upper_bound's index: the steps at or before `step`
       while (passed < s.num_stepsizes && s.stepsizes[passed] <= step) ++passed;
       multiplier = pow(s.gamma, static_cast<double>(passed));
       break;
     }
-    case Policy::kCosine: {
+    case LearningRatePolicy::kCosine: {
       // Held at the final value past max_iter rather than rising again.
       double progress = static_cast<double>(min(step, s.max_iter)) / static_cast<double>(s.max_iter);
       multiplier = 0.5 * (1.0 + cos(M_PI * progress));
@@ -66,40 +63,17 @@ __global__ void LearningRateKernel(const int64_t* iter, float* lr, Schedule s) {
 class CudaLearningRateOp : public Operator {
  public:
   CudaLearningRateOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws) {
-    // The arguments, their defaults and their checks are the CPU op's.
-    schedule_.base_lr = FloatArg("base_lr", 0.0f);
-    schedule_.gamma = FloatArg("gamma", 1.0f);
-    schedule_.stepsize = IntArg("stepsize", 0);
-    const std::vector<int64_t> stepsizes = IntsArg("stepsizes");
-    schedule_.max_iter = IntArg("max_iter", 0);
-    schedule_.warmup_iter = IntArg("warmup_iter", 0);
-    schedule_.warmup_start_factor = FloatArg("warmup_start_factor", 0.1f);
-    auto fail = [&](const std::string& what) {
-      throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
-    };
-    if (!HasArgument(def, "base_lr")) fail("argument 'base_lr' is required");
-    std::string policy = StringArg("policy", "fixed");
-    if (policy == "fixed") {
-      schedule_.policy = Policy::kFixed;
-    } else if (policy == "step") {
-      schedule_.policy = Policy::kStep;
-      if (schedule_.stepsize <= 0) fail("policy 'step' needs a positive 'stepsize'");
-      if (!HasArgument(def, "gamma")) fail("policy 'step' needs 'gamma'");
-    } else if (policy == "multistep") {
-      schedule_.policy = Policy::kMultistep;
-      if (stepsizes.empty()) fail("policy 'multistep' needs 'stepsizes'");
-      if (!HasArgument(def, "gamma")) fail("policy 'multistep' needs 'gamma'");
-      if (!std::is_sorted(stepsizes.begin(), stepsizes.end())) fail("'stepsizes' must be ascending");
-    } else if (policy == "cosine") {
-      schedule_.policy = Policy::kCosine;
-      if (schedule_.max_iter <= 0) fail("policy 'cosine' needs a positive 'max_iter'");
-    } else {
-      fail(fmt::format("unknown policy '{}'; valid policies: {}", policy, kPolicies));
-    }
-    if (schedule_.warmup_iter < 0) fail("'warmup_iter' must not be negative");
-    if (schedule_.policy == Policy::kMultistep) {  // the kernel reads them from device memory
-      Tensor host({static_cast<int64_t>(stepsizes.size())}, DataType::kInt64);
-      std::copy(stepsizes.begin(), stepsizes.end(), host.data<int64_t>());
+    const LearningRateArgs args = ParseLearningRateArgs(def);
+    schedule_.policy = args.policy;
+    schedule_.base_lr = args.base_lr;
+    schedule_.gamma = args.gamma;
+    schedule_.stepsize = args.stepsize;
+    schedule_.max_iter = args.max_iter;
+    schedule_.warmup_iter = args.warmup_iter;
+    schedule_.warmup_start_factor = args.warmup_start_factor;
+    if (args.policy == LearningRatePolicy::kMultistep) {  // the kernel reads them from device memory
+      Tensor host({static_cast<int64_t>(args.stepsizes.size())}, DataType::kInt64);
+      std::copy(args.stepsizes.begin(), args.stepsizes.end(), host.data<int64_t>());
       stepsizes_.PlaceOn(device());
       stepsizes_.CopyFrom(host);
       schedule_.stepsizes = stepsizes_.data<int64_t>();
@@ -109,9 +83,7 @@ class CudaLearningRateOp : public Operator {
 
   void Run() override {
     const Tensor& iter = Input(0);  // iter is () or (1,), int64
-    if (iter.dtype() != DataType::kInt64 || iter.numel() != 1)
-      throw InvalidInput(fmt::format("{}: iter must be one int64, got {} of shape {}", DescribeOperator(def_),
-                                     DataTypeName(iter.dtype()), ShapeToString(iter.shape())));
+    CheckLearningRateIter(def_, iter);
     Tensor* lr = Output(0);  // lr is (), float
     lr->Resize({}, DataType::kFloat);
     LearningRateKernel<<<1, 1, 0, cuda::ContextFor(device().id).stream()>>>(iter.data<int64_t>(),

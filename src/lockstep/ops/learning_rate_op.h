@@ -1,0 +1,35 @@
+// LearningRate's schedule arguments and input check, shared by the CPU and CUDA operators so that both
+// accept the same schedules and report the same errors.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lockstep.pb.h"
+#include "lockstep/core/tensor.h"
+
+namespace lockstep {
+
+enum class LearningRatePolicy { kFixed, kStep, kMultistep, kCosine };
+
+// lr = base_lr * multiplier(iter) under `policy`, times a linear warm-up from warmup_start_factor to 1 over
+// the first warmup_iter iterations.
+struct LearningRateArgs {
+  LearningRatePolicy policy = LearningRatePolicy::kFixed;
+  double base_lr;
+  double gamma;
+  int64_t stepsize;                // policy step
+  std::vector<int64_t> stepsizes;  // policy multistep: ascending
+  int64_t max_iter;                // policy cosine
+  int64_t warmup_iter;
+  double warmup_start_factor;
+};
+
+// Reads the arguments with their defaults and checks that the policy has what it needs. Throws InvalidInput
+// naming the operator.
+LearningRateArgs ParseLearningRateArgs(const OperatorDef& def);
+
+// The iteration counter must be one int64.
+void CheckLearningRateIter(const OperatorDef& def, const Tensor& iter);
+
+}  // namespace lockstep
