@@ -12,8 +12,56 @@
 #include "lockstep/comm/communicator.h"
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
+#include "lockstep/ops/collective_op.h"
 
 namespace lockstep {
+
+int CollectiveBlobsPerDevice(const OperatorDef& def, int num_devices) {
+  const int inputs = def.input_size(), outputs = def.output_size();
+  if (num_devices < 1 || inputs % num_devices != 0 || inputs != outputs)
+    throw InvalidInput(
+        fmt::format("{}: needs the same number of inputs and outputs, a multiple of "
+                    "num_devices={}, got {} and {}",
+                    DescribeOperator(def), num_devices, inputs, outputs));
+  return inputs / num_devices;
+}
+
+void CheckReplicaMatches(const OperatorDef& def, int j, const Tensor& first, int i, const Tensor& replica) {
+  if (replica.shape() != first.shape() || replica.dtype() != first.dtype())
+    throw InvalidInput(fmt::format("{}: '{}' is {} {} but '{}' is {} {}; replicas must match",
+                                   DescribeOperator(def), def.input(j), DataTypeName(first.dtype()),
+                                   ShapeToString(first.shape()), def.input(i), DataTypeName(replica.dtype()),
+                                   ShapeToString(replica.shape())));
+}
+
+BucketLayout PlanBucketLayout(const OperatorDef& def, const std::vector<const Tensor*>& outputs) {
+  BucketLayout layout;
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    const Tensor& blob = *outputs[j];
+    if (blob.dtype() != DataType::kFloat || !blob.is_plain())
+      throw InvalidInput(fmt::format("{}: '{}' is {}{}; Allreduce sums plain float tensors",
+                                     DescribeOperator(def), def.input(j), DataTypeName(blob.dtype()),
+                                     blob.is_plain() ? "" : " in a blocked layout"));
+    layout.shapes.push_back(blob.shape());
+    layout.offsets.push_back(layout.bytes);
+    layout.bytes += (blob.nbytes() + 63) / 64 * 64;
+  }
+  return layout;
+}
+
+void CheckBucketBlob(const OperatorDef& def, const BucketLayout& layout, int j, const Tensor& blob) {
+  if (blob.shape() != layout.shapes[j] || blob.dtype() != DataType::kFloat || !blob.is_plain())
+    throw InvalidInput(fmt::format("{}: '{}' changed from plain float {} to {} {} between steps",
+                                   DescribeOperator(def), def.input(j), ShapeToString(layout.shapes[j]),
+                                   DataTypeName(blob.dtype()), ShapeToString(blob.shape())));
+}
+
+void CheckBroadcastBlob(const OperatorDef& def, int j, const Tensor& blob) {
+  if (!blob.is_plain())
+    throw InvalidInput(fmt::format("{}: '{}' is not plain; broadcast parameters and state only",
+                                   DescribeOperator(def), def.input(j)));
+}
+
 namespace {
 
 class CollectiveOp : public Operator {
@@ -22,12 +70,7 @@ class CollectiveOp : public Operator {
       : Operator(def, ws),
         communicator_(ws->GetObject<Communicator>(StringArg("communicator", ""))),
         num_devices_(static_cast<int>(IntArg("num_devices", 1))) {
-    if (num_devices_ < 1 || InputSize() % num_devices_ != 0 || InputSize() != OutputSize())
-      throw InvalidInput(
-          fmt::format("{}: needs the same number of inputs and outputs, a multiple of "
-                      "num_devices={}, got {} and {}",
-                      DescribeOperator(def), num_devices_, InputSize(), OutputSize()));
-    per_device_ = InputSize() / num_devices_;
+    per_device_ = CollectiveBlobsPerDevice(def, num_devices_);
   }
 
  protected:
@@ -38,11 +81,7 @@ class CollectiveOp : public Operator {
       for (int d = 0; d < num_devices_; ++d) {
         int i = d * per_device_ + j;
         const Tensor& in = Input(i);
-        if (in.shape() != first.shape() || in.dtype() != first.dtype())
-          throw InvalidInput(fmt::format("{}: '{}' is {} {} but '{}' is {} {}; replicas must match",
-                                         DescribeOperator(def_), InputName(j), DataTypeName(first.dtype()),
-                                         ShapeToString(first.shape()), InputName(i), DataTypeName(in.dtype()),
-                                         ShapeToString(in.shape())));
+        CheckReplicaMatches(def_, j, first, i, in);
         if (!IsInplace(i, i)) Output(i)->CopyFrom(in);
       }
     }
@@ -65,46 +104,32 @@ class AllreduceOp : public CollectiveOp {
     for (int d = 0; d < num_devices_; ++d) {
       for (int j = 0; j < per_device_; ++j) {
         Tensor* blob = Output(d * per_device_ + j);
-        if (blob->shape() != shapes_[j] || blob->dtype() != DataType::kFloat || !blob->is_plain())
-          throw InvalidInput(fmt::format("{}: '{}' changed from plain float {} to {} {} between steps",
-                                         DescribeOperator(def_), InputName(j), ShapeToString(shapes_[j]),
-                                         DataTypeName(blob->dtype()), ShapeToString(blob->shape())));
-        uint8_t* slice = buckets_[d].get() + offsets_[j];
+        CheckBucketBlob(def_, layout_, j, *blob);
+        uint8_t* slice = buckets_[d].get() + layout_.offsets[j];
         if (blob->raw_data() != slice) {
           std::memcpy(slice, blob->raw_data(), blob->nbytes());
-          blob->ShareStorage(buckets_[d], offsets_[j], blob->nbytes());
+          blob->ShareStorage(buckets_[d], layout_.offsets[j], blob->nbytes());
         }
       }
     }
-    communicator_->Allreduce(buffers_, bucket_bytes_ / sizeof(float));
+    communicator_->Allreduce(buffers_, layout_.bytes / sizeof(float));
   }
 
  private:
   void PlanBuckets() {
-    size_t offset = 0;
-    for (int j = 0; j < per_device_; ++j) {
-      const Tensor& blob = *Output(j);
-      if (blob.dtype() != DataType::kFloat || !blob.is_plain())
-        throw InvalidInput(fmt::format("{}: '{}' is {}{}; Allreduce sums plain float tensors",
-                                       DescribeOperator(def_), InputName(j), DataTypeName(blob.dtype()),
-                                       blob.is_plain() ? "" : " in a blocked layout"));
-      shapes_.push_back(blob.shape());
-      offsets_.push_back(offset);
-      offset += (blob.nbytes() + 63) / 64 * 64;  // aligned slices; the zero padding is summed harmlessly
-    }
-    bucket_bytes_ = offset;
+    std::vector<const Tensor*> blobs;
+    for (int j = 0; j < per_device_; ++j) blobs.push_back(Output(j));
+    layout_ = PlanBucketLayout(def_, blobs);
     for (int d = 0; d < num_devices_; ++d) {
-      auto* memory = static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(bucket_bytes_, 64)));
-      LOCKSTEP_ENFORCE(memory != nullptr, "out of memory for a {}-byte gradient bucket", bucket_bytes_);
-      std::memset(memory, 0, bucket_bytes_);
+      auto* memory = static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(layout_.bytes, 64)));
+      LOCKSTEP_ENFORCE(memory != nullptr, "out of memory for a {}-byte gradient bucket", layout_.bytes);
+      std::memset(memory, 0, layout_.bytes);
       buckets_.emplace_back(memory, [](uint8_t* p) { std::free(p); });
       buffers_.push_back(reinterpret_cast<float*>(memory));
     }
   }
 
-  std::vector<Shape> shapes_;    // blob j's shape, the same on every device
-  std::vector<size_t> offsets_;  // blob j's byte offset in each bucket
-  size_t bucket_bytes_ = 0;
+  BucketLayout layout_;
   std::vector<std::shared_ptr<uint8_t>> buckets_;  // one contiguous buffer per device
   std::vector<float*> buffers_;                    // the same, as the communicator takes them
 };
@@ -119,9 +144,7 @@ class BroadcastOp : public CollectiveOp {
       std::vector<void*> buffers(num_devices_);
       for (int d = 0; d < num_devices_; ++d) {
         Tensor* blob = Output(d * per_device_ + j);
-        if (!blob->is_plain())
-          throw InvalidInput(fmt::format("{}: '{}' is not plain; broadcast parameters and state only",
-                                         DescribeOperator(def_), InputName(j)));
+        CheckBroadcastBlob(def_, j, *blob);
         buffers[d] = blob->raw_data();
       }
       communicator_->Broadcast(buffers, Output(j)->nbytes(), 0);

@@ -7,6 +7,7 @@
 #include "lockstep/comm/cuda/cuda_communicator.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/cuda/cuda_context.h"
+#include "lockstep/ops/collective_op.h"
 
 namespace lockstep {
 namespace {
@@ -26,16 +27,11 @@ class CudaCollectiveOp : public Operator {
                       "(MakeCudaCommunicator, "
                       "comm/cuda/cuda_communicator.h)",
                       DescribeOperator(def), StringArg("communicator", "")));
-    if (num_devices_ < 1 || InputSize() % num_devices_ != 0 || InputSize() != OutputSize())
-      throw InvalidInput(
-          fmt::format("{}: needs the same number of inputs and outputs, a multiple of "
-                      "num_devices={}, got {} and {}",
-                      DescribeOperator(def), num_devices_, InputSize(), OutputSize()));
+    per_device_ = CollectiveBlobsPerDevice(def, num_devices_);
     if (static_cast<int>(communicator_->devices().size()) != num_devices_)
       throw InvalidInput(fmt::format("{}: num_devices={} but communicator '{}' serves {} devices",
                                      DescribeOperator(def), num_devices_, StringArg("communicator", ""),
                                      communicator_->devices().size()));
-    per_device_ = InputSize() / num_devices_;
     for (const auto& name : def.input()) input_blobs_.push_back(ws->CreateBlob(name));
     for (const auto& name : def.output()) output_blobs_.push_back(ws->CreateBlob(name));
   }
@@ -62,11 +58,7 @@ class CudaCollectiveOp : public Operator {
           throw InvalidInput(fmt::format(
               "{}: '{}' is in {} memory but device {} of the communicator is {}", DescribeOperator(def_),
               InputName(i), in.on_host() ? "host" : in.device().ToString(), d, device.ToString()));
-        if (in.shape() != first.shape() || in.dtype() != first.dtype())
-          throw InvalidInput(fmt::format("{}: '{}' is {} {} but '{}' is {} {}; replicas must match",
-                                         DescribeOperator(def_), InputName(j), DataTypeName(first.dtype()),
-                                         ShapeToString(first.shape()), InputName(i), DataTypeName(in.dtype()),
-                                         ShapeToString(in.shape())));
+        CheckReplicaMatches(def_, j, first, i, in);
         if (!IsInplace(i, i)) {
           output_blobs_[i]->PlaceOn(device);
           output_blobs_[i]->CopyFrom(in);
@@ -95,48 +87,33 @@ class CudaAllreduceOp : public CudaCollectiveOp {
       cuda::CudaContext& context = cuda::ContextFor(communicator_->devices()[d]);
       for (int j = 0; j < per_device_; ++j) {
         Tensor* blob = output_blobs_[d * per_device_ + j];
-        if (blob->shape() != shapes_[j] || blob->dtype() != DataType::kFloat || !blob->is_plain())
-          throw InvalidInput(fmt::format("{}: '{}' changed from plain float {} to {} {} between steps",
-                                         DescribeOperator(def_), InputName(j), ShapeToString(shapes_[j]),
-                                         DataTypeName(blob->dtype()), ShapeToString(blob->shape())));
-        uint8_t* slice = buckets_[d].get() + offsets_[j];
+        CheckBucketBlob(def_, layout_, j, *blob);
+        uint8_t* slice = buckets_[d].get() + layout_.offsets[j];
         if (blob->raw_data() != slice) {
           // On the device's stream, behind the op that wrote the blob. Its old buffer goes back to the
           // device's cache, which hands it only to work queued after this copy.
           LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(slice, blob->raw_data(), blob->nbytes(),
                                               cudaMemcpyDeviceToDevice, context.stream()));
-          blob->ShareStorage(buckets_[d], offsets_[j], blob->nbytes());
+          blob->ShareStorage(buckets_[d], layout_.offsets[j], blob->nbytes());
         }
       }
     }
-    communicator_->Allreduce(buffers_, bucket_bytes_ / sizeof(float));
+    communicator_->Allreduce(buffers_, layout_.bytes / sizeof(float));
   }
 
  private:
   void PlanBuckets() {
-    size_t offset = 0;
-    for (int j = 0; j < per_device_; ++j) {
-      const Tensor& blob = *output_blobs_[j];
-      if (blob.dtype() != DataType::kFloat || !blob.is_plain())
-        throw InvalidInput(fmt::format("{}: '{}' is {}{}; Allreduce sums plain float tensors",
-                                       DescribeOperator(def_), InputName(j), DataTypeName(blob.dtype()),
-                                       blob.is_plain() ? "" : " in a blocked layout"));
-      shapes_.push_back(blob.shape());
-      offsets_.push_back(offset);
-      offset += (blob.nbytes() + 63) / 64 * 64;  // aligned slices; the zero padding is summed harmlessly
-    }
-    bucket_bytes_ = offset;
+    layout_ = PlanBucketLayout(
+        def_, std::vector<const Tensor*>(output_blobs_.begin(), output_blobs_.begin() + per_device_));
     for (int d = 0; d < num_devices_; ++d) {
       cuda::CudaContext& context = cuda::ContextFor(communicator_->devices()[d]);
-      buckets_.push_back(context.allocator().Allocate(std::max<size_t>(bucket_bytes_, 64)));
-      LOCKSTEP_CUDA_CHECK(cudaMemsetAsync(buckets_.back().get(), 0, bucket_bytes_, context.stream()));
+      buckets_.push_back(context.allocator().Allocate(std::max<size_t>(layout_.bytes, 64)));
+      LOCKSTEP_CUDA_CHECK(cudaMemsetAsync(buckets_.back().get(), 0, layout_.bytes, context.stream()));
       buffers_.push_back(reinterpret_cast<float*>(buckets_.back().get()));
     }
   }
 
-  std::vector<Shape> shapes_;    // blob j's shape, the same on every device
-  std::vector<size_t> offsets_;  // blob j's byte offset in each bucket
-  size_t bucket_bytes_ = 0;
+  BucketLayout layout_;
   std::vector<std::shared_ptr<uint8_t>> buckets_;  // one contiguous buffer per device, in its memory
   std::vector<float*> buffers_;                    // the same, as the communicator takes them
 };
@@ -151,9 +128,7 @@ class CudaBroadcastOp : public CudaCollectiveOp {
     for (int j = 0; j < per_device_; ++j) {
       for (int d = 0; d < num_devices_; ++d) {
         Tensor* blob = output_blobs_[d * per_device_ + j];
-        if (!blob->is_plain())
-          throw InvalidInput(fmt::format("{}: '{}' is not plain; broadcast parameters and state only",
-                                         DescribeOperator(def_), InputName(j)));
+        CheckBroadcastBlob(def_, j, *blob);
         buffers[d] = blob->raw_data();
       }
       communicator_->Broadcast(buffers, output_blobs_[j]->nbytes(), 0);
