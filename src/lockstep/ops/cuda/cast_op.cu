@@ -1,46 +1,16 @@
 // Cast on CUDA devices: float32 <-> float16 / bfloat16 with the hardware's round-to-nearest-even conversions,
 // which the CPU op (ops/cast_op.cc) reproduces bit for bit.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "lockstep/core/operator.h"
 #include "lockstep/cuda/cuda_context.h"
+#include "lockstep/ops/cuda/cuda_kernels.cuh"
 
 namespace lockstep {
 namespace {
 
-__device__ float LoadFloat(const float* x, int64_t i) { return x[i]; }
-__device__ float LoadFloat(const __half* x, int64_t i) { return __half2float(x[i]); }
-__device__ float LoadFloat(const __nv_bfloat16* x, int64_t i) { return __bfloat162float(x[i]); }
-__device__ void StoreFloat(float* y, int64_t i, float v) { y[i] = v; }
-__device__ void StoreFloat(__half* y, int64_t i, float v) { y[i] = __float2half_rn(v); }
-__device__ void StoreFloat(__nv_bfloat16* y, int64_t i, float v) { y[i] = __float2bfloat16_rn(v); }
-
-// x and y are n elements.
+// x and y are (n).
 template <typename From, typename To>
 __global__ void CastKernel(const From* x, To* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x)
-    StoreFloat(y, i, LoadFloat(x, i));
-}
-
-template <typename From, typename To>
-void Launch(const void* x, void* y, int64_t n, cudaStream_t stream) {
-  const int threads = 256;
-  const int64_t blocks = std::min<int64_t>((n + threads - 1) / threads, 65535);
-  CastKernel<<<blocks, threads, 0, stream>>>(static_cast<const From*>(x), static_cast<To*>(y), n);
-  LOCKSTEP_CUDA_CHECK_LAUNCH();
-}
-
-template <typename From>
-void LaunchTo(DataType to, const void* x, void* y, int64_t n, cudaStream_t stream) {
-  switch (to) {
-    case DataType::kFloat:
-      return Launch<From, float>(x, y, n, stream);
-    case DataType::kFloat16:
-      return Launch<From, __half>(x, y, n, stream);
-    default:
-      return Launch<From, __nv_bfloat16>(x, y, n, stream);
-  }
+  LOCKSTEP_KERNEL_LOOP(i, n) { cuda::StoreFloat(y, i, cuda::LoadFloat(x, i)); }
 }
 
 bool Castable(DataType type) {
@@ -62,14 +32,15 @@ class CudaCastOp : public Operator {
     y->Resize(x.shape(), to);
     if (x.numel() == 0) return;
     cudaStream_t stream = cuda::ContextFor(device().id).stream();
-    switch (x.dtype()) {
-      case DataType::kFloat:
-        return LaunchTo<float>(to, x.raw_data(), y->raw_data(), x.numel(), stream);
-      case DataType::kFloat16:
-        return LaunchTo<__half>(to, x.raw_data(), y->raw_data(), x.numel(), stream);
-      default:
-        return LaunchTo<__nv_bfloat16>(to, x.raw_data(), y->raw_data(), x.numel(), stream);
-    }
+    cuda::DispatchFloating(def_, x.dtype(), [&](auto from_type) {
+      cuda::DispatchFloating(def_, to, [&](auto to_type) {
+        using From = decltype(from_type);
+        using To = decltype(to_type);
+        CastKernel<<<cuda::BlocksFor(x.numel()), cuda::kThreads, 0, stream>>>(
+            static_cast<const From*>(x.raw_data()), static_cast<To*>(y->raw_data()), x.numel());
+        LOCKSTEP_CUDA_CHECK_LAUNCH();
+      });
+    });
   }
 };
 

@@ -12,16 +12,12 @@
 namespace lockstep {
 namespace {
 
-using cuda::BlocksFor;
-using cuda::DispatchFloating;
-using cuda::kThreads;
-using cuda::LoadFloat;
-using cuda::StoreFloat;
-
 // a and c are (n), b is (inner) and repeats along a (inner == n without broadcast). c may be a or b.
 template <typename T>
 __global__ void AddKernel(const T* a, const T* b, T* c, int64_t n, int64_t inner) {
-  LOCKSTEP_KERNEL_LOOP(i, n) { StoreFloat(c, i, LoadFloat(a, i) + LoadFloat(b, i % inner)); }
+  LOCKSTEP_KERNEL_LOOP(i, n) {
+    cuda::StoreFloat(c, i, cuda::LoadFloat(a, i) + cuda::LoadFloat(b, i % inner));
+  }
 }
 
 // Sums run in chunks of this many inputs, passed by value to the kernel.
@@ -38,16 +34,16 @@ struct SumChunk {
 template <typename T>
 __global__ void SumKernel(SumChunk<T> chunk, T* y, int64_t n, bool accumulate) {
   LOCKSTEP_KERNEL_LOOP(i, n) {
-    float sum = accumulate ? LoadFloat(y, i) : 0.0f;
-    for (int j = 0; j < chunk.count; ++j) sum += LoadFloat(chunk.x[j], i);
-    StoreFloat(y, i, sum);
+    float sum = accumulate ? cuda::LoadFloat(y, i) : 0.0f;
+    for (int j = 0; j < chunk.count; ++j) sum += cuda::LoadFloat(chunk.x[j], i);
+    cuda::StoreFloat(y, i, sum);
   }
 }
 
 // x and y are (n); y may be x.
 template <typename T>
 __global__ void ScaleKernel(const T* x, T* y, int64_t n, float scale) {
-  LOCKSTEP_KERNEL_LOOP(i, n) { StoreFloat(y, i, scale * LoadFloat(x, i)); }
+  LOCKSTEP_KERNEL_LOOP(i, n) { cuda::StoreFloat(y, i, scale * cuda::LoadFloat(x, i)); }
 }
 
 // dy is (outer, inner), db is (inner): each thread owns columns, so reads of a row are coalesced.
@@ -55,8 +51,8 @@ template <typename T>
 __global__ void SumReduceLikeKernel(const T* dy, T* db, int64_t outer, int64_t inner) {
   LOCKSTEP_KERNEL_LOOP(j, inner) {
     float sum = 0.0f;
-    for (int64_t o = 0; o < outer; ++o) sum += LoadFloat(dy, o * inner + j);
-    StoreFloat(db, j, sum);
+    for (int64_t o = 0; o < outer; ++o) sum += cuda::LoadFloat(dy, o * inner + j);
+    cuda::StoreFloat(db, j, sum);
   }
 }
 
@@ -83,10 +79,10 @@ class CudaAddOp : public Operator {
     c->Resize(shape, a.dtype());
     if (c->numel() == 0) return;
     // Each element is read before it is written, so C may be A or B.
-    DispatchFloating(def_, a.dtype(), [&](auto type) {
+    cuda::DispatchFloating(def_, a.dtype(), [&](auto type) {
       using T = decltype(type);
       const int64_t n = c->numel();
-      AddKernel<<<BlocksFor(n), kThreads, 0, StreamOf(device())>>>(
+      AddKernel<<<cuda::BlocksFor(n), cuda::kThreads, 0, StreamOf(device())>>>(
           static_cast<const T*>(a.raw_data()), static_cast<const T*>(b.raw_data()),
           static_cast<T*>(c->raw_data()), n, b.numel());
       LOCKSTEP_CUDA_CHECK_LAUNCH();
@@ -109,7 +105,7 @@ class CudaSumOp : public Operator {
     Tensor* y = Output(0);  // y has x0's shape; it may be x0 itself
     y->Resize(x0.shape(), x0.dtype());
     if (y->numel() == 0) return;
-    DispatchFloating(def_, x0.dtype(), [&](auto type) {
+    cuda::DispatchFloating(def_, x0.dtype(), [&](auto type) {
       using T = decltype(type);
       const int64_t n = y->numel();
       // Only x0 may be y (the schema's in-place rule), and x0 is in the first chunk, which reads all its
@@ -119,8 +115,8 @@ class CudaSumOp : public Operator {
         chunk.count = std::min(kSumChunk, InputSize() - first);
         for (int j = 0; j < chunk.count; ++j)
           chunk.x[j] = static_cast<const T*>(input_tensors_[first + j]->raw_data());
-        SumKernel<<<BlocksFor(n), kThreads, 0, StreamOf(device())>>>(chunk, static_cast<T*>(y->raw_data()), n,
-                                                                     first > 0);
+        SumKernel<<<cuda::BlocksFor(n), cuda::kThreads, 0, StreamOf(device())>>>(
+            chunk, static_cast<T*>(y->raw_data()), n, first > 0);
         LOCKSTEP_CUDA_CHECK_LAUNCH();
       }
     });
@@ -140,9 +136,9 @@ class CudaScaleOp : public Operator {
     Tensor* y = Output(0);       // y has x's shape and dtype; it may be x
     y->Resize(x.shape(), x.dtype());
     if (x.numel() == 0) return;
-    DispatchFloating(def_, x.dtype(), [&](auto type) {
+    cuda::DispatchFloating(def_, x.dtype(), [&](auto type) {
       using T = decltype(type);
-      ScaleKernel<<<BlocksFor(x.numel()), kThreads, 0, StreamOf(device())>>>(
+      ScaleKernel<<<cuda::BlocksFor(x.numel()), cuda::kThreads, 0, StreamOf(device())>>>(
           static_cast<const T*>(x.raw_data()), static_cast<T*>(y->raw_data()), x.numel(), scale_);
       LOCKSTEP_CUDA_CHECK_LAUNCH();
     });
@@ -165,9 +161,9 @@ class CudaSumReduceLikeOp : public Operator {
     db->Resize(b.shape(), dy.dtype());
     if (db->numel() == 0) return;
     const int64_t inner = b.numel();
-    DispatchFloating(def_, dy.dtype(), [&](auto type) {
+    cuda::DispatchFloating(def_, dy.dtype(), [&](auto type) {
       using T = decltype(type);
-      SumReduceLikeKernel<<<BlocksFor(inner), kThreads, 0, StreamOf(device())>>>(
+      SumReduceLikeKernel<<<cuda::BlocksFor(inner), cuda::kThreads, 0, StreamOf(device())>>>(
           static_cast<const T*>(dy.raw_data()), static_cast<T*>(db->raw_data()), dy.numel() / inner, inner);
       LOCKSTEP_CUDA_CHECK_LAUNCH();
     });

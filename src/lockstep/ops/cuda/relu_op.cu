@@ -7,22 +7,18 @@
 namespace lockstep {
 namespace {
 
-using cuda::BlocksFor;
-using cuda::DispatchFloating;
-using cuda::kThreads;
-using cuda::LoadFloat;
-using cuda::StoreFloat;
-
 // x and y are (n); y may be x. A NaN passes through, as in oneDNN's ReLU.
 template <typename T>
 __global__ void ReluKernel(const T* x, T* y, int64_t n) {
-  LOCKSTEP_KERNEL_LOOP(i, n) { y[i] = LoadFloat(x, i) < 0.0f ? T(0.0f) : x[i]; }
+  LOCKSTEP_KERNEL_LOOP(i, n) { y[i] = cuda::LoadFloat(x, i) < 0.0f ? T(0.0f) : x[i]; }
 }
 
 // y, dy and dx are (n); dx may be dy.
 template <typename T>
 __global__ void ReluGradientKernel(const T* y, const T* dy, T* dx, int64_t n) {
-  LOCKSTEP_KERNEL_LOOP(i, n) { StoreFloat(dx, i, LoadFloat(y, i) > 0.0f ? LoadFloat(dy, i) : 0.0f); }
+  LOCKSTEP_KERNEL_LOOP(i, n) {
+    cuda::StoreFloat(dx, i, cuda::LoadFloat(y, i) > 0.0f ? cuda::LoadFloat(dy, i) : 0.0f);
+  }
 }
 
 class CudaReluOp : public Operator {
@@ -35,10 +31,10 @@ class CudaReluOp : public Operator {
     y->Resize(x.shape(), x.dtype());
     if (x.numel() == 0) return;
     cudaStream_t stream = cuda::ContextFor(device().id).stream();
-    DispatchFloating(def_, x.dtype(), [&](auto zero) {
+    cuda::DispatchFloating(def_, x.dtype(), [&](auto zero) {
       using T = decltype(zero);
-      ReluKernel<<<BlocksFor(x.numel()), kThreads, 0, stream>>>(static_cast<const T*>(x.raw_data()),
-                                                                static_cast<T*>(y->raw_data()), x.numel());
+      ReluKernel<<<cuda::BlocksFor(x.numel()), cuda::kThreads, 0, stream>>>(
+          static_cast<const T*>(x.raw_data()), static_cast<T*>(y->raw_data()), x.numel());
       LOCKSTEP_CUDA_CHECK_LAUNCH();
     });
   }
@@ -60,9 +56,9 @@ class CudaReluGradientOp : public Operator {
     dx->Resize(y.shape(), y.dtype());
     if (y.numel() == 0) return;
     cudaStream_t stream = cuda::ContextFor(device().id).stream();
-    DispatchFloating(def_, y.dtype(), [&](auto zero) {
+    cuda::DispatchFloating(def_, y.dtype(), [&](auto zero) {
       using T = decltype(zero);
-      ReluGradientKernel<<<BlocksFor(y.numel()), kThreads, 0, stream>>>(
+      ReluGradientKernel<<<cuda::BlocksFor(y.numel()), cuda::kThreads, 0, stream>>>(
           static_cast<const T*>(y.raw_data()), static_cast<const T*>(dy.raw_data()),
           static_cast<T*>(dx->raw_data()), y.numel());
       LOCKSTEP_CUDA_CHECK_LAUNCH();

@@ -14,12 +14,6 @@
 namespace lockstep {
 namespace {
 
-using cuda::BlocksFor;
-using cuda::DispatchFloating;
-using cuda::kThreads;
-using cuda::LoadFloat;
-using cuda::StoreFloat;
-
 // Probabilities below this count as this, so a confidently wrong row costs -log(1e-20) = 46 rather than inf.
 constexpr float kMinProbability = 1e-20f;
 
@@ -29,27 +23,27 @@ constexpr float kMinProbability = 1e-20f;
 template <typename T>
 __global__ void SoftmaxKernel(const T* logits, const int32_t* labels, int64_t n, int64_t d, T* softmax,
                               float* row_loss) {
-  using BlockReduce = cub::BlockReduce<float, kThreads>;
+  using BlockReduce = cub::BlockReduce<float, cuda::kThreads>;
   __shared__ typename BlockReduce::TempStorage storage;
   __shared__ float row_max, row_sum;
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
     const T* x = logits + row * d;
     float local_max = -INFINITY;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) local_max = fmaxf(local_max, LoadFloat(x, j));
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) local_max = fmaxf(local_max, cuda::LoadFloat(x, j));
     const float block_max = BlockReduce(storage).Reduce(local_max, ::cuda::maximum<>{});
     if (threadIdx.x == 0) row_max = block_max;
     __syncthreads();  // row_max is visible, and the storage free again
     float local_sum = 0.0f;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) local_sum += expf(LoadFloat(x, j) - row_max);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) local_sum += expf(cuda::LoadFloat(x, j) - row_max);
     const float block_sum = BlockReduce(storage).Sum(local_sum);
     if (threadIdx.x == 0) row_sum = block_sum;
     __syncthreads();
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-      StoreFloat(softmax + row * d, j, expf(LoadFloat(x, j) - row_max) / row_sum);
+      cuda::StoreFloat(softmax + row * d, j, expf(cuda::LoadFloat(x, j) - row_max) / row_sum);
     if (threadIdx.x == 0) {
       const int32_t label = labels[row];
       const bool valid = label >= 0 && label < d;
-      const float p = valid ? expf(LoadFloat(x, label) - row_max) / row_sum : 1.0f;
+      const float p = valid ? expf(cuda::LoadFloat(x, label) - row_max) / row_sum : 1.0f;
       row_loss[row] = valid ? -logf(fmaxf(p, kMinProbability)) : 0.0f;
     }
     __syncthreads();  // the next row reuses row_max, row_sum and the storage
@@ -60,8 +54,8 @@ __global__ void SoftmaxKernel(const T* logits, const int32_t* labels, int64_t n,
 // or -1. One block. labels and row_loss are (N); loss and first_bad are scalars.
 __global__ void LossKernel(const float* row_loss, const int32_t* labels, int64_t n, int64_t d, float scale,
                            float* loss, int64_t* first_bad) {
-  using SumReduce = cub::BlockReduce<double, kThreads>;
-  using MinReduce = cub::BlockReduce<int64_t, kThreads>;
+  using SumReduce = cub::BlockReduce<double, cuda::kThreads>;
+  using MinReduce = cub::BlockReduce<int64_t, cuda::kThreads>;
   __shared__ typename SumReduce::TempStorage sum_storage;
   __shared__ typename MinReduce::TempStorage min_storage;
   double total = 0;
@@ -86,9 +80,9 @@ __global__ void SoftmaxWithLossGradientKernel(const T* softmax, const int32_t* l
                                               int64_t n, int64_t d, float scale, T* dlogits) {
   const float factor = *dloss * scale / n;
   LOCKSTEP_KERNEL_LOOP(i, n * d) {
-    float g = LoadFloat(softmax, i);
+    float g = cuda::LoadFloat(softmax, i);
     if (i % d == labels[i / d]) g -= 1.0f;
-    StoreFloat(dlogits, i, g * factor);
+    cuda::StoreFloat(dlogits, i, g * factor);
   }
 }
 
@@ -121,15 +115,15 @@ class CudaSoftmaxWithLossOp : public Operator {
     row_loss_.Resize({n});
     first_bad_.PlaceOn(device());
     first_bad_.Resize({}, DataType::kInt64);
-    DispatchFloating(def_, logits.dtype(), [&](auto zero) {
+    cuda::DispatchFloating(def_, logits.dtype(), [&](auto zero) {
       using T = decltype(zero);
-      SoftmaxKernel<<<static_cast<unsigned>(std::min<int64_t>(n, 65535)), kThreads, 0, stream>>>(
+      SoftmaxKernel<<<static_cast<unsigned>(std::min<int64_t>(n, 65535)), cuda::kThreads, 0, stream>>>(
           static_cast<const T*>(logits.raw_data()), labels.data<int32_t>(), n, d,
           static_cast<T*>(softmax->raw_data()), row_loss_.data<float>());
       LOCKSTEP_CUDA_CHECK_LAUNCH();
     });
-    LossKernel<<<1, kThreads, 0, stream>>>(row_loss_.data<float>(), labels.data<int32_t>(), n, d, scale_,
-                                           loss->data<float>(), first_bad_.data<int64_t>());
+    LossKernel<<<1, cuda::kThreads, 0, stream>>>(row_loss_.data<float>(), labels.data<int32_t>(), n, d,
+                                                 scale_, loss->data<float>(), first_bad_.data<int64_t>());
     LOCKSTEP_CUDA_CHECK_LAUNCH();
 
     // A label outside [0, D) is an error the CPU reports here, so the host waits for the check's result.
@@ -178,9 +172,9 @@ class CudaSoftmaxWithLossGradientOp : public Operator {
     const int64_t n = logits.dim(0), d = logits.dim(1);
     if (n * d == 0) return;
     cudaStream_t stream = cuda::ContextFor(device().id).stream();
-    DispatchFloating(def_, logits.dtype(), [&](auto zero) {
+    cuda::DispatchFloating(def_, logits.dtype(), [&](auto zero) {
       using T = decltype(zero);
-      SoftmaxWithLossGradientKernel<<<BlocksFor(n * d), kThreads, 0, stream>>>(
+      SoftmaxWithLossGradientKernel<<<cuda::BlocksFor(n * d), cuda::kThreads, 0, stream>>>(
           static_cast<const T*>(softmax.raw_data()), labels.data<int32_t>(), dloss.data<float>(), n, d,
           scale_, static_cast<T*>(dlogits->raw_data()));
       LOCKSTEP_CUDA_CHECK_LAUNCH();
