@@ -17,6 +17,12 @@
 namespace lockstep::testing {
 namespace {
 
+// The machine's GPUs; none without a CUDA backend.
+int GpuCount() {
+  DeviceBackend* cuda = FindDeviceBackend(DeviceType::kCuda);
+  return cuda ? cuda->DeviceCount() : 0;
+}
+
 std::vector<int> FirstDevices(int n) {
   std::vector<int> devices(n);
   std::iota(devices.begin(), devices.end(), 0);
@@ -118,9 +124,7 @@ void BroadcastAndCheck(CudaCommunicator& communicator, int shard, int root) {
 }
 
 TEST(CudaCommunicator, FactorySumsOneTwoAndFourLogicalDevicesExactly) {
-  if (lockstep::FindDeviceBackend(lockstep::DeviceType::kCuda) == nullptr ||
-      lockstep::FindDeviceBackend(lockstep::DeviceType::kCuda)->DeviceCount() == 0)
-    GTEST_SKIP() << "no GPU";
+  if (GpuCount() == 0) GTEST_SKIP() << "no GPU";
   for (int n : {1, 2, 4}) {
     SCOPED_TRACE(fmt::format("{} logical devices", n));
     auto communicator = MakeCudaCommunicator(FirstDevices(n));
@@ -132,9 +136,7 @@ TEST(CudaCommunicator, FactorySumsOneTwoAndFourLogicalDevicesExactly) {
 }
 
 TEST(CudaCommunicator, FactoryBroadcastsFromDeviceZero) {
-  if (lockstep::FindDeviceBackend(lockstep::DeviceType::kCuda) == nullptr ||
-      lockstep::FindDeviceBackend(lockstep::DeviceType::kCuda)->DeviceCount() == 0)
-    GTEST_SKIP() << "no GPU";
+  if (GpuCount() == 0) GTEST_SKIP() << "no GPU";
   for (int n : {1, 2, 4}) {
     SCOPED_TRACE(fmt::format("{} logical devices", n));
     auto communicator = MakeCudaCommunicator(FirstDevices(n));
@@ -145,25 +147,21 @@ TEST(CudaCommunicator, FactoryBroadcastsFromDeviceZero) {
 }
 
 TEST(CudaCommunicator, NcclServesDistinctGpusOnly) {
-  if (lockstep::FindDeviceBackend(lockstep::DeviceType::kCuda) == nullptr ||
-      lockstep::FindDeviceBackend(lockstep::DeviceType::kCuda)->DeviceCount() == 0)
-    GTEST_SKIP() << "no GPU";
+  if (GpuCount() == 0) GTEST_SKIP() << "no GPU";
   EXPECT_FALSE(NcclCanServe({0}, 1)) << "one device needs no collective";
   EXPECT_FALSE(NcclCanServe({0, 1}, 1));
   EXPECT_TRUE(NcclCanServe({0, 1}, 2));
   EXPECT_FALSE(NcclCanServe({0, 2}, 2)) << "gpu:0 and gpu:2 share GPU 0";
   EXPECT_TRUE(NcclCanServe({1, 2, 3, 4}, 4));
   EXPECT_FALSE(NcclCanServe({0, 1}, 0)) << "no GPU";
-  const int gpus = FindDeviceBackend(DeviceType::kCuda)->DeviceCount();
+  const int gpus = GpuCount();
   EXPECT_THROW(NcclCommunicator({0, gpus}), InvalidInput) << "two ranks on GPU 0";
 }
 
 // NCCL itself, on as many distinct GPUs as there are (up to 4; one GPU makes a clique of one rank).
 TEST(CudaCommunicator, NcclSumsAndBroadcastsOnDistinctGpus) {
-  if (lockstep::FindDeviceBackend(lockstep::DeviceType::kCuda) == nullptr ||
-      lockstep::FindDeviceBackend(lockstep::DeviceType::kCuda)->DeviceCount() == 0)
-    GTEST_SKIP() << "no GPU";
-  const int n = std::min(FindDeviceBackend(DeviceType::kCuda)->DeviceCount(), 4);
+  if (GpuCount() == 0) GTEST_SKIP() << "no GPU";
+  const int n = std::min(GpuCount(), 4);
   NcclCommunicator communicator(FirstDevices(n));
   SumAndCheck(communicator, {FirstDevices(n)}, 0, false);
   SumAndCheck(communicator, {FirstDevices(n)}, 0, true);
@@ -173,9 +171,7 @@ TEST(CudaCommunicator, NcclSumsAndBroadcastsOnDistinctGpus) {
 // The staging path within one process: the host communicator of a single process adds nothing, so the
 // results are the local ones, through host memory.
 TEST(CudaCommunicator, StagingThroughAHostCommunicatorKeepsTheSums) {
-  if (lockstep::FindDeviceBackend(lockstep::DeviceType::kCuda) == nullptr ||
-      lockstep::FindDeviceBackend(lockstep::DeviceType::kCuda)->DeviceCount() == 0)
-    GTEST_SKIP() << "no GPU";
+  if (GpuCount() == 0) GTEST_SKIP() << "no GPU";
   for (int n : {1, 2, 4}) {
     SCOPED_TRACE(fmt::format("{} logical devices", n));
     auto communicator =
@@ -189,9 +185,7 @@ TEST(CudaCommunicator, StagingThroughAHostCommunicatorKeepsTheSums) {
 // Two shards as threads over Gloo on loopback, two logical devices each: shard s has gpu:s and gpu:s+2, so
 // that no two shards' NCCL cliques share a GPU on a machine with 1, 2 or 4 GPUs.
 TEST(CudaCommunicator, StagingAcrossTwoShardsOverGlooSumsEveryDevice) {
-  if (lockstep::FindDeviceBackend(lockstep::DeviceType::kCuda) == nullptr ||
-      lockstep::FindDeviceBackend(lockstep::DeviceType::kCuda)->DeviceCount() == 0)
-    GTEST_SKIP() << "no GPU";
+  if (GpuCount() == 0) GTEST_SKIP() << "no GPU";
   const int shards = 2;
   const std::vector<std::vector<int>> devices_of_shard{{0, 2}, {1, 3}};
   TempDirectory store;
@@ -238,9 +232,7 @@ void FeedOn(Workspace* ws, const std::string& name, int device, const Tensor& va
 }
 
 TEST(CudaCollectiveOps, AllreduceSumsBucketsInDeviceMemoryAndBroadcastCopiesDeviceZero) {
-  if (lockstep::FindDeviceBackend(lockstep::DeviceType::kCuda) == nullptr ||
-      lockstep::FindDeviceBackend(lockstep::DeviceType::kCuda)->DeviceCount() == 0)
-    GTEST_SKIP() << "no GPU";
+  if (GpuCount() == 0) GTEST_SKIP() << "no GPU";
   Workspace ws;
   ws.SetObject<Communicator>("gpus", MakeCudaCommunicator(FirstDevices(2)));
   // Two devices, two blobs each: a (2) and b (3).
