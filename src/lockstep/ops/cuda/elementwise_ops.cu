@@ -1,13 +1,11 @@
 // Element-wise ops on CUDA devices, as ops/elementwise_ops.cc defines them: Add (with suffix broadcasting),
-// Sum, Scale and SumReduceLike, plus ResizeLike (ops/reshape_op.cc). float32, float16 and bfloat16, computed
-// in float32.
+// Sum, Scale and SumReduceLike. float32, float16 and bfloat16, computed in float32.
 #include <algorithm>
 
 #include "lockstep/core/operator.h"
 #include "lockstep/cuda/cuda_context.h"
 #include "lockstep/ops/cuda/cuda_kernels.cuh"
 #include "lockstep/ops/elementwise_ops.h"
-#include "lockstep/ops/reshape_op.h"
 
 namespace lockstep {
 namespace {
@@ -170,27 +168,11 @@ class CudaSumReduceLikeOp : public Operator {
   }
 };
 
-// ResizeLike(A, B) -> C: A's data with B's shape (the gradient of Flatten); a device-to-device copy.
-class CudaResizeLikeOp : public Operator {
- public:
-  using Operator::Operator;
-
-  void Run() override {
-    const Tensor& a = Input(0);  // a has as many elements as b
-    const Tensor& b = Input(1);  // b is any shape
-    CheckResizeLike(def_, a, b);
-    Tensor* c = Output(0);  // c has b's shape and a's dtype
-    c->CopyFrom(a);
-    c->Resize(b.shape(), a.dtype());
-  }
-};
-
 }  // namespace
 
 LOCKSTEP_REGISTER_CUDA_OPERATOR(Add, CudaAddOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(Sum, CudaSumOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(Scale, CudaScaleOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(SumReduceLike, CudaSumReduceLikeOp);
-LOCKSTEP_REGISTER_CUDA_OPERATOR(ResizeLike, CudaResizeLikeOp);
 
 }  // namespace lockstep
