@@ -1,0 +1,54 @@
+// The cross-backend operator table (in the manner of ggml's test-backend-ops): each case runs one operator
+// on the CPU, the oracle, and on a CUDA device from the same inputs, and says which outputs must agree and
+// how closely. cuda_ops_test.cc runs the table.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace lockstep::testing {
+
+// Tensors by blob name: a case's inputs, or one backend's outputs brought to host memory in plain layout.
+using Blobs = std::map<std::string, Tensor>;
+
+struct OpCase {
+  std::string name;  // the test's name: letters, digits and underscores
+  // Operators run before `op`, on the same device, to make inputs that each backend must make itself (a
+  // pooling's Y, which cuDNN compares with X; SpatialBN's ReLU mask, whose format is the backend's own).
+  std::vector<OperatorDef> setup;
+  OperatorDef op;
+  Blobs inputs;  // host tensors; each backend's workspace gets them in its own memory
+  // How many times the one instance of `op` runs: more than once where state carries over between runs
+  // (random generators, counters, momentum, a reader's position).
+  int runs = 1;
+  std::vector<std::string> compare;  // the blobs compared; empty: every output of `op`
+  // |cuda - cpu| <= tolerance * max(1, |cuda|, |cpu|) per element; non-float blobs always compare exactly.
+  float tolerance = 0;
+  std::function<void(Workspace*)> prepare;  // puts the objects `op` looks up (a reader) in a workspace
+  // For outputs that are random draws, which the backends make differently: checks one backend's outputs
+  // against the inputs, in place of comparing the two backends.
+  std::function<void(const Blobs& inputs, const Blobs& outputs)> check;
+};
+
+std::vector<OpCase> OpCases();
+
+// CPU operator types with no case in the table, each with the reason.
+const std::map<std::string, std::string>& OperatorsWithoutCases();
+// Operator types that tests register for themselves; they are not part of the library.
+const std::vector<std::string>& TestOnlyOperators();
+
+// A trainable operator whose registered gradient is checked against finite differences on the device.
+struct GradientCase {
+  std::string name;
+  OperatorDef op;
+  Blobs inputs;
+  GradientCheckOptions options;
+};
+
+std::vector<GradientCase> GradientCases();
+
+}  // namespace lockstep::testing
