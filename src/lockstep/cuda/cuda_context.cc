@@ -110,6 +110,8 @@ curandGenerator_t CudaContext::curand() {
     MakeCurrent();
     LOCKSTEP_CURAND_CHECK(curandCreateGenerator(&curand_, CURAND_RNG_PSEUDO_PHILOX4_32_10));
     LOCKSTEP_CURAND_CHECK(curandSetStream(curand_, stream_));
+    // Each logical device draws its own sequence (replicas must not drop the same units).
+    LOCKSTEP_CURAND_CHECK(curandSetPseudoRandomGeneratorSeed(curand_, 0x10c5u * 1000003u + logical_));
   }
   return curand_;
 }
