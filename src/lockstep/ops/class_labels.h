@@ -19,6 +19,15 @@ inline void CheckClassLabelShapes(const OperatorDef& def, const char* what, cons
         scores[0], scores[0], what, ShapeToString(scores), DataTypeName(label_type), ShapeToString(labels)));
 }
 
+// SoftmaxWithLoss's inputs: class-label shapes, and a batch that is not empty (its mean loss is undefined).
+inline void CheckSoftmaxWithLossShapes(const OperatorDef& def, const Shape& logits, const Shape& labels,
+                                       DataType label_type) {
+  CheckClassLabelShapes(def, "logits", logits, labels, label_type);
+  if (logits[0] == 0)
+    throw InvalidInput(
+        fmt::format("{}: the batch is empty; the mean loss is undefined", DescribeOperator(def)));
+}
+
 // The label of `row`, which must index one of the `classes` columns.
 inline int32_t CheckedClassLabel(const OperatorDef& def, const int32_t* labels, int64_t row,
                                  int64_t classes) {

@@ -15,13 +15,6 @@ namespace {
 constexpr float kMinProbability = 1e-20f;
 
 // logits is (N, D); labels is (N) or (N, 1) int32. The mean over an empty batch is undefined.
-void CheckShapes(const OperatorDef& def, const Shape& logits, const Shape& labels, DataType label_type) {
-  CheckClassLabelShapes(def, "logits", logits, labels, label_type);
-  if (logits[0] == 0)
-    throw InvalidInput(
-        fmt::format("{}: the batch is empty; the mean loss is undefined", DescribeOperator(def)));
-}
-
 class SoftmaxWithLossOp : public Operator {
  public:
   SoftmaxWithLossOp(const OperatorDef& def, Workspace* ws)
@@ -30,7 +23,7 @@ class SoftmaxWithLossOp : public Operator {
   void Run() override {
     const Tensor& logits = Input(0);  // logits is (N, D)
     const Tensor& labels = Input(1);  // labels is (N) or (N, 1), int32 in [0, D)
-    CheckShapes(def_, logits.shape(), labels.shape(), labels.dtype());
+    CheckSoftmaxWithLossShapes(def_, logits.shape(), labels.shape(), labels.dtype());
     Tensor* softmax = Output(0);  // softmax is (N, D)
     Tensor* loss = Output(1);     // loss is a scalar
     softmax->Resize(logits.shape());
@@ -68,7 +61,7 @@ class SoftmaxWithLossGradientOp : public Operator {
     const Tensor& labels = Input(1);   // labels is (N) or (N, 1)
     const Tensor& softmax = Input(2);  // softmax is (N, D)
     const Tensor& dloss = Input(3);    // dloss is a scalar
-    CheckShapes(def_, logits.shape(), labels.shape(), labels.dtype());
+    CheckSoftmaxWithLossShapes(def_, logits.shape(), labels.shape(), labels.dtype());
     if (softmax.shape() != logits.shape() || dloss.numel() != 1)
       throw InvalidInput(fmt::format("{}: softmax must be {} and dloss a scalar, got {} and {}",
                                      DescribeOperator(def_), ShapeToString(logits.shape()),
@@ -102,7 +95,7 @@ LOCKSTEP_OPERATOR_SCHEMA(SoftmaxWithLoss)
     .NumInputs(2)
     .NumOutputs(2)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
-      CheckShapes(def, in[0].dims, in[1].dims, in[1].dtype);
+      CheckSoftmaxWithLossShapes(def, in[0].dims, in[1].dims, in[1].dtype);
       return std::vector<TensorShape>{in[0], {{}, DataType::kFloat}};
     });
 LOCKSTEP_OPERATOR_SCHEMA(SoftmaxWithLossGradient).NumInputs(4).NumOutputs(1);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "lockstep/core/operator.h"
+#include "lockstep/ops/reshape_op.h"
 
 namespace lockstep {
 namespace {
@@ -89,10 +90,7 @@ class CudaResizeLikeOp : public Operator {
   void Run() override {
     const Tensor& a = Input(0);  // a has as many elements as b
     const Tensor& b = Input(1);  // b is any shape
-    if (a.numel() != b.numel())
-      throw InvalidInput(fmt::format("{}: '{}' {} and '{}' {} differ in element count",
-                                     DescribeOperator(def_), InputName(0), ShapeToString(a.shape()),
-                                     InputName(1), ShapeToString(b.shape())));
+    CheckResizeLike(def_, a, b);
     CopyWithShape(a, b.shape(), Output(0));
   }
 };

@@ -86,15 +86,6 @@ __global__ void SoftmaxWithLossGradientKernel(const T* softmax, const int32_t* l
   }
 }
 
-// logits is (N, D) floating; labels is (N) or (N, 1) int32. The mean over an empty batch is undefined. The
-// CPU operator's checks.
-void CheckShapes(const OperatorDef& def, const Tensor& logits, const Tensor& labels) {
-  CheckClassLabelShapes(def, "logits", logits.shape(), labels.shape(), labels.dtype());
-  if (logits.dim(0) == 0)
-    throw InvalidInput(
-        fmt::format("{}: the batch is empty; the mean loss is undefined", DescribeOperator(def)));
-}
-
 class CudaSoftmaxWithLossOp : public Operator {
  public:
   CudaSoftmaxWithLossOp(const OperatorDef& def, Workspace* ws)
@@ -103,7 +94,7 @@ class CudaSoftmaxWithLossOp : public Operator {
   void Run() override {
     const Tensor& logits = Input(0);  // logits is (N, D)
     const Tensor& labels = Input(1);  // labels is (N) or (N, 1), int32 in [0, D)
-    CheckShapes(def_, logits, labels);
+    CheckSoftmaxWithLossShapes(def_, logits.shape(), labels.shape(), labels.dtype());
     Tensor* softmax = Output(0);  // softmax is (N, D), logits' dtype
     Tensor* loss = Output(1);     // loss is a float32 scalar
     softmax->Resize(logits.shape(), logits.dtype());
@@ -157,7 +148,7 @@ class CudaSoftmaxWithLossGradientOp : public Operator {
     const Tensor& labels = Input(1);   // labels is (N) or (N, 1)
     const Tensor& softmax = Input(2);  // softmax is (N, D), logits' dtype
     const Tensor& dloss = Input(3);    // dloss is a float32 scalar
-    CheckShapes(def_, logits, labels);
+    CheckSoftmaxWithLossShapes(def_, logits.shape(), labels.shape(), labels.dtype());
     if (softmax.shape() != logits.shape() || dloss.numel() != 1)
       throw InvalidInput(fmt::format("{}: softmax must be {} and dloss a scalar, got {} and {}",
                                      DescribeOperator(def_), ShapeToString(logits.shape()),
