@@ -2,6 +2,7 @@
 #include "lockstep/ops/batch_norm_channels.h"
 
 #include "lockstep/core/net_def.h"
+#include "lockstep/ops/dnnl_utils.h"
 
 namespace lockstep {
 

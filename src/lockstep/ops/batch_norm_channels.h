@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "lockstep.pb.h"
-#include "lockstep/ops/dnnl_utils.h"
+#include "lockstep/core/tensor.h"
 
 namespace lockstep {
 

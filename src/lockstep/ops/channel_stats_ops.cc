@@ -10,6 +10,7 @@
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/batch_norm_channels.h"
+#include "lockstep/ops/dnnl_utils.h"
 
 namespace lockstep {
 namespace {
