@@ -40,8 +40,9 @@ std::unique_ptr<Job> MakeJob(const Workload& w, int stages, int micro_batches) {
   auto job = std::make_unique<Job>();
   job->stages = stages;
   job->micro_batches = micro_batches;
-  job->name = stages == 1 ? "1 stage" : fmt::format("{} stages, {} micro-batch{}", stages, micro_batches,
-                                                    micro_batches == 1 ? "" : "es");
+  job->name = stages == 1 ? "1 stage"
+                          : fmt::format("{} stages, {} micro-batch{}", stages, micro_batches,
+                                        micro_batches == 1 ? "" : "es");
   ParallelOptions o;
   for (int d = 0; d < stages; ++d) o.devices.push_back(d);
   o.devices_per_replica = stages;
@@ -104,7 +105,8 @@ int main(int argc, char** argv) {
   app.add_option("--model", w.model, "Model zoo network")->capture_default_str();
   app.add_option("--batch", w.batch, "Batch size")->capture_default_str();
   app.add_option("--image_size", w.image_size, "Image height and width")->capture_default_str();
-  app.add_option("--micro_batches", micro_batches, "Micro-batches of the pipelined split")->capture_default_str();
+  app.add_option("--micro_batches", micro_batches, "Micro-batches of the pipelined split")
+      ->capture_default_str();
   app.add_option("--steps", w.steps, "Steps per round")->capture_default_str();
   app.add_option("--rounds", rounds, "Alternated rounds; the best counts")->capture_default_str();
   CLI11_PARSE(app, argc, argv);

@@ -2,12 +2,12 @@
 // its cache emptied before the allocator gives up, and an exhausted one is a clear error.
 #include "lockstep/core/caching_allocator.h"
 
-#include "lockstep/core/enforce.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <map>
+
+#include "lockstep/core/enforce.h"
 
 namespace lockstep::testing {
 namespace {
@@ -60,8 +60,9 @@ TEST(CachingAllocator, EmptiesItsCacheWhenTheDeviceIsFullThenFailsClearly) {
     host.allocator->Allocate(512);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("out of memory on host:0: 512 bytes requested with 4096 bytes in use"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("out of memory on host:0: 512 bytes requested with 4096 bytes in use"),
+        std::string::npos)
         << e.what();
   }
 }

@@ -13,9 +13,9 @@ TEST(Half, Float16KnownValues) {
   EXPECT_EQ(ToFloat16(1.0f).bits, 0x3c00);
   EXPECT_EQ(ToFloat16(-2.0f).bits, 0xc000);
   EXPECT_EQ(ToFloat16(0.1f).bits, 0x2e66);
-  EXPECT_EQ(ToFloat16(65504.0f).bits, 0x7bff);   // the largest float16
-  EXPECT_EQ(ToFloat16(65519.0f).bits, 0x7bff);   // still rounds down
-  EXPECT_EQ(ToFloat16(65520.0f).bits, 0x7c00);   // halfway to 65536: ties to even, which is inf
+  EXPECT_EQ(ToFloat16(65504.0f).bits, 0x7bff);               // the largest float16
+  EXPECT_EQ(ToFloat16(65519.0f).bits, 0x7bff);               // still rounds down
+  EXPECT_EQ(ToFloat16(65520.0f).bits, 0x7c00);               // halfway to 65536: ties to even, which is inf
   EXPECT_EQ(ToFloat16(std::ldexp(1.0f, -14)).bits, 0x0400);  // smallest normal
   EXPECT_EQ(ToFloat16(std::ldexp(1.0f, -24)).bits, 0x0001);  // smallest subnormal
   EXPECT_EQ(ToFloat16(std::ldexp(1.0f, -26)).bits, 0x0000);  // below half of it

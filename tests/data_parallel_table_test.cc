@@ -65,7 +65,8 @@ void ExpectSameAsOneDevice(const Table& spec) {
   for (size_t step = 0; step < one.outputs.size(); ++step)
     EXPECT_LE(RelativeDifference(many.outputs[step], one.outputs[step]), 1e-5) << "step " << step;
   ASSERT_EQ(many.params.size(), one.params.size());
-  for (const auto& [name, values] : one.params) EXPECT_LE(RelativeDifference(many.params.at(name), values), 1e-5) << name;
+  for (const auto& [name, values] : one.params)
+    EXPECT_LE(RelativeDifference(many.params.at(name), values), 1e-5) << name;
   EXPECT_GT(RelativeDifference(one.outputs.back(), one.outputs.front()), 1e-3) << "the outputs change";
 }
 
@@ -92,7 +93,8 @@ TEST(DataParallelTable, ABatchThatDoesNotSplitIsAClearError) {
     net->Run();
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("does not divide into 2 equal pieces"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("does not divide into 2 equal pieces"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(MakeDataParallelTable(model, nullptr, options), InvalidInput);
 }

@@ -1,6 +1,7 @@
 // Mixed precision as graph rewriting: the forward pass reads 16-bit casts of its input and parameters (batch
 // normalization's stay float32), its output is cast back, and the backward pass hands float32 gradients to
-// the float32 master parameters through the casts' gradients; the loss scale is divided out before the update.
+// the float32 master parameters through the casts' gradients; the loss scale is divided out before the
+// update.
 #include "lockstep/model/mixed_precision.h"
 
 #include <set>
@@ -43,7 +44,8 @@ TEST(MixedPrecision, ForwardReadsCastsAndMasterParametersGetFloatGradients) {
     }
     if (op.type() == "SpatialBN")
       for (int k = 1; k < op.input_size(); ++k)
-        EXPECT_EQ(op.input(k).find("_bf16"), std::string::npos) << "BN keeps float32: " << DescribeOperator(op);
+        EXPECT_EQ(op.input(k).find("_bf16"), std::string::npos)
+            << "BN keeps float32: " << DescribeOperator(op);
   }
   EXPECT_EQ(WriterOf(net, float_logits)->type(), "Cast");
 

@@ -21,7 +21,6 @@ namespace {
 constexpr int kBatch = 12;
 Device Cpu(int id) { return {DeviceType::kCpu, id}; }
 
-
 struct Split {
   int replicas = 1;
   int stages = 1;
@@ -68,7 +67,6 @@ ParallelOptions SplitOptions(const Split& split) {
   return o;
 }
 
-
 // Replica 0's float state after `steps` steps.
 std::map<std::string, std::vector<float>> Train(const Split& split, int steps, NetDef* net = nullptr) {
   ModelHelper model("split");
@@ -89,7 +87,6 @@ std::map<std::string, std::vector<float>> Train(const Split& split, int steps, N
   return state;
 }
 
-
 void ExpectSameAsOneDevice(const Split& split) {
   static const auto one = Train({}, 20);
   auto trained = Train(split, 20);
@@ -100,15 +97,16 @@ void ExpectSameAsOneDevice(const Split& split) {
     EXPECT_LE(difference, 1e-5) << name;
     worst = std::max(worst, difference);
   }
-  std::printf("%d replicas x %d stages, %d micro-batches vs 1 device after 20 steps: largest relative "
-              "difference %.2e\n",
-              split.replicas, split.stages, split.micro_batches, worst);
+  std::printf(
+      "%d replicas x %d stages, %d micro-batches vs 1 device after 20 steps: largest relative "
+      "difference %.2e\n",
+      split.replicas, split.stages, split.micro_batches, worst);
   EXPECT_GT(RelativeDifference(Train({}, 0).at("conv1_w"), one.at("conv1_w")), 1e-3) << "the net trains";
 }
 
 int CountOps(const NetDef& net, const std::string& type) {
-  return static_cast<int>(
-      std::count_if(net.op().begin(), net.op().end(), [&](const OperatorDef& op) { return op.type() == type; }));
+  return static_cast<int>(std::count_if(net.op().begin(), net.op().end(),
+                                        [&](const OperatorDef& op) { return op.type() == type; }));
 }
 
 }  // namespace
@@ -197,7 +195,8 @@ TEST(ModelParallel, AResidualConnectionAcrossStagesSumsItsGradientWhereItIsRead)
   NetDef one_net, split_net;
   auto one = gradients(false, &one_net), split = gradients(true, &split_net);
   ASSERT_EQ(split.size(), 6u);
-  for (const auto& [param, values] : one) EXPECT_LE(RelativeDifference(split.at(param), values), 1e-6) << param;
+  for (const auto& [param, values] : one)
+    EXPECT_LE(RelativeDifference(split.at(param), values), 1e-6) << param;
   for (const auto& op : split_net.op())
     if (op.type() == "Sum") EXPECT_EQ(DeviceOf(op), Cpu(1)) << DescribeOperator(op);
   EXPECT_EQ(CountOps(split_net, "Copy"), 2) << "relu1 forward, its summed gradient backward";
@@ -217,7 +216,8 @@ TEST(ModelParallel, AnOpReadingTwoDevicesWithoutACopyIsRefused) {
     CheckPlacement(net, NetDef());
     ADD_FAILURE() << "no error";
   } catch (const InvalidInput& e) {
-    EXPECT_NE(std::string(e.what()).find("runs on cpu:1 but reads 'a', which lives on cpu:0"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("runs on cpu:1 but reads 'a', which lives on cpu:0"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -244,13 +244,22 @@ TEST(ModelParallel, BadPlacementsFailClearly) {
     }
   };
   const std::vector<Device> two = {Cpu(0), Cpu(1)};
-  expect_error([&](ModelHelper& m) { PlaceLayers(m, {{"conv2", Cpu(5)}}, two); },
-               "layer 'conv2' is placed on cpu:5, which does not exist; the devices are cpu:0, cpu:1");
+  expect_error(
+      [&](ModelHelper& m) {
+        PlaceLayers(m, {{"conv2", Cpu(5)}}, two);
+      },
+      "layer 'conv2' is placed on cpu:5, which does not exist; the devices are cpu:0, cpu:1");
   expect_error([&](ModelHelper& m) { PlaceLayers(m, {{"conv9", Cpu(1)}}, two); }, "has no layer 'conv9'");
-  expect_error([&](ModelHelper& m) { BalancedStageStarts(m, 0, 9, {{"data", {{2, 1, 8, 8}}}}); },
-               "cannot split the 8 layers (operators) of model 'bad' into 9 stages");
-  expect_error([&](ModelHelper& m) { BalancedStageStarts(m, 0, 0, {{"data", {{2, 1, 8, 8}}}}); },
-               "into 0 stages");
+  expect_error(
+      [&](ModelHelper& m) {
+        BalancedStageStarts(m, 0, 9, {{"data", {{2, 1, 8, 8}}}});
+      },
+      "cannot split the 8 layers (operators) of model 'bad' into 9 stages");
+  expect_error(
+      [&](ModelHelper& m) {
+        BalancedStageStarts(m, 0, 0, {{"data", {{2, 1, 8, 8}}}});
+      },
+      "into 0 stages");
 }
 
 TEST(ModelParallel, BalancedStagesOfResNet50HaveSimilarCost) {

@@ -7,8 +7,8 @@
 
 namespace lockstep::testing {
 
-// conv 3x3 (1 -> 4) -> relu -> max pool 2 -> conv 3x3 (4 -> 6) -> relu -> FC (96 -> 16) -> relu -> FC (16 -> 5)
-// on 8x8 images; returns the logits.
+// conv 3x3 (1 -> 4) -> relu -> max pool 2 -> conv 3x3 (4 -> 6) -> relu -> FC (96 -> 16) -> relu -> FC (16 ->
+// 5) on 8x8 images; returns the logits.
 inline std::string BuildConvNet(ModelHelper& model, const std::string& data) {
   layers::ConvOptions conv;
   conv.pad = 1;

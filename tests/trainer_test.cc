@@ -56,7 +56,6 @@ std::vector<std::string> Lines(const fs::path& path) {
   return lines;
 }
 
-
 // Runs the CLI with arguments; returns the exit code and what it printed on stderr.
 std::pair<int, std::string> RunCli(const std::string& arguments) {
   std::string err = ::testing::TempDir() + "/cli_stderr.txt";
@@ -140,7 +139,8 @@ TEST(Trainer, ModelParallelStagesWithMicroBatchesTrainLikeOneDevice) {
   SafetensorsFile one = train("mp_one", 1, 1, 1);
   // 2 replicas x 2 stages, 4 micro-batches each; and 1 replica x 3 stages, 2 micro-batches.
   for (auto [devices, stages, micro_batches] : {std::tuple{4, 2, 4}, std::tuple{3, 3, 2}}) {
-    SafetensorsFile split = train(fmt::format("mp_{}_{}", stages, micro_batches), devices, stages, micro_batches);
+    SafetensorsFile split =
+        train(fmt::format("mp_{}_{}", stages, micro_batches), devices, stages, micro_batches);
     ASSERT_EQ(split.tensors.size(), one.tensors.size());
     for (const auto& [name, tensor] : one.tensors)
       if (tensor.dtype() == DataType::kFloat)
@@ -217,8 +217,8 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
       << missing_err;
 }
 
-// A LMDB of `count` encoded 40x36 JPEGs (Caffe Datum records) with labels i % 10; `bad_label` makes record 3's
-// label that number.
+// A LMDB of `count` encoded 40x36 JPEGs (Caffe Datum records) with labels i % 10; `bad_label` makes record
+// 3's label that number.
 std::string WriteJpegLmdb(const fs::path& dir, int count, int bad_label = -1) {
   std::string path = (dir / "jpegs_lmdb").string();
   auto db = OpenDB("lmdb", path, DbMode::kNew);
@@ -229,7 +229,8 @@ std::string WriteJpegLmdb(const fs::path& dir, int count, int bad_label = -1) {
     image.width = 40;
     image.channels = 3;
     image.pixels.resize(36 * 40 * 3);
-    for (size_t p = 0; p < image.pixels.size(); ++p) image.pixels[p] = static_cast<uint8_t>((p * (i + 3)) % 251);
+    for (size_t p = 0; p < image.pixels.size(); ++p)
+      image.pixels[p] = static_cast<uint8_t>((p * (i + 3)) % 251);
     ImageRecord record;
     record.label = i == 3 && bad_label >= 0 ? bad_label : i % 10;
     record.encoded = true;
@@ -244,11 +245,12 @@ std::string WriteJpegLmdb(const fs::path& dir, int count, int bad_label = -1) {
 TEST(TrainerCli, TrainsFromAnImageDatabase) {
   fs::path dir = FreshDir("jpeg_db");
   std::string db = WriteJpegLmdb(dir, 32);
-  auto [code, err] = RunCli(fmt::format(
-      "train --use_cpu --model lenet --train_data {0} --test_data {0} --num_channels 3 --image_size 28 --scale 32 "
-      "--num_labels 10 --num_gpus 2 --batch_size 8 --epoch_size 32 --num_epochs 2 --threads 2 "
-      "--save_model_name m --file_store_path {1} --log_dir {1}",
-      db, dir.string()));
+  auto [code, err] = RunCli(
+      fmt::format("train --use_cpu --model lenet --train_data {0} --test_data {0} --num_channels 3 "
+                  "--image_size 28 --scale 32 "
+                  "--num_labels 10 --num_gpus 2 --batch_size 8 --epoch_size 32 --num_epochs 2 --threads 2 "
+                  "--save_model_name m --file_store_path {1} --log_dir {1}",
+                  db, dir.string()));
   ASSERT_EQ(code, 0) << err;
   EXPECT_TRUE(fs::exists(dir / "m_1.safetensors"));
   EXPECT_TRUE(fs::exists(dir / "m_2.safetensors"));
@@ -269,11 +271,14 @@ TEST(TrainerCli, BadDatabaseInputNamesTheDatabaseAndKey) {
   fs::path dir = FreshDir("bad_db");
   std::string db = WriteJpegLmdb(dir, 16, /*bad_label=*/12);
   const std::string flags =
-      "--use_cpu --model lenet --num_channels 3 --image_size 28 --num_labels 10 --batch_size 8 --epoch_size 16 "
-      "--threads 1 --log_dir " + dir.string();
+      "--use_cpu --model lenet --num_channels 3 --image_size 28 --num_labels 10 --batch_size 8 --epoch_size "
+      "16 "
+      "--threads 1 --log_dir " +
+      dir.string();
   auto [label_code, label_err] = RunCli("train --train_data " + db + " " + flags);
   EXPECT_EQ(label_code, 1);
-  EXPECT_NE(label_err.find("record '00000003' of lmdb " + db + " has label 12"), std::string::npos) << label_err;
+  EXPECT_NE(label_err.find("record '00000003' of lmdb " + db + " has label 12"), std::string::npos)
+      << label_err;
   auto [missing_code, missing_err] = RunCli("train --train_data " + (dir / "nothing").string() + " " + flags);
   EXPECT_EQ(missing_code, 1);
   EXPECT_NE(missing_err.find((dir / "nothing").string()), std::string::npos) << missing_err;

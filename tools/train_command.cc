@@ -21,8 +21,9 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
                   "Training data: the path of an image database (LMDB or LevelDB of Caffe Datum or Caffe2 "
                   "TensorProtos records), fashion-mnist, or null for synthetic images")
       ->required();
-  app->add_option("--test_data", c->test_data,
-                  "Test data evaluated after each epoch: a database path like --train_data, or fashion-mnist");
+  app->add_option(
+      "--test_data", c->test_data,
+      "Test data evaluated after each epoch: a database path like --train_data, or fashion-mnist");
   app->add_option("--db_type", c->db_type, "Database type of --train_data / --test_data: lmdb or leveldb")
       ->capture_default_str();
   app->add_option("--record_format", c->record_format,
@@ -35,8 +36,9 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
       ->capture_default_str();
   app->add_option("--prefetch", c->prefetch, "Batches each device's reader prepares ahead of the step")
       ->capture_default_str();
-  app->add_flag("--skip_bad_records", c->skip_bad_records,
-                "Skip database records that do not parse or decode (counted on the console) instead of stopping");
+  app->add_flag(
+      "--skip_bad_records", c->skip_bad_records,
+      "Skip database records that do not parse or decode (counted on the console) instead of stopping");
   app->add_flag("--use_cpu", *use_cpu, "Train on CPU devices (without it: the GPUs of --gpus / --num_gpus)");
   app->add_option("--gpus", c->gpus, "Device ids, comma-separated (an alternative to --num_gpus)")
       ->delimiter(',');
@@ -44,8 +46,10 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
                   "Data type the GPU network computes in: float, float16 or bfloat16 (with float32 master "
                   "parameters; CPU training is float)")
       ->capture_default_str();
-  app->add_flag("--float16_compute", c->float16_compute, "With --dtype float16: compute in float16 too (GPU)");
-  app->add_flag("--enable_tensor_core", c->enable_tensor_core, "Use tensor cores where cuDNN offers them (GPU)");
+  app->add_flag("--float16_compute", c->float16_compute,
+                "With --dtype float16: compute in float16 too (GPU)");
+  app->add_flag("--enable_tensor_core", c->enable_tensor_core,
+                "Use tensor cores where cuDNN offers them (GPU)");
   app->add_option("--loss_scale", c->loss_scale,
                   "Static loss scale of mixed precision (0: 128 for float16, 1 for bfloat16 and float)")
       ->capture_default_str();
@@ -55,13 +59,15 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
   app->add_option("--num_gpus", c->num_devices,
                   "Number of devices (with --use_cpu: CPU devices, concurrent replicas that share --threads)")
       ->capture_default_str();
-  app->add_option("--model_parallel", c->model_parallel,
-                  "Split the model into this many stages of balanced cost, each on its own device: every replica "
-                  "spans this many devices (--num_gpus must be a multiple)")
+  app->add_option(
+         "--model_parallel", c->model_parallel,
+         "Split the model into this many stages of balanced cost, each on its own device: every replica "
+         "spans this many devices (--num_gpus must be a multiple)")
       ->capture_default_str();
-  app->add_option("--micro_batches", c->micro_batches,
-                  "Pipeline each replica's batch as this many micro-batches: with --model_parallel, stage s runs "
-                  "micro-batch j while stage s+1 runs j-1; one update per batch")
+  app->add_option(
+         "--micro_batches", c->micro_batches,
+         "Pipeline each replica's batch as this many micro-batches: with --model_parallel, stage s runs "
+         "micro-batch j while stage s+1 runs j-1; one update per batch")
       ->capture_default_str();
   app->add_flag("--combine_spatial_bn", c->combine_spatial_bn,
                 "Batch normalization uses the statistics of all devices' batches, not each device's own");
@@ -82,19 +88,22 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
   app->add_option("--weight_decay", c->weight_decay, "L2 weight decay on weights (not biases or BN)")
       ->capture_default_str();
   app->add_option("--seed", c->seed, "Seed of initialisation and data order")->capture_default_str();
-  app->add_option("--threads", c->threads, "CPU threads for the kernels, divided among the devices (0: all cores)")
+  app->add_option("--threads", c->threads,
+                  "CPU threads for the kernels, divided among the devices (0: all cores)")
       ->capture_default_str();
   app->add_option(
       "--save_model_name", c->save_model_name,
       "Save a checkpoint {file_store_path}/{save_model_name}_{epoch}.safetensors after each epoch");
-  app->add_option("--file_store_path", c->file_store_path,
-                  "Directory for checkpoints; with --num_shards > 1 and no --redis_host also where the shards "
-                  "meet (a directory every shard can write, e.g. on NFS)")
+  app->add_option(
+         "--file_store_path", c->file_store_path,
+         "Directory for checkpoints; with --num_shards > 1 and no --redis_host also where the shards "
+         "meet (a directory every shard can write, e.g. on NFS)")
       ->capture_default_str();
   app->add_option("--num_shards", c->num_shards,
                   "Number of machines (processes) in the run; default 1, or the launcher's (mpirun, srun)")
       ->capture_default_str();
-  app->add_option("--shard_id", c->shard_id, "This machine's index in [0, num_shards); default the launcher's")
+  app->add_option("--shard_id", c->shard_id,
+                  "This machine's index in [0, num_shards); default the launcher's")
       ->capture_default_str();
   app->add_option("--run_id", c->run_id,
                   "Unique run identifier (e.g. from uuidgen), the same on every shard; keys in the store are "
@@ -104,13 +113,15 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
   app->add_option("--distributed_transport", c->distributed_transport,
                   "Transport between shards: tcp, or ibverbs on InfiniBand")
       ->capture_default_str();
-  app->add_option("--distributed_interfaces", c->distributed_interfaces,
-                  "Network interfaces (tcp) or InfiniBand devices to use, comma-separated; each carries a share "
-                  "of every collective (default: the address the host name resolves to)")
+  app->add_option(
+         "--distributed_interfaces", c->distributed_interfaces,
+         "Network interfaces (tcp) or InfiniBand devices to use, comma-separated; each carries a share "
+         "of every collective (default: the address the host name resolves to)")
       ->delimiter(',');
-  app->add_option("--allreduce_algorithm", c->allreduce_algorithm,
-                  "Gloo allreduce across shards: auto (halving_doubling), ring, ring_chunked, halving_doubling, "
-                  "bcube (even shard counts)")
+  app->add_option(
+         "--allreduce_algorithm", c->allreduce_algorithm,
+         "Gloo allreduce across shards: auto (halving_doubling), ring, ring_chunked, halving_doubling, "
+         "bcube (even shard counts)")
       ->capture_default_str();
   app->add_option("--timeout", c->timeout,
                   "Seconds a shard waits for the others in a collective after the first iteration; a dead or "
@@ -130,7 +141,8 @@ namespace {
 void ApplyLauncher(const CLI::App& app, TrainerConfig* c) {
   std::optional<LauncherShards> launcher = ShardsFromLauncher();
   if (!launcher) return;
-  const std::pair<const char*, int*> flags[] = {{"--num_shards", &c->num_shards}, {"--shard_id", &c->shard_id}};
+  const std::pair<const char*, int*> flags[] = {{"--num_shards", &c->num_shards},
+                                                {"--shard_id", &c->shard_id}};
   const int values[] = {launcher->num_shards, launcher->shard_id};
   for (int i = 0; i < 2; ++i) {
     if (app.count(flags[i].first) && *flags[i].second != values[i])
@@ -148,10 +160,12 @@ int RunTrain(const CLI::App& app, TrainerConfig c, bool use_cpu, const std::stri
     DeviceBackend* cuda = FindDeviceBackend(DeviceType::kCuda);
     if (!cuda) throw InvalidInput("this build has no CUDA backend: pass --use_cpu to train on CPU devices");
     if (cuda->DeviceCount() == 0)
-      throw InvalidInput("this machine has no CUDA GPU (or no driver): pass --use_cpu to train on CPU devices");
+      throw InvalidInput(
+          "this machine has no CUDA GPU (or no driver): pass --use_cpu to train on CPU devices");
     c.device_type = DeviceType::kCuda;
   } else if (c.dtype != "float" || c.float16_compute || c.enable_tensor_core) {
-    throw InvalidInput("--dtype float16, --float16_compute and --enable_tensor_core need a GPU; CPU training is float");
+    throw InvalidInput(
+        "--dtype float16, --float16_compute and --enable_tensor_core need a GPU; CPU training is float");
   }
   if (app.count("--gpus")) {
     std::vector<int> sorted = c.gpus;

@@ -74,7 +74,8 @@ std::pair<std::map<std::string, std::vector<float>>, float> Train(const Job& run
 }
 
 void ExpectClose(const std::map<std::string, std::vector<float>>& a,
-                 const std::map<std::string, std::vector<float>>& b, double tolerance, const std::string& what) {
+                 const std::map<std::string, std::vector<float>>& b, double tolerance,
+                 const std::string& what) {
   ASSERT_EQ(a.size(), b.size());
   double worst = 0;
   for (const auto& [name, values] : b) {

@@ -20,7 +20,8 @@ class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
   // raw_allocate returns nullptr when the device is out of memory; `name` ("gpu:0") is for errors.
   using RawAllocate = std::function<void*(size_t bytes)>;
   using RawFree = std::function<void(void* pointer)>;
-  static std::shared_ptr<CachingAllocator> Create(std::string name, RawAllocate raw_allocate, RawFree raw_free);
+  static std::shared_ptr<CachingAllocator> Create(std::string name, RawAllocate raw_allocate,
+                                                  RawFree raw_free);
   ~CachingAllocator();
 
   // A block of at least `bytes`: a cached one at most 25% larger, else a new one (after emptying the cache

@@ -11,7 +11,9 @@ void RegisterDeviceBackend(DeviceType type, DeviceBackend* backend) {
   cuda_backend = backend;
 }
 
-DeviceBackend* FindDeviceBackend(DeviceType type) { return type == DeviceType::kCuda ? cuda_backend : nullptr; }
+DeviceBackend* FindDeviceBackend(DeviceType type) {
+  return type == DeviceType::kCuda ? cuda_backend : nullptr;
+}
 
 DeviceBackend& GetDeviceBackend(DeviceType type) {
   DeviceBackend* backend = FindDeviceBackend(type);

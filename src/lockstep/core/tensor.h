@@ -102,8 +102,8 @@ class Tensor {
   // Where the buffer lives: host memory (every CPU device) or one CUDA device's memory.
   const Device& device() const { return device_; }
   bool on_host() const { return device_.type == DeviceType::kCpu; }
-  // Moves the tensor to `device`'s memory. From other memory it loses its buffer and contents (the next Resize
-  // allocates there); in the same memory nothing changes.
+  // Moves the tensor to `device`'s memory. From other memory it loses its buffer and contents (the next
+  // Resize allocates there); in the same memory nothing changes.
   void PlaceOn(const Device& device);
 
   DataType dtype() const { return dtype_; }
@@ -111,7 +111,7 @@ class Tensor {
   int64_t dim(int i) const;
   int ndim() const { return static_cast<int>(shape_.size()); }
   int64_t numel() const { return numel_; }
-  size_t nbytes() const { return bytes_; }  // bytes in use, including any layout padding
+  size_t nbytes() const { return bytes_; }       // bytes in use, including any layout padding
   size_t capacity() const { return capacity_; }  // bytes allocated
   bool defined() const { return dtype_ != DataType::kUndefined; }
   // Product of the dims from axis on (and before axis), as Caffe2's size_from_dim / size_to_dim.

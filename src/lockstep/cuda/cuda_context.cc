@@ -41,9 +41,10 @@ CudaContext& CudaContext::Get(int logical_device) {
   if (!context) {
     const int count = DeviceCount();
     if (count == 0)
-      throw Error(fmt::format("gpu:{} was asked for, but this machine has no CUDA GPU (or no driver); train on "
-                              "CPU devices with --use_cpu",
-                              logical_device));
+      throw Error(
+          fmt::format("gpu:{} was asked for, but this machine has no CUDA GPU (or no driver); train on "
+                      "CPU devices with --use_cpu",
+                      logical_device));
     LOCKSTEP_ENFORCE_GE(logical_device, 0, "negative GPU id");
     context.reset(new CudaContext(logical_device, logical_device % count));
   }

@@ -8,7 +8,8 @@ namespace lockstep {
 std::string ComputeInLowPrecision(ModelHelper& model, int first_op, const std::string& input,
                                   const std::string& output, DataType dtype) {
   if (dtype != DataType::kFloat16 && dtype != DataType::kBFloat16)
-    throw InvalidInput(fmt::format("low-precision compute is float16 or bfloat16, not {}", DataTypeName(dtype)));
+    throw InvalidInput(
+        fmt::format("low-precision compute is float16 or bfloat16, not {}", DataTypeName(dtype)));
   NetDef& net = model.net();
   LOCKSTEP_ENFORCE(first_op >= 0 && first_op < net.op_size(), "first op {} of a net of {} ops", first_op,
                    net.op_size());

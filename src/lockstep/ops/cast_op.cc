@@ -19,9 +19,10 @@ DataType TargetType(const OperatorDef& def, DataType like) {
   const int64_t to = GetIntArgument(def, "to", 0);
   const auto type = static_cast<DataType>(to);
   if (!Castable(type))
-    FailOperator(def, fmt::format("arg to = {} is not a dtype Cast supports; use {} (float32), {} (float16) or "
-                                  "{} (bfloat16)",
-                                  to, int(DataType::kFloat), int(DataType::kFloat16), int(DataType::kBFloat16)));
+    FailOperator(def,
+                 fmt::format("arg to = {} is not a dtype Cast supports; use {} (float32), {} (float16) or "
+                             "{} (bfloat16)",
+                             to, int(DataType::kFloat), int(DataType::kFloat16), int(DataType::kBFloat16)));
   return type;
 }
 
@@ -75,7 +76,8 @@ std::vector<OperatorDef> CastGradient(const GradientContext& g) {
 
 LOCKSTEP_OPERATOR_SCHEMA(Cast).NumInputs(1, 2).NumOutputs(1).ShapeFunction(
     [](const OperatorDef& def, const std::vector<TensorShape>& in) {
-      return std::vector<TensorShape>{{in[0].dims, TargetType(def, in.size() == 2 ? in[1].dtype : DataType::kUndefined)}};
+      return std::vector<TensorShape>{
+          {in[0].dims, TargetType(def, in.size() == 2 ? in[1].dtype : DataType::kUndefined)}};
     });
 LOCKSTEP_REGISTER_CPU_OPERATOR(Cast, CastOp);
 LOCKSTEP_REGISTER_GRADIENT(Cast, CastGradient);

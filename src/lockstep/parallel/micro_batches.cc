@@ -50,7 +50,9 @@ std::vector<std::string> SplitIntoMicroBatches(NetDef* net, int first_op,
     *cut = MakeOperatorDef("Split", {input}, pieces, {Arg("axis", 0)});
     *cut->mutable_device_option() = maker->device_option();
   }
-  auto rename = [&](const std::string& blob, int j) { return renamed.count(blob) ? MicroBatchName(blob, j) : blob; };
+  auto rename = [&](const std::string& blob, int j) {
+    return renamed.count(blob) ? MicroBatchName(blob, j) : blob;
+  };
   for (int j = 0; j < micro_batches; ++j)
     for (int i = first_op; i < net->op_size(); ++i) {
       OperatorDef* op = split.add_op();

@@ -17,7 +17,8 @@ class BlobLocations {
     for (const auto& op : init_net.op()) Record(op);
   }
 
-  using Foreign = std::function<std::string(const OperatorDef& op, const std::string& blob, const Device& at)>;
+  using Foreign =
+      std::function<std::string(const OperatorDef& op, const std::string& blob, const Device& at)>;
 
   // Visits one op: rewrites its foreign inputs through `foreign`, then records its outputs' location.
   void Visit(OperatorDef* op, const Foreign& foreign) {
@@ -108,15 +109,18 @@ int InsertCopies(NetDef* net, const NetDef& init_net) {
 void CheckPlacement(const NetDef& net, const NetDef& init_net) {
   BlobLocations locations(init_net);
   for (OperatorDef op : net.op())
-    locations.Visit(&op, [](const OperatorDef& reader, const std::string& blob, const Device& at) -> std::string {
-      throw InvalidInput(fmt::format(
-          "{} runs on {} but reads '{}', which lives on {}; copy it first (InsertCopies adds the copies a "
-          "placed net needs)",
-          DescribeOperator(reader), DeviceOf(reader).ToString(), blob, at.ToString()));
-    });
+    locations.Visit(
+        &op, [](const OperatorDef& reader, const std::string& blob, const Device& at) -> std::string {
+          throw InvalidInput(
+              fmt::format("{} runs on {} but reads '{}', which lives on {}; copy it first (InsertCopies adds "
+                          "the copies a "
+                          "placed net needs)",
+                          DescribeOperator(reader), DeviceOf(reader).ToString(), blob, at.ToString()));
+        });
 }
 
-void PlaceStages(ModelHelper& model, const std::vector<int>& stage_starts, const std::vector<Device>& devices) {
+void PlaceStages(ModelHelper& model, const std::vector<int>& stage_starts,
+                 const std::vector<Device>& devices) {
   NetDef& net = model.net();
   LOCKSTEP_ENFORCE(stage_starts.size() == devices.size() && !devices.empty(),
                    "{} stage starts for {} devices", stage_starts.size(), devices.size());
@@ -177,8 +181,8 @@ std::vector<int> BalancedStageStarts(const ModelHelper& model, int first_op, int
   const int n = net.op_size() - first_op;
   if (stages < 1 || stages > n)
     throw InvalidInput(fmt::format(
-        "cannot split the {} layers (operators) of model '{}' into {} stages; use between 1 and {} stages",
-        n, net.name(), stages, n));
+        "cannot split the {} layers (operators) of model '{}' into {} stages; use between 1 and {} stages", n,
+        net.name(), stages, n));
   for (const auto& param : model.params()) shapes[param.name] = {param.shape, DataType::kFloat};
   NetDef forward;
   for (int i = first_op; i < net.op_size(); ++i) *forward.add_op() = net.op(i);

@@ -29,7 +29,8 @@ void CheckPlacement(const NetDef& net, const NetDef& init_net);
 // Places the ops from index stage_starts[s] up to the next start (the last stage runs to the end of the net)
 // on devices[s]; each parameter moves to the device of its first reader among them. Ops before
 // stage_starts[0] keep their device.
-void PlaceStages(ModelHelper& model, const std::vector<int>& stage_starts, const std::vector<Device>& devices);
+void PlaceStages(ModelHelper& model, const std::vector<int>& stage_starts,
+                 const std::vector<Device>& devices);
 
 // Places by layer: each (layer, device) starts that device at the op that writes the layer's output
 // (model.Scoped(layer)) and runs until the next listed layer. Throws on a layer the net does not have or a

@@ -95,8 +95,9 @@ void BuildModels(const TrainerConfig& config, std::shared_ptr<Communicator> comm
     if (config.model_parallel > 1) {
       const int layers = model.net().op_size() - first_op;
       if (config.model_parallel > layers)
-        throw InvalidInput(fmt::format("--model_parallel {} is more stages than the {} layers of {}; use at most {}",
-                                       config.model_parallel, layers, config.model, layers));
+        throw InvalidInput(
+            fmt::format("--model_parallel {} is more stages than the {} layers of {}; use at most {}",
+                        config.model_parallel, layers, config.model, layers));
       const int64_t batch = config.batch_size / Replicas(config) / config.micro_batches;
       auto starts = BalancedStageStarts(
           model, first_op, config.model_parallel,
@@ -212,15 +213,17 @@ void Validate(const TrainerConfig& c) {
     fail("--train_data is required: a database path, fashion-mnist, or null for synthetic data");
   if (c.db_type != "lmdb" && c.db_type != "leveldb")
     fail(fmt::format("--db_type '{}': use lmdb or leveldb", c.db_type));
-  if (c.decode_threads < 1) fail(fmt::format("--decode_threads must be at least 1, got {}", c.decode_threads));
+  if (c.decode_threads < 1)
+    fail(fmt::format("--decode_threads must be at least 1, got {}", c.decode_threads));
   if (c.prefetch < 0) fail(fmt::format("--prefetch must be >= 0, got {}", c.prefetch));
   if (c.scale < 0) fail(fmt::format("--scale must be >= 0, got {}", c.scale));
   if (c.num_devices < 1) fail(fmt::format("--num_gpus must be at least 1, got {}", c.num_devices));
   if (c.batch_size <= 0) fail(fmt::format("--batch_size must be positive, got {}", c.batch_size));
   if (c.model_parallel < 1 || c.num_devices % c.model_parallel != 0)
-    fail(fmt::format("--num_gpus {} does not divide into replicas of --model_parallel {} devices; use a "
-                     "multiple of it",
-                     c.num_devices, c.model_parallel));
+    fail(
+        fmt::format("--num_gpus {} does not divide into replicas of --model_parallel {} devices; use a "
+                    "multiple of it",
+                    c.num_devices, c.model_parallel));
   if (c.micro_batches < 1) fail(fmt::format("--micro_batches must be at least 1, got {}", c.micro_batches));
   const int replicas = c.num_devices / std::max(c.model_parallel, 1);
   if (c.batch_size % (replicas * c.micro_batches) != 0)
@@ -246,9 +249,12 @@ void Validate(const TrainerConfig& c) {
   if (c.dtype != "float" && c.dtype != "float16" && c.dtype != "bfloat16")
     fail(fmt::format("--dtype '{}': use float, float16 or bfloat16", c.dtype));
   if (c.float16_compute && c.dtype != "float16") fail("--float16_compute needs --dtype float16");
-  if (c.loss_scale < 0) fail(fmt::format("--loss_scale must be >= 0 (0 picks the default), got {}", c.loss_scale));
+  if (c.loss_scale < 0)
+    fail(fmt::format("--loss_scale must be >= 0 (0 picks the default), got {}", c.loss_scale));
   if (c.num_shards > 1 && c.run_id.empty())
-    fail("--run_id is required with --num_shards > 1: pass the same unique id (e.g. from uuidgen) to every shard");
+    fail(
+        "--run_id is required with --num_shards > 1: pass the same unique id (e.g. from uuidgen) to every "
+        "shard");
 }
 
 std::chrono::milliseconds Milliseconds(double seconds) {
@@ -317,10 +323,11 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
   const int64_t epoch_size = config.epoch_size > 0 ? config.epoch_size : train_source->size();
   const int64_t iterations = epoch_size / global_batch;
   if (iterations == 0)
-    throw InvalidInput(fmt::format(
-        "--epoch_size {} is smaller than the global batch {} (--batch_size x --num_shards): an epoch would have "
-        "no step",
-        epoch_size, global_batch));
+    throw InvalidInput(
+        fmt::format("--epoch_size {} is smaller than the global batch {} (--batch_size x --num_shards): an "
+                    "epoch would have "
+                    "no step",
+                    epoch_size, global_batch));
 
   Models models;
   BuildModels(config, gloo, &models);
@@ -358,7 +365,7 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
   Net* test_net = test_source ? ws.CreateNet(models.test.net()) : nullptr;
 
   std::string log_name = CsvLog::FileName(config.model, config.num_devices, config.batch_size,
-                                         config.num_labels, config.base_learning_rate);
+                                          config.num_labels, config.base_learning_rate);
   if (config.shard_id > 0)  // shards may share a log directory; shard 0's log keeps the plain name
     log_name.insert(log_name.size() - 4, fmt::format("_shard{}", config.shard_id));
   CsvLog log(config.log_dir, log_name, config.arguments);
@@ -431,7 +438,8 @@ TrainerResult Train(const TrainerConfig& config) {
   try {
     if (gloo) {
       gloo->Connect(rendezvous);
-      fmt::print("shard {} of {}: joined {}\n", config.shard_id, config.num_shards, rendezvous->description());
+      fmt::print("shard {} of {}: joined {}\n", config.shard_id, config.num_shards,
+                 rendezvous->description());
       std::fflush(stdout);
     }
     return TrainShard(config, gloo, rendezvous.get());

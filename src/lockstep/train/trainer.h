@@ -14,11 +14,12 @@ struct TrainerConfig {
   std::string model = "resnet50";
   std::string train_data;  // a database path, "fashion-mnist" or "null" (synthetic)
   std::string test_data;   // "" (none), a database path or "fashion-mnist"
-  std::vector<int> gpus;  // --gpus: device ids (CPU devices are numbered 0..num_devices-1)
-  int num_devices = 1;  // CPU devices: concurrent replicas, each with threads / num_devices threads
+  std::vector<int> gpus;   // --gpus: device ids (CPU devices are numbered 0..num_devices-1)
+  int num_devices = 1;     // CPU devices: concurrent replicas, each with threads / num_devices threads
   int num_channels = 3, image_size = 227, num_labels = 1000;
   // Image databases: records are resized (shortest side `scale`), cropped to image_size (random for training,
-  // centre for test), mirrored at random for training and normalized with (x - 128) / 128, as Caffe2's trainer.
+  // centre for test), mirrored at random for training and normalized with (x - 128) / 128, as Caffe2's
+  // trainer.
   std::string db_type = "lmdb", record_format = "auto";
   int scale = 256, decode_threads = 2, prefetch = 2;
   bool skip_bad_records = false;
@@ -42,15 +43,16 @@ struct TrainerConfig {
   double timeout = 30, first_iter_timeout = 1200;  // seconds a shard waits for the others
   // CPU devices, or CUDA GPUs (the ids of `gpus`, else 0..num_devices-1).
   DeviceType device_type = DeviceType::kCpu;
-  // GPU precision and cuDNN options of the seed; CPU training is float32. dtype float16 / bfloat16 computes in
-  // 16 bits with float32 master parameters and a static loss scale (0: 128 for float16, else 1).
+  // GPU precision and cuDNN options of the seed; CPU training is float32. dtype float16 / bfloat16 computes
+  // in 16 bits with float32 master parameters and a static loss scale (0: 128 for float16, else 1).
   std::string dtype = "float";
   bool float16_compute = false, enable_tensor_core = false;
   float loss_scale = 0;
   int cudnn_workspace_limit_mb = 64;
   uint64_t seed = 1;
   int threads = 0;  // oneDNN threads; 0 = all cores
-  // Checkpoints go to file_store_path (shard 0 writes them), which is also the file store of a multi-shard run.
+  // Checkpoints go to file_store_path (shard 0 writes them), which is also the file store of a multi-shard
+  // run.
   std::string save_model_name, file_store_path = ".", load_model_path, log_dir = ".";
   std::string arguments;  // the command line, for the log's first line
   bool progress = false;
