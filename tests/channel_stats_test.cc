@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "lockstep/ops/batch_norm_channels.h"
+#include "lockstep/ops/dnnl_utils.h"
 #include "test_util.h"
 
 namespace lockstep::testing {
