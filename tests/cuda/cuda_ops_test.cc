@@ -90,13 +90,8 @@ void ExpectSameBlob(const std::string& name, const Tensor& device, const Tensor&
         << (is_float ? fmt::format(": {} vs {}", device.data<float>()[i], cpu.data<float>()[i]) : "");
 }
 
-class CudaOpTable : public ::testing::TestWithParam<OpCase> {};
-
-// In CPU-only mode a second CPU run stands in for the device, so that the comparison itself is exercised.
-TEST_P(CudaOpTable, MatchesTheCpu) {
-  const OpCase& c = GetParam();
-  const Device device = CpuOnly() ? kCpu : kGpu;
-  if (device == kGpu && !HaveGpu()) GTEST_SKIP() << "no GPU";
+// Runs the case on the CPU and on `device` and compares them (or checks each, for random outputs).
+void ExpectSameOnCpuAnd(const OpCase& c, const Device& device) {
   auto cpu = RunOn(c, kCpu);
   auto other = RunOn(c, device);
   if (!cpu || !other) return;
@@ -106,6 +101,25 @@ TEST_P(CudaOpTable, MatchesTheCpu) {
     return;
   }
   for (const auto& name : Compared(c)) ExpectSameBlob(name, other->at(name), cpu->at(name), c.tolerance);
+}
+
+class CudaOpTable : public ::testing::TestWithParam<OpCase> {};
+
+// In CPU-only mode a second CPU run stands in for the device, so that the comparison itself is exercised.
+TEST_P(CudaOpTable, MatchesTheCpu) {
+  const Device device = CpuOnly() ? kCpu : kGpu;
+  if (device == kGpu && !HaveGpu()) GTEST_SKIP() << "no GPU";
+  ExpectSameOnCpuAnd(GetParam(), device);
+}
+
+// The table itself is checked on every machine: each case runs on the CPU twice and agrees with itself, so a
+// case with a wrong shape or argument fails here, not first on a GPU.
+TEST(CudaOps, EveryCaseRunsOnTheCpu) {
+  ASSERT_GE(OpCases().size(), 150u);
+  for (const auto& c : OpCases()) {
+    SCOPED_TRACE(c.name);
+    ExpectSameOnCpuAnd(c, kCpu);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(CudaOps, CudaOpTable, ::testing::ValuesIn(OpCases()),
