@@ -271,9 +271,10 @@ TEST(DistributedTrainer, ShardsMatchOneProcessThroughRedis) {
 
 TEST(DistributedTrainer, KilledShardEndsRunAndResumedRunMatchesUninterruptedOne) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  // 96 steps an epoch, about a second: a kill shortly after the first checkpoint lands inside epoch 2.
+  // 384 steps an epoch, a second or more even on a fast machine: a kill 100 ms after the first checkpoint
+  // lands inside epoch 2.
   constexpr int kBatch = 16, kEpochs = 3, kTimeout = 5;
-  constexpr int64_t kEpochSize = 3072;
+  constexpr int64_t kEpochSize = 12288;
   TempDirectory full_dir, killed_dir, resumed_dir;
   auto flags = [&](const TempDirectory& dir) {
     return Concat(LeNet(dir.path(), kBatch, kEpochSize, kEpochs),
@@ -287,7 +288,7 @@ TEST(DistributedTrainer, KilledShardEndsRunAndResumedRunMatchesUninterruptedOne)
   Processes killed;
   StartShards(&killed, flags(killed_dir), 2, killed_dir / "run");
   ASSERT_TRUE(WaitForFile(killed_dir / "m_1.safetensors", killed, kRunLimit)) << "no checkpoint of epoch 1";
-  std::this_thread::sleep_for(milliseconds(300));
+  std::this_thread::sleep_for(milliseconds(100));
   killed[1].Signal(SIGKILL);
   const auto kill_time = Clock::now();
   std::optional<int> code = killed[0].Wait(seconds(kTimeout + 5));
