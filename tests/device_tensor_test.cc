@@ -92,6 +92,20 @@ TEST_F(DeviceTensor, ACpuOperatorReadsADeviceTensorThroughAHostCopy) {
   EXPECT_EQ(device_.last_copy, std::make_pair(kGpu0, Device{}));
 }
 
+TEST_F(DeviceTensor, CopyToADeviceCopiesOnceStraightFromTheSource) {
+  Workspace ws;
+  Feed(&ws, "x", TensorFromValues({3}, {1, 2, 3}));
+  OperatorDef copy = MakeOperatorDef("Copy", {"x"}, {"y"});
+  SetDevice(&copy, kGpu0);
+  RunOp(&ws, copy);
+  EXPECT_EQ(ws.Blob("y").device(), kGpu0);
+  EXPECT_EQ(device_.copies, 1) << "no staging copy before the copy itself";
+  EXPECT_EQ(device_.last_copy, std::make_pair(Device{}, kGpu0));
+  Tensor back;
+  back.CopyFrom(ws.Blob("y"));
+  EXPECT_EQ(Values(back), (std::vector<float>{1, 2, 3}));
+}
+
 TEST(DeviceBackendRegistry, ACudaTensorWithoutABackendIsAClearError) {
   DeviceBackend* saved = FindDeviceBackend(DeviceType::kCuda);
   RegisterDeviceBackend(DeviceType::kCuda, nullptr);

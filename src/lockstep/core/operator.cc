@@ -24,12 +24,17 @@ Operator::Operator(const OperatorDef& def, Workspace* ws) : def_(def), ws_(ws), 
   for (const auto& name : def.output()) outputs_.push_back(ws->CreateBlob(name));
 }
 
-const Tensor& Operator::Input(int i) {
+const Tensor& Operator::InputAsStored(int i) const {
   const Tensor* tensor = inputs_.at(i);
   if (!tensor->defined())
     throw InvalidInput(
         fmt::format("{}: input '{}' has not been set (feed it or run the net that fills it first)",
                     DescribeOperator(def_), def_.input(i)));
+  return *tensor;
+}
+
+const Tensor& Operator::Input(int i) {
+  const Tensor* tensor = &InputAsStored(i);
   const bool here = device_.type == DeviceType::kCpu ? tensor->on_host() : tensor->device() == device_;
   if (here && (tensor->is_plain() || accepts_layouts_)) return *tensor;
   plain_inputs_.resize(inputs_.size());

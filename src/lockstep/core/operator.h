@@ -30,6 +30,9 @@ class Operator {
   // that did not call AcceptLayouts() as a plain copy; one in another device's memory, as a copy in this
   // operator's (placed nets carry explicit Copy ops instead, see parallel/placement.h).
   const Tensor& Input(int i);
+  // The input as the workspace stores it, in any memory and layout: for operators that move data between
+  // memories themselves (Copy), so that it is not staged first.
+  const Tensor& InputAsStored(int i) const;
   // For operators that read backend layouts themselves (oneDNN primitives accept them directly).
   void AcceptLayouts() { accepts_layouts_ = true; }
   // Outputs live in the memory of the operator's device.

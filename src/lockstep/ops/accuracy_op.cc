@@ -9,10 +9,7 @@ namespace {
 
 class AccuracyOp : public Operator {
  public:
-  AccuracyOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), top_k_(IntArg("top_k", 1)) {
-    if (top_k_ < 1)
-      throw InvalidInput(fmt::format("{}: top_k must be at least 1, got {}", DescribeOperator(def), top_k_));
-  }
+  AccuracyOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), top_k_(CheckedTopK(def)) {}
 
   void Run() override {
     const Tensor& predictions = Input(0);  // predictions is (N, D): scores or probabilities

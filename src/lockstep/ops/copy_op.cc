@@ -1,4 +1,6 @@
-// Copy: y = x for any dtype (the building block of cross-device transfers); its gradient copies dy back.
+// Copy: y = x for any dtype (the building block of cross-device transfers); its gradient copies dy back. y is
+// in the memory of the op's device, x in any: the same class serves CPU and CUDA devices, since Tensor
+// copies across memories.
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 
@@ -10,8 +12,10 @@ class CopyOp : public Operator {
   using Operator::Operator;
 
   void Run() override {
-    // x is any shape and dtype; y gets both
-    Output(0)->CopyFrom(Input(0));
+    // x is any shape and dtype, in any memory; y gets both. A plain x is copied straight from where it is;
+    // only a backend layout needs Input()'s plain conversion first.
+    const Tensor& x = InputAsStored(0);
+    Output(0)->CopyFrom(x.is_plain() ? x : Input(0));
   }
 };
 
@@ -23,6 +27,7 @@ std::vector<OperatorDef> CopyGradient(const GradientContext& g) {
 
 LOCKSTEP_OPERATOR_SCHEMA(Copy).NumInputs(1).NumOutputs(1).IdentityShape();
 LOCKSTEP_REGISTER_CPU_OPERATOR(Copy, CopyOp);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(Copy, CopyOp);
 LOCKSTEP_REGISTER_GRADIENT(Copy, CopyGradient);
 
 }  // namespace lockstep

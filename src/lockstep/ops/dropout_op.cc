@@ -1,6 +1,8 @@
 // Dropout: in training, zeroes each element with probability `ratio` and scales the kept ones by 1 / (1 -
 // ratio) so that test mode is the identity. The op owns its generator, seeded from the device option, so a
 // seed fixes every mask it draws.
+#include "lockstep/ops/dropout_op.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <random>
@@ -9,28 +11,41 @@
 #include "lockstep/core/operator.h"
 
 namespace lockstep {
-namespace {
 
-constexpr float kDefaultRatio = 0.5f;
-
-float CheckedRatio(const OperatorDef& def) {
-  float ratio = GetFloatArgument(def, "ratio", kDefaultRatio);
+float CheckedDropoutRatio(const OperatorDef& def) {
+  float ratio = GetFloatArgument(def, "ratio", 0.5f);
   if (!(ratio >= 0.f && ratio < 1.f))
     throw InvalidInput(fmt::format("{}: ratio must be in [0, 1), got {}", DescribeOperator(def), ratio));
   return ratio;
 }
 
+bool DropoutIsTest(const OperatorDef& def) {
+  if (GetIntArgument(def, "is_test", 0) != 0) return true;
+  if (def.type() == "Dropout" && def.output_size() != 2)
+    throw InvalidInput(
+        fmt::format("{}: training mode needs the mask output (Y, mask)", DescribeOperator(def)));
+  if (def.type() == "DropoutGradient" && def.input_size() != 2)
+    throw InvalidInput(
+        fmt::format("{}: training mode needs the mask input (dY, mask)", DescribeOperator(def)));
+  return false;
+}
+
+void CheckDropoutMask(const OperatorDef& def, const Tensor& mask, const Tensor& dy) {
+  if (mask.shape() != dy.shape() || mask.dtype() != DataType::kUInt8)
+    throw InvalidInput(fmt::format("{}: mask must be uint8 of dY's shape {}, got {} {}",
+                                   DescribeOperator(def), ShapeToString(dy.shape()),
+                                   DataTypeName(mask.dtype()), ShapeToString(mask.shape())));
+}
+
+namespace {
+
 class DropoutOp : public Operator {
  public:
   DropoutOp(const OperatorDef& def, Workspace* ws)
       : Operator(def, ws),
-        ratio_(CheckedRatio(def)),
-        is_test_(IntArg("is_test", 0) != 0),
-        generator_(def.device_option().random_seed()) {
-    if (!is_test_ && OutputSize() != 2)
-      throw InvalidInput(
-          fmt::format("{}: training mode needs the mask output (Y, mask)", DescribeOperator(def)));
-  }
+        ratio_(CheckedDropoutRatio(def)),
+        is_test_(DropoutIsTest(def)),
+        generator_(def.device_option().random_seed()) {}
 
   void Run() override {
     const Tensor& x = Input(0);  // x is any shape
@@ -70,11 +85,7 @@ class DropoutOp : public Operator {
 class DropoutGradientOp : public Operator {
  public:
   DropoutGradientOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), ratio_(CheckedRatio(def)), is_test_(IntArg("is_test", 0) != 0) {
-    if (!is_test_ && InputSize() != 2)
-      throw InvalidInput(
-          fmt::format("{}: training mode needs the mask input (dY, mask)", DescribeOperator(def)));
-  }
+      : Operator(def, ws), ratio_(CheckedDropoutRatio(def)), is_test_(DropoutIsTest(def)) {}
 
   void Run() override {
     const Tensor& dy = Input(0);  // dy is any shape
@@ -84,10 +95,7 @@ class DropoutGradientOp : public Operator {
       return;
     }
     const Tensor& mask = Input(1);  // mask has dy's shape
-    if (mask.shape() != dy.shape() || mask.dtype() != DataType::kUInt8)
-      throw InvalidInput(fmt::format("{}: mask must be uint8 of dY's shape {}, got {} {}",
-                                     DescribeOperator(def_), ShapeToString(dy.shape()),
-                                     DataTypeName(mask.dtype()), ShapeToString(mask.shape())));
+    CheckDropoutMask(def_, mask, dy);
     dx->Resize(dy.shape());
     const float scale = 1.f / (1.f - ratio_);
     const float* in = dy.data<float>();

@@ -1,6 +1,7 @@
 // ReadBatch: () -> (data, label). Reads this replica's slice of the next global batch from the BatchReader
 // the workspace holds under arg `reader`; arg `replica` says which slice. Running it is what advances the
-// stream.
+// stream. The reader fills host tensors: on a CPU device the outputs themselves, on a CUDA device host
+// buffers kept across steps, then copied to the device (one class serves both).
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/data/batch_reader.h"
@@ -21,18 +22,23 @@ class ReadBatchOp : public Operator {
 
   void Run() override {
     // data is (b, C, H, W) float, label is (b) int32
-    reader_->Read(replica_, Output(0), Output(1));
+    if (device().type == DeviceType::kCpu) return reader_->Read(replica_, Output(0), Output(1));
+    reader_->Read(replica_, &host_data_, &host_label_);
+    Output(0)->CopyFrom(host_data_);
+    Output(1)->CopyFrom(host_label_);
   }
 
  private:
   std::shared_ptr<BatchReader> reader_;
   int replica_;
+  Tensor host_data_, host_label_;  // a CUDA device's slice as read, in host memory
 };
 
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(ReadBatch).NumInputs(0).NumOutputs(2);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ReadBatch, ReadBatchOp);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(ReadBatch, ReadBatchOp);
 LOCKSTEP_NO_GRADIENT(ReadBatch);
 
 }  // namespace lockstep

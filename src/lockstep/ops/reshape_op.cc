@@ -16,6 +16,12 @@ void CheckResizeLike(const OperatorDef& def, const Tensor& a, const Tensor& b) {
                                    ShapeToString(b.shape())));
 }
 
+// Copies x into y under `shape` (same element count); in place only the shape changes.
+void CopyWithShape(const Tensor& x, const Shape& shape, Tensor* y) {
+  y->CopyFrom(x);
+  y->Resize(shape, x.dtype());
+}
+
 namespace {
 
 // Flatten keeps the dims before axis as one and those from axis on as the other: (N, C, H, W), axis 1 ->
@@ -58,12 +64,6 @@ Shape ReshapedShape(const OperatorDef& def, const Shape& x, const std::vector<in
     throw InvalidInput(fmt::format("{}: cannot reshape X {} ({} elements) to ({})", DescribeOperator(def),
                                    ShapeToString(x), total, fmt::join(requested, ", ")));
   return shape;
-}
-
-// Copies x into y under `shape` (same element count); in place only the shape changes.
-void CopyWithShape(const Tensor& x, const Shape& shape, Tensor* y) {
-  y->CopyFrom(x);
-  y->Resize(shape, x.dtype());
 }
 
 class FlattenOp : public Operator {
@@ -163,9 +163,13 @@ LOCKSTEP_OPERATOR_SCHEMA(ResizeLike)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return std::vector<TensorShape>{{in[1].dims, in[0].dtype}};
     });
+// Flatten and ResizeLike only copy through Tensor, which crosses memories: the same classes serve CUDA
+// devices.
 LOCKSTEP_REGISTER_CPU_OPERATOR(Flatten, FlattenOp);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(Flatten, FlattenOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Reshape, ReshapeOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ResizeLike, ResizeLikeOp);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(ResizeLike, ResizeLikeOp);
 LOCKSTEP_REGISTER_GRADIENT(Flatten, FlattenGradient);
 LOCKSTEP_REGISTER_GRADIENT(Reshape, ReshapeGradient);
 

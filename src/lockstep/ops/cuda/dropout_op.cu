@@ -5,6 +5,7 @@
 #include "lockstep/core/operator.h"
 #include "lockstep/cuda/cuda_context.h"
 #include "lockstep/ops/cuda/cuda_kernels.cuh"
+#include "lockstep/ops/dropout_op.h"
 
 namespace lockstep {
 namespace {
@@ -14,16 +15,6 @@ using cuda::DispatchFloating;
 using cuda::kThreads;
 using cuda::LoadFloat;
 using cuda::StoreFloat;
-
-constexpr float kDefaultRatio = 0.5f;
-
-// The CPU operator's check.
-float CheckedRatio(const OperatorDef& def) {
-  float ratio = GetFloatArgument(def, "ratio", kDefaultRatio);
-  if (!(ratio >= 0.f && ratio < 1.f))
-    throw InvalidInput(fmt::format("{}: ratio must be in [0, 1), got {}", DescribeOperator(def), ratio));
-  return ratio;
-}
 
 // mask = draw >= threshold; y = mask ? x * scale : 0. x, draws, y and mask are (n); y may be x.
 template <typename T>
@@ -45,11 +36,7 @@ __global__ void DropoutGradientKernel(const T* dy, const uint8_t* mask, float sc
 class CudaDropoutOp : public Operator {
  public:
   CudaDropoutOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), ratio_(CheckedRatio(def)), is_test_(IntArg("is_test", 0) != 0) {
-    if (!is_test_ && OutputSize() != 2)
-      throw InvalidInput(
-          fmt::format("{}: training mode needs the mask output (Y, mask)", DescribeOperator(def)));
-  }
+      : Operator(def, ws), ratio_(CheckedDropoutRatio(def)), is_test_(DropoutIsTest(def)) {}
 
   void Run() override {
     const Tensor& x = Input(0);  // x is any shape
@@ -92,11 +79,7 @@ class CudaDropoutOp : public Operator {
 class CudaDropoutGradientOp : public Operator {
  public:
   CudaDropoutGradientOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), ratio_(CheckedRatio(def)), is_test_(IntArg("is_test", 0) != 0) {
-    if (!is_test_ && InputSize() != 2)
-      throw InvalidInput(
-          fmt::format("{}: training mode needs the mask input (dY, mask)", DescribeOperator(def)));
-  }
+      : Operator(def, ws), ratio_(CheckedDropoutRatio(def)), is_test_(DropoutIsTest(def)) {}
 
   void Run() override {
     const Tensor& dy = Input(0);  // dy is any shape
@@ -106,10 +89,7 @@ class CudaDropoutGradientOp : public Operator {
       return;
     }
     const Tensor& mask = Input(1);  // mask has dy's shape
-    if (mask.shape() != dy.shape() || mask.dtype() != DataType::kUInt8)
-      throw InvalidInput(fmt::format("{}: mask must be uint8 of dY's shape {}, got {} {}",
-                                     DescribeOperator(def_), ShapeToString(dy.shape()),
-                                     DataTypeName(mask.dtype()), ShapeToString(mask.shape())));
+    CheckDropoutMask(def_, mask, dy);
     dx->Resize(dy.shape(), dy.dtype());
     const int64_t n = dy.numel();
     if (n == 0) return;

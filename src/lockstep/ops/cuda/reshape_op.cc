@@ -1,34 +1,15 @@
-// Flatten, Reshape and ResizeLike on CUDA devices, as ops/reshape_op.cc defines them: Y is a device copy of
-// X's bytes under the new shape (in place only the shape changes), for tensors of any dtype. Shapes and
-// arguments are checked by the CPU's shape functions.
+// Reshape on CUDA devices, as ops/reshape_op.cc defines it: Y is a device copy of X's bytes under the new
+// shape (in place only the shape changes), for tensors of any dtype; the new shape (input 1) and old_shape
+// pass through host memory. Shapes and arguments are checked by the CPU's shape function. (Flatten and
+// ResizeLike use the CPU classes, which copy through Tensor on any device.)
+#include "lockstep/ops/reshape_op.h"
+
 #include <algorithm>
 
 #include "lockstep/core/operator.h"
-#include "lockstep/ops/reshape_op.h"
 
 namespace lockstep {
 namespace {
-
-// Copies x into y under `shape` (same element count); in place only the shape changes.
-void CopyWithShape(const Tensor& x, const Shape& shape, Tensor* y) {
-  y->CopyFrom(x);
-  y->Resize(shape, x.dtype());
-}
-
-class CudaFlattenOp : public Operator {
- public:
-  CudaFlattenOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), schema_(*SchemaRegistry::Find("Flatten")) {}
-
-  void Run() override {
-    const Tensor& x = Input(0);  // x is (d0, ..., dk)
-    // y is (d0*...*d(axis-1), d(axis)*...*dk)
-    CopyWithShape(x, schema_.InferShapes(def_, {{x.shape(), x.dtype()}})[0].dims, Output(0));
-  }
-
- private:
-  const OpSchema& schema_;
-};
 
 // Reshape(X[, new_shape]) -> Y[, old_shape]: the new shape comes from arg `shape` or from input 1 (int64 or
 // int32); old_shape records X's dims (int64).
@@ -82,23 +63,8 @@ class CudaReshapeOp : public Operator {
   Tensor old_shape_;  // output 1's values, in host memory
 };
 
-// ResizeLike(A, B) -> C: A's data with B's shape (the gradient of Flatten).
-class CudaResizeLikeOp : public Operator {
- public:
-  using Operator::Operator;
-
-  void Run() override {
-    const Tensor& a = Input(0);  // a has as many elements as b
-    const Tensor& b = Input(1);  // b is any shape
-    CheckResizeLike(def_, a, b);
-    CopyWithShape(a, b.shape(), Output(0));
-  }
-};
-
 }  // namespace
 
-LOCKSTEP_REGISTER_CUDA_OPERATOR(Flatten, CudaFlattenOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(Reshape, CudaReshapeOp);
-LOCKSTEP_REGISTER_CUDA_OPERATOR(ResizeLike, CudaResizeLikeOp);
 
 }  // namespace lockstep
