@@ -8,7 +8,7 @@ packages=(
   libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
   libgloo-dev libhiredis-dev redis-server openmpi-bin
   liblmdb-dev libleveldb-dev libsnappy-dev libturbojpeg0-dev libpng-dev
-  python3-lmdb python3-plyvel python3-pil
+  python3-lmdb python3-plyvel python3-pil python3-protobuf
   dataset-fashion-mnist python3-numpy
 )
 if [[ "${1:-}" == "--bench" ]]; then

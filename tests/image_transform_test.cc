@@ -29,9 +29,10 @@ ImageTransformOptions Crop(int crop, int scale = 0) {
   return options;
 }
 
+// The image is taken to be in the options' output order (BGR by default), so no channels are swapped.
 std::vector<float> Transformed(ImageTransform* transform, const Image& image, std::mt19937* rng = nullptr) {
   std::vector<float> out(transform->output_size());
-  transform->Apply(image, rng, out.data());
+  transform->Apply(image, ColorOrder::kBgr, rng, out.data());
   return out;
 }
 
@@ -42,7 +43,7 @@ TEST(ImageTransformTest, NchwLayoutByHand) {
   // The same pixels stored (c, y, x).
   std::vector<uint8_t> chw = {1, 4, 7, 10, 2, 5, 8, 11, 3, 6, 9, 12};
   std::vector<float> out(12);
-  transform.ApplyChw(chw.data(), 2, 2, nullptr, out.data());
+  transform.ApplyChw(chw.data(), 2, 2, ColorOrder::kBgr, nullptr, out.data());
   EXPECT_EQ(out, (std::vector<float>{1, 4, 7, 10, 2, 5, 8, 11, 3, 6, 9, 12}));
 }
 
@@ -67,6 +68,60 @@ TEST(ImageTransformTest, CentreCropAndPerChannelNormalisation) {
   ImageTransform shared(3, options);
   std::vector<float> shared_out = Transformed(&shared, image);
   EXPECT_EQ(shared_out[2 * 9 + 4], ((top + 1) * 40 + (left + 1) * 5 + 2 - 10.0f) / 4.0f);
+}
+
+// Input in the other colour order has red and blue swapped, from HWC and CHW pixels, with and without a
+// resize; mean and std are in the output's order. Input in the output's order, and gray images, are as is.
+TEST(ImageTransformTest, ColorOrderSwapsRedAndBlueBeforeNormalisation) {
+  const std::vector<float> mean = {1.5f, 100.25f, 7.0f}, std = {2.0f, 0.3f, 57.0f};
+  Image image = Positional(5, 8, 3);
+  std::vector<uint8_t> chw(image.pixels.size());
+  for (int c = 0; c < 3; ++c)
+    for (int i = 0; i < 5 * 8; ++i) chw[c * 40 + i] = image.pixels[i * 3 + c];
+  for (int scale : {0, 6})
+    for (ColorOrder output : {ColorOrder::kBgr, ColorOrder::kRgb}) {
+      SCOPED_TRACE(std::string(ColorOrderName(output)) + " scale " + std::to_string(scale));
+      ImageTransformOptions options = Crop(3, scale);
+      options.mean = mean;
+      options.std = std;
+      options.color_order = output;
+      ImageTransform transform(3, options);
+      ImageTransformOptions plain_options = Crop(3, scale);
+      ImageTransform plain(3, plain_options);  // no normalisation, no swap: the input's channels as they are
+      std::vector<float> pixels(transform.output_size());
+      plain.ApplyHwc(image.pixels.data(), 5, 8, ColorOrder::kBgr, nullptr, pixels.data());
+      for (ColorOrder input : {ColorOrder::kBgr, ColorOrder::kRgb}) {
+        std::vector<float> from_hwc(transform.output_size()), from_chw(transform.output_size());
+        transform.Apply(image, input, nullptr, from_hwc.data());
+        transform.ApplyChw(chw.data(), 5, 8, input, nullptr, from_chw.data());
+        EXPECT_EQ(from_chw, from_hwc);
+        for (int c = 0; c < 3; ++c) {
+          int source = input == output ? c : 2 - c;
+          for (int i = 0; i < 9; ++i)
+            EXPECT_EQ(from_hwc[c * 9 + i], (pixels[source * 9 + i] - mean[c]) / std[c]) << c << " " << i;
+        }
+      }
+    }
+  ImageTransformOptions options = Crop(3);
+  options.color_order = ColorOrder::kRgb;
+  ImageTransform gray(1, options);
+  Image gray_image = Positional(5, 8, 1);
+  std::vector<float> as_bgr(gray.output_size()), as_rgb(gray.output_size());
+  gray.Apply(gray_image, ColorOrder::kBgr, nullptr, as_bgr.data());
+  gray.Apply(gray_image, ColorOrder::kRgb, nullptr, as_rgb.data());
+  EXPECT_EQ(as_bgr, as_rgb);
+}
+
+TEST(ImageTransformTest, ColorOrderNames) {
+  EXPECT_EQ(ParseColorOrder("bgr"), ColorOrder::kBgr);
+  EXPECT_EQ(ParseColorOrder("rgb"), ColorOrder::kRgb);
+  EXPECT_STREQ(ColorOrderName(ColorOrder::kRgb), "rgb");
+  try {
+    ParseColorOrder("BGR");
+    ADD_FAILURE() << "parsed BGR";
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(), "--color_order must be bgr or rgb, got 'BGR'");
+  }
 }
 
 // Decides the mirror coin the way the transform documents it: one 32-bit draw mapped to [0, 2).
@@ -109,8 +164,8 @@ TEST(ImageTransformTest, RandomCropIsReproducibleAndWithinBounds) {
   std::vector<float> out(transform.output_size()), again(transform.output_size());
   for (unsigned seed = 0; seed < 300; ++seed) {
     std::mt19937 rng(seed), same(seed);
-    transform.ApplyHwc(hwc.data(), height, width, &rng, out.data());
-    transform.ApplyHwc(hwc.data(), height, width, &same, again.data());
+    transform.ApplyHwc(hwc.data(), height, width, ColorOrder::kBgr, &rng, out.data());
+    transform.ApplyHwc(hwc.data(), height, width, ColorOrder::kBgr, &same, again.data());
     ASSERT_EQ(out, again) << "seed " << seed;
     int top = static_cast<int>(out[0]), left = static_cast<int>(out[crop * crop]);
     ASSERT_GE(top, 0);
@@ -129,8 +184,8 @@ TEST(ImageTransformTest, RandomCropIsReproducibleAndWithinBounds) {
   std::mt19937 first(42), second(42);
   std::vector<float> a(transform.output_size()), b(transform.output_size());
   for (int i = 0; i < 5; ++i) {
-    transform.ApplyHwc(hwc.data(), height, width, &first, a.data());
-    transform.ApplyHwc(hwc.data(), height, width, &second, b.data());
+    transform.ApplyHwc(hwc.data(), height, width, ColorOrder::kBgr, &first, a.data());
+    transform.ApplyHwc(hwc.data(), height, width, ColorOrder::kBgr, &second, b.data());
     EXPECT_EQ(a, b);
   }
 }
@@ -154,7 +209,7 @@ TEST(ImageTransformTest, ResizesTheShortestSideFirst) {
   for (int c = 0; c < 3; ++c)
     for (int i = 0; i < 6 * 12; ++i) chw[c * 72 + i] = wide.pixels[i * 3 + c];
   std::vector<float> from_chw(transform.output_size());
-  transform.ApplyChw(chw.data(), 6, 12, nullptr, from_chw.data());
+  transform.ApplyChw(chw.data(), 6, 12, ColorOrder::kBgr, nullptr, from_chw.data());
   EXPECT_EQ(from_chw, out);
 }
 
@@ -162,7 +217,7 @@ TEST(ImageTransformTest, ErrorsNameTheProblem) {
   ImageTransform transform(3, Crop(10, 8));
   std::vector<float> out(transform.output_size());
   try {
-    transform.Apply(Positional(20, 30, 3), nullptr, out.data());
+    transform.Apply(Positional(20, 30, 3), ColorOrder::kBgr, nullptr, out.data());
     FAIL() << "a 10x10 crop of an image resized to 8x12 succeeded";
   } catch (const InvalidInput& e) {
     EXPECT_STREQ(
@@ -171,12 +226,13 @@ TEST(ImageTransformTest, ErrorsNameTheProblem) {
   }
   ImageTransform no_resize(1, Crop(10));
   try {
-    no_resize.Apply(Positional(9, 30, 1), nullptr, out.data());
+    no_resize.Apply(Positional(9, 30, 1), ColorOrder::kBgr, nullptr, out.data());
     FAIL() << "a 10x10 crop of a 9x30 image succeeded";
   } catch (const InvalidInput& e) {
     EXPECT_STREQ(e.what(), "image of 9x30 pixels is smaller than the 10x10 crop");
   }
-  EXPECT_THROW(transform.Apply(Positional(20, 30, 1), nullptr, out.data()), InvalidInput);  // channels
+  EXPECT_THROW(transform.Apply(Positional(20, 30, 1), ColorOrder::kBgr, nullptr, out.data()),
+               InvalidInput);  // channels
   EXPECT_THROW(ImageTransform(3, Crop(0)), InvalidInput);
   ImageTransformOptions two_means = Crop(4);
   two_means.mean = {1, 2};

@@ -4,7 +4,7 @@
 #
 # Every expected image is a raw file NAME.raw of (height, width, channels) uint8 pixels, listed in
 # OUT_DIR/manifest.txt as "NAME height width channels"; folder images are named by their place in the list
-# ("folder3.rgb").
+# ("folder3.rgb"). Raw colour records hold BGR, as convert_imageset writes them: NAME.bgr is that order.
 import gzip
 import os
 import struct
@@ -52,6 +52,7 @@ for i, ((name, (height, width), channels), label) in enumerate(zip(folder, label
     image.save(path("images/" + name))
     rgb = image.convert("RGB")
     expect("folder%d.rgb" % i, np.array(rgb))
+    expect("folder%d.bgr" % i, np.array(rgb)[:, :, ::-1])
     expect("folder%d.gray" % i, np.array(image.convert("L")))
     # The shortest side to 8 pixels, the other rounded down, with Pillow's bilinear filter.
     scale = 8.0 / min(height, width)
@@ -90,6 +91,7 @@ for batch, batch_labels in enumerate(cifar_labels):
         planes = noise.randint(0, 256, size=(3, 32, 32)).astype(np.uint8)
         data += bytes([label]) + planes.tobytes()
         expect("cifar.%d.%d" % (batch, i), planes.transpose(1, 2, 0))
+        expect("cifar.%d.%d.bgr" % (batch, i), planes[::-1].transpose(1, 2, 0))
     write("batch_%d.bin" % batch, data)
 write("short.bin", b"\x01" * 3000)
 

@@ -28,8 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
-
 bool IsPng(const std::string& bytes) { return bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0; }
 bool IsJpeg(const std::string& bytes) { return bytes.compare(0, 2, "\xff\xd8") == 0; }
 
@@ -37,15 +35,23 @@ Image Decode(const std::string& bytes, int channels) {
   return DecodeImage(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), channels);
 }
 
-// A record's pixels as (height, width, channels), whether it holds a file or raw pixels in either layout.
-Image PixelsOf(const ImageRecord& record, int channels) {
-  if (record.encoded) return Decode(record.bytes, channels);
+// A record's raw pixels as (height, width, channels) in the order they are stored, from either layout.
+Image RawPixelsOf(const ImageRecord& record) {
   Image image{record.height, record.width, record.channels,
               std::vector<uint8_t>(size_t{1} * record.height * record.width * record.channels)};
   for (int y = 0; y < record.height; ++y)
     for (int x = 0; x < record.width; ++x)
       for (int c = 0; c < record.channels; ++c)
         image.pixels[(size_t{1} * y * record.width + x) * record.channels + c] = record.pixel(c, y, x);
+  return image;
+}
+
+// A record's pixels as (height, width, channels), colour in RGB order as the files decode, whether it holds
+// a file or raw (BGR) pixels in either layout.
+Image PixelsOf(const ImageRecord& record, int channels) {
+  if (record.encoded) return Decode(record.bytes, channels);
+  Image image = RawPixelsOf(record);
+  SwapRedAndBlue(&image);
   return image;
 }
 
@@ -340,11 +346,13 @@ TEST_F(MakeDbTest, CifarRecords) {
       EXPECT_EQ(record.channels, 3);
       EXPECT_EQ(record.height, 32);
       EXPECT_EQ(record.width, 32);
-      // A Datum holds the file's R, G, B planes as they are; TensorProtos the same pixels interleaved.
+      // A Datum holds the file's R, G, B planes as B, G, R, the order convert_imageset stores colour in;
+      // TensorProtos the same pixels interleaved.
+      const std::string planes = batches[batch].substr(index * 3073 + 1, 3072);
       if (format == RecordFormat::kDatum)
-        EXPECT_TRUE(record.bytes == batches[batch].substr(index * 3073 + 1, 3072));
+        EXPECT_TRUE(record.bytes == planes.substr(2048) + planes.substr(1024, 1024) + planes.substr(0, 1024));
       else
-        EXPECT_TRUE(record.bytes == ReadBytes(Input("cifar." + name + ".raw")));
+        EXPECT_TRUE(record.bytes == ReadBytes(Input("cifar." + name + ".bgr.raw")));
       ExpectSamePixels(PixelsOf(record, 3), Expected("cifar." + name));
     }
   }
@@ -390,6 +398,43 @@ CliResult RunCli(const std::vector<std::string>& arguments, const std::string& o
   std::optional<int> code = process.Wait(std::chrono::seconds(60));
   EXPECT_TRUE(code.has_value()) << "make-db did not finish";
   return {code.value_or(-1), process.Output()};
+}
+
+// Raw colour records hold BGR, as convert_imageset and make_image_db write them: Datum as B, G, R planes,
+// TensorProtos as interleaved B, G, R, byte for byte what the reference writer gives (Pillow's pixels with
+// red and blue swapped), from the library and from the CLI alike.
+TEST_F(MakeDbTest, RawRecordsAreBgr) {
+  for (RecordFormat format : {RecordFormat::kDatum, RecordFormat::kTensorProtos}) {
+    SCOPED_TRACE(RecordFormatName(format));
+    MakeDbOptions options = FolderOptions(RecordFormatName(format));
+    options.format = format;
+    MakeDb(options);
+    std::string cli_output = Output(std::string("cli_") + RecordFormatName(format));
+    CliResult made = RunCli({"--image_folder", Input("images"), "--list", Input("list.txt"), "--raw",
+                             "--format", RecordFormatName(format), "--output", cli_output},
+                            Output(std::string("log_") + RecordFormatName(format)));
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    for (const std::string& path : {options.output, cli_output}) {
+      auto entries = ReadDb("lmdb", path, format);
+      ASSERT_EQ(entries.size(), kFolder.size());
+      for (size_t i = 0; i < kFolder.size(); ++i) {
+        const std::string& file = kFolder[i].first;
+        SCOPED_TRACE(path + " " + file);
+        const ImageRecord& record = entries[i].record;
+        ASSERT_FALSE(record.encoded);
+        Image expected;
+        if (IsJpegName(file)) {  // the decoder's own pixels, swapped
+          expected = Decode(ReadBytes(Input("images/" + file)), 3);
+          SwapRedAndBlue(&expected);
+        } else {
+          expected = ExpectedFolder(i, ".bgr");
+        }
+        ExpectSamePixels(RawPixelsOf(record), expected);
+        if (format == RecordFormat::kTensorProtos)
+          EXPECT_TRUE(record.bytes == std::string(expected.pixels.begin(), expected.pixels.end()));
+      }
+    }
+  }
 }
 
 TEST_F(MakeDbTest, CliWritesAndReplacesWithOverwrite) {

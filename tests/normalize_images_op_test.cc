@@ -66,8 +66,8 @@ TEST(NormalizeImagesOp, MatchesImageTransformExactly) {
     ASSERT_EQ(data.shape(), (Shape{batch, channels, size, size}));
     std::vector<float> expected(transform.output_size());
     for (int n = 0; n < batch; ++n) {
-      transform.ApplyHwc(images.data<uint8_t>() + n * transform.output_size(), size, size, nullptr,
-                         expected.data());
+      transform.ApplyHwc(images.data<uint8_t>() + n * transform.output_size(), size, size, ColorOrder::kBgr,
+                         nullptr, expected.data());
       const float* actual = data.data<float>() + n * transform.output_size();
       for (int64_t i = 0; i < transform.output_size(); ++i)
         ASSERT_EQ(actual[i], expected[i])

@@ -4,7 +4,8 @@ Usage: write_image_dbs.py OUT_DIR
 
 Writes an LMDB (python lmdb) and a LevelDB (plyvel) for each record format: Caffe Datum with raw CHW pixels,
 Datum with an encoded PNG or JPEG, Caffe2 TensorProtos with an encoded image string, and TensorProtos with raw
-HWC bytes. The protobuf messages are encoded here by hand, field numbers from proto/lockstep.proto, so that
+HWC bytes. Raw colour pixels are the encoded databases' images in BGR order, as OpenCV gives them to both
+tools. The protobuf messages are encoded here by hand, field numbers from proto/lockstep.proto, so that
 the files do not come from the serializer under test. OUT_DIR/manifest.json lists every database and, in key
 order, each record's key, label, serialized value and pixels (byte strings as lists of ints).
 """
@@ -99,11 +100,12 @@ def records(record_format, encoded):
             else:
                 value = tensor_protos(tensor_proto([1], STRING, field_bytes(6, data)), label)
         else:
+            bgr = hwc[:, :, ::-1]
             if record_format == "datum":
-                layout, pixels = "CHW", hwc.transpose(2, 0, 1)
+                layout, pixels = "CHW", bgr.transpose(2, 0, 1)
                 value = datum(label, pixels.tobytes(), channels, height, width)
             else:
-                layout, pixels = "HWC", hwc
+                layout, pixels = "HWC", bgr
                 # One grey image has dims (height, width), the other (height, width, 1): both occur.
                 dims = [height, width] if index == 1 else [height, width, channels]
                 value = tensor_protos(tensor_proto(dims, BYTE, field_bytes(5, pixels.tobytes())), label)

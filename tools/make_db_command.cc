@@ -37,8 +37,8 @@ void AddMakeDbFlags(CLI::App* app, MakeDbFlags* flags) {
       "--encoding asks for re-encoding; idx and CIFAR-10 images as JPEG unless --encoding png");
   CLI::Option* raw =
       app->add_flag("--raw", flags->raw,
-                    "Store raw decoded pixels, RGB for colour (the default); Datum holds them as "
-                    "CHW planes, TensorProtos as HWC");
+                    "Store raw decoded pixels (the default), colour in BGR order as convert_imageset "
+                    "and make_image_db store it; Datum holds them as CHW planes, TensorProtos as HWC");
   encoded->excludes(raw);
   app->add_option("--encoding", o.encoding, "With --encoded: the format of re-encoded images, jpg or png")
       ->check(CLI::IsMember({"jpg", "png"}));

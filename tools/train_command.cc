@@ -29,6 +29,11 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
   app->add_option("--record_format", c->record_format,
                   "Record format in the database: auto, datum (Caffe) or tensorprotos (Caffe2)")
       ->capture_default_str();
+  app->add_option("--color_order", c->color_order,
+                  "Channel order of colour images as the network sees them: bgr (Caffe's and Caffe2's) or "
+                  "rgb; raw records are taken to be stored BGR, as convert_imageset and make_image_db write "
+                  "them, and encoded ones are decoded into the same order")
+      ->capture_default_str();
   app->add_option("--scale", c->scale,
                   "Images are resized so their shortest side is this (at least --image_size), then cropped")
       ->capture_default_str();

@@ -77,20 +77,22 @@ int32_t DbSource::Decode(const std::string& key, const std::string& value, int64
                                    record.label, options_.num_labels));
   std::mt19937 rng = GeneratorFor(options_.seed, position);
   ImageTransform& transform = *transforms_[worker];
+  // Raw and encoded records of one database hold the same images in different colour orders (raw ones as
+  // the Caffe tools store them, encoded ones as they decode); the transform brings both to the output order.
   try {
     if (record.encoded) {
       Image image = DecodeImage(reinterpret_cast<const uint8_t*>(record.bytes.data()), record.bytes.size(),
                                 options_.channels);
-      transform.Apply(image, &rng, out);
+      transform.Apply(image, kDecodedColorOrder, &rng, out);
     } else {
       if (record.channels != options_.channels)
         throw InvalidInput(fmt::format("{} channels where --num_channels is {}", record.channels,
                                        options_.channels));
       const auto* pixels = reinterpret_cast<const uint8_t*>(record.bytes.data());
       if (record.layout == PixelLayout::kCHW)
-        transform.ApplyChw(pixels, record.height, record.width, &rng, out);
+        transform.ApplyChw(pixels, record.height, record.width, kRawColorOrder, &rng, out);
       else
-        transform.ApplyHwc(pixels, record.height, record.width, &rng, out);
+        transform.ApplyHwc(pixels, record.height, record.width, kRawColorOrder, &rng, out);
     }
   } catch (const InvalidInput& e) {
     throw InvalidInput(fmt::format("record '{}' of {}: {}", key, name_, e.what()));

@@ -24,7 +24,9 @@ struct DbSourceOptions {
   RecordFormat format = RecordFormat::kAuto;
   int channels = 3;
   int num_labels = 1000;  // a label outside [0, num_labels) is an error
-  ImageTransformOptions transform;  // crop = the image size; random crop and mirror for training
+  // crop = the image size; random crop and mirror for training. Its color_order is the order of the batch's
+  // colour channels, for raw and encoded records alike.
+  ImageTransformOptions transform;
   int decode_threads = 1;
   bool skip_bad_records = false;  // skip records that do not parse or decode (and count them) instead of failing
   uint64_t seed = 1;              // of the random crops and mirrors: position p always gets the same draws

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "lockstep/core/enforce.h"
 
@@ -391,6 +392,19 @@ void ResampleColumns(const uint8_t* in, int in_height, size_t row_length, int ou
 }
 
 }  // namespace
+
+ColorOrder ParseColorOrder(const std::string& name) {
+  if (name == "bgr") return ColorOrder::kBgr;
+  if (name == "rgb") return ColorOrder::kRgb;
+  throw InvalidInput(fmt::format("--color_order must be bgr or rgb, got '{}'", name));
+}
+
+const char* ColorOrderName(ColorOrder order) { return order == ColorOrder::kBgr ? "bgr" : "rgb"; }
+
+void SwapRedAndBlue(Image* image) {
+  if (image->channels != 3) return;
+  for (size_t i = 0; i + 2 < image->pixels.size(); i += 3) std::swap(image->pixels[i], image->pixels[i + 2]);
+}
 
 Image DecodeImage(const uint8_t* data, size_t size, int channels) {
   CheckChannels(channels);

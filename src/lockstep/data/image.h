@@ -10,12 +10,25 @@
 namespace lockstep {
 
 struct Image {
-  int height = 0, width = 0, channels = 0;  // channels: 1 (gray) or 3 (RGB)
+  int height = 0, width = 0, channels = 0;  // channels: 1 (gray) or 3 (colour)
   std::vector<uint8_t> pixels;              // (height, width, channels)
 };
 
+// The order of an image's three colour channels. Caffe and Caffe2 read images through OpenCV, so their raw
+// records and the inputs of their networks are BGR; DecodeImage gives RGB. Gray images have no order.
+enum class ColorOrder { kBgr, kRgb };
+inline constexpr ColorOrder kDecodedColorOrder = ColorOrder::kRgb;
+
+// "bgr" or "rgb"; anything else is InvalidInput "--color_order must be bgr or rgb, got '...'".
+ColorOrder ParseColorOrder(const std::string& name);
+const char* ColorOrderName(ColorOrder order);
+
+// Swaps the first and third channel of every pixel of a colour image, turning RGB into BGR and back; gray
+// images are left as they are.
+void SwapRedAndBlue(Image* image);
+
 // Decodes a JPEG or PNG, told apart by their magic bytes, into `channels` (1 or 3) channels, colour in RGB
-// order (Caffe and Caffe2 decode through OpenCV, which gives BGR). Images over 2^28 pixels are refused.
+// order (kDecodedColorOrder). Images over 2^28 pixels are refused.
 // - JPEG: gray, YCbCr/RGB and (Adobe, inverted) CMYK/YCCK files; gray output of a colour JPEG is its luma.
 //   A libjpeg warning (truncated or corrupt data) is an error, so a damaged file never yields pixels; the one
 //   exception is "extraneous bytes before marker" in a file that ends with its EOI marker, which libjpeg

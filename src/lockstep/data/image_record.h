@@ -7,11 +7,16 @@
 #include <string>
 #include <string_view>
 
+#include "lockstep/data/image.h"
+
 namespace lockstep {
 
-// How raw pixels are ordered: Datum stores planes (CHW), TensorProtos interleaved channels (HWC). Writers
-// that go through OpenCV (convert_imageset, make_image_db) store colour channels as B, G, R.
+// How raw pixels are ordered: Datum stores planes (CHW), TensorProtos interleaved channels (HWC).
 enum class PixelLayout { kCHW, kHWC };
+
+// The colour order of raw records. convert_imageset and make_image_db go through OpenCV and store B, G, R,
+// and lockstep's make-db writes the same; encoded records decode to kDecodedColorOrder instead.
+inline constexpr ColorOrder kRawColorOrder = ColorOrder::kBgr;
 
 struct ImageRecord {
   int32_t label = 0;

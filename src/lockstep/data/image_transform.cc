@@ -49,32 +49,34 @@ ImageTransform::ImageTransform(int channels, ImageTransformOptions options)
   }
 }
 
-void ImageTransform::Apply(const Image& image, std::mt19937* rng, float* out) {
+void ImageTransform::Apply(const Image& image, ColorOrder order, std::mt19937* rng, float* out) {
   if (image.pixels.size() != size_t{1} * image.height * image.width * image.channels)
     throw InvalidInput(fmt::format("image of {}x{}x{} has {} bytes of pixels", image.height, image.width,
                                    image.channels, image.pixels.size()));
   if (image.channels != channels_)
     throw InvalidInput(fmt::format("image has {} channels, expected {}", image.channels, channels_));
-  ApplyHwc(image.pixels.data(), image.height, image.width, rng, out);
+  ApplyHwc(image.pixels.data(), image.height, image.width, order, rng, out);
 }
 
-void ImageTransform::ApplyHwc(const uint8_t* pixels, int height, int width, std::mt19937* rng, float* out) {
+void ImageTransform::ApplyHwc(const uint8_t* pixels, int height, int width, ColorOrder order,
+                              std::mt19937* rng, float* out) {
   if (height <= 0 || width <= 0) throw InvalidInput(fmt::format("image of {}x{} pixels", height, width));
-  CropNormalize(ResizedHwc(pixels, height, width), height, width, rng, out);
+  CropNormalize(ResizedHwc(pixels, height, width), height, width, order, rng, out);
 }
 
-void ImageTransform::ApplyChw(const uint8_t* pixels, int height, int width, std::mt19937* rng, float* out) {
+void ImageTransform::ApplyChw(const uint8_t* pixels, int height, int width, ColorOrder order,
+                              std::mt19937* rng, float* out) {
   if (height <= 0 || width <= 0) throw InvalidInput(fmt::format("image of {}x{} pixels", height, width));
   int64_t plane = int64_t{height} * width;
   if (options_.scale <= 0 || std::min(height, width) == options_.scale) {
-    CropNormalize(PixelView{pixels, height, width, width, 1, plane}, height, width, rng, out);
+    CropNormalize(PixelView{pixels, height, width, width, 1, plane}, height, width, order, rng, out);
     return;
   }
   // The resize works on interleaved pixels, so planar ones are interleaved first.
   hwc_.resize(plane * channels_);
   for (int c = 0; c < channels_; ++c)
     for (int64_t i = 0; i < plane; ++i) hwc_[i * channels_ + c] = pixels[c * plane + i];
-  CropNormalize(ResizedHwc(hwc_.data(), height, width), height, width, rng, out);
+  CropNormalize(ResizedHwc(hwc_.data(), height, width), height, width, order, rng, out);
 }
 
 ImageTransform::PixelView ImageTransform::ResizedHwc(const uint8_t* pixels, int height, int width) {
@@ -91,7 +93,7 @@ ImageTransform::PixelView ImageTransform::ResizedHwc(const uint8_t* pixels, int 
 }
 
 void ImageTransform::CropNormalize(const PixelView& view, int original_height, int original_width,
-                                   std::mt19937* rng, float* out) const {
+                                   ColorOrder order, std::mt19937* rng, float* out) const {
   const int crop = options_.crop;
   if (view.height < crop || view.width < crop) {
     std::string resized = view.height == original_height && view.width == original_width
@@ -113,11 +115,14 @@ void ImageTransform::CropNormalize(const PixelView& view, int original_height, i
   // out is (channels, crop, crop); with a mirror, output column x reads input column left + crop - 1 - x.
   int64_t step = mirror ? -view.column_stride : view.column_stride;
   int first_column = mirror ? left + crop - 1 : left;
+  // The table is indexed by output channel: mean and std are in the output's colour order.
+  bool swap = channels_ == 3 && order != options_.color_order;
   for (int c = 0; c < channels_; ++c) {
     const float* table = &table_[c * 256];
+    int input_channel = swap ? channels_ - 1 - c : c;
     for (int y = 0; y < crop; ++y) {
       const uint8_t* source = view.data + (top + y) * view.row_stride + first_column * view.column_stride +
-                              c * view.channel_stride;
+                              input_channel * view.channel_stride;
       float* target = out + (int64_t{c} * crop + y) * crop;
       for (int x = 0; x < crop; ++x, source += step) target[x] = table[*source];
     }

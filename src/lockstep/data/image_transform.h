@@ -1,5 +1,6 @@
 // The per-image training transform: shortest side resized to `scale`, a crop (random for training, centre for
-// test), an optional random horizontal mirror, then per-channel (pixel - mean) / std into a float NCHW slice.
+// test), an optional random horizontal mirror, then per-channel (pixel - mean) / std into a float NCHW slice
+// whose colour channels are in the chosen order.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,9 @@ struct ImageTransformOptions {
   bool mirror = false;       // flip horizontally with probability 1/2
   std::vector<float> mean;   // one value per channel, or one for all; empty: 0
   std::vector<float> std;    // one value per channel, or one for all; empty: 1
+  // The order of the output's colour channels, which is also the order of a per-channel mean and std. Input
+  // pixels in the other order have their first and third channel swapped; 1-channel images have no order.
+  ColorOrder color_order = ColorOrder::kBgr;
 };
 
 // Holds the buffers one image needs, so after the first images Apply does not allocate. Not thread-safe:
@@ -34,13 +38,16 @@ class ImageTransform {
   int crop() const { return options_.crop; }
   int64_t output_size() const { return int64_t{channels_} * options_.crop * options_.crop; }
 
-  // out is (channels, crop, crop). rng may be null when neither random_crop nor mirror is on.
-  // Throws InvalidInput when the image has another channel count or is smaller than the crop once resized.
-  void Apply(const Image& image, std::mt19937* rng, float* out);
+  // out is (channels, crop, crop), colour in options.color_order; `order` is the colour order of the input.
+  // rng may be null when neither random_crop nor mirror is on. Throws InvalidInput when the image has
+  // another channel count or is smaller than the crop once resized.
+  void Apply(const Image& image, ColorOrder order, std::mt19937* rng, float* out);
   // pixels is (height, width, channels), as Caffe2 stores raw images.
-  void ApplyHwc(const uint8_t* pixels, int height, int width, std::mt19937* rng, float* out);
+  void ApplyHwc(const uint8_t* pixels, int height, int width, ColorOrder order, std::mt19937* rng,
+                float* out);
   // pixels is (channels, height, width), as Caffe's Datum stores raw images.
-  void ApplyChw(const uint8_t* pixels, int height, int width, std::mt19937* rng, float* out);
+  void ApplyChw(const uint8_t* pixels, int height, int width, ColorOrder order, std::mt19937* rng,
+                float* out);
 
  private:
   // Pixel (y, x, c) is at data[y * row_stride + x * column_stride + c * channel_stride].
@@ -52,8 +59,9 @@ class ImageTransform {
 
   // Resizes an HWC image into resized_ when `scale` asks for it; returns the view to crop from.
   PixelView ResizedHwc(const uint8_t* pixels, int height, int width);
-  void CropNormalize(const PixelView& view, int original_height, int original_width, std::mt19937* rng,
-                     float* out) const;
+  // Output channel c reads input channel c, or channels - 1 - c when the input's colour order differs.
+  void CropNormalize(const PixelView& view, int original_height, int original_width, ColorOrder order,
+                     std::mt19937* rng, float* out) const;
 
   int channels_;
   ImageTransformOptions options_;

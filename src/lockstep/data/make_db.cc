@@ -67,9 +67,11 @@ void CheckFileExists(const std::string& path, const std::string& flag) {
   if (!fs::exists(path, error)) throw IoError(fmt::format("{} '{}' does not exist", flag, path));
 }
 
-// Pixels as the options ask for them: resized, then encoded as `encoding` or kept raw (HWC).
+// Pixels (colour in kDecodedColorOrder) as the options ask for them: resized, then encoded as `encoding` or
+// kept raw (HWC, colour in kRawColorOrder).
 ImageRecord FromPixels(Image image, int32_t label, const std::string& encoding,
                        const MakeDbOptions& options) {
+  static_assert(kDecodedColorOrder != kRawColorOrder, "raw records are stored with red and blue swapped");
   if (options.resize > 0) image = ResizeShortestSide(image, options.resize);
   ImageRecord record;
   record.label = label;
@@ -77,6 +79,7 @@ ImageRecord FromPixels(Image image, int32_t label, const std::string& encoding,
     record.encoded = true;
     record.bytes = encoding == "png" ? EncodePng(image) : EncodeJpeg(image);
   } else {
+    SwapRedAndBlue(&image);
     record.channels = image.channels;
     record.height = image.height;
     record.width = image.width;

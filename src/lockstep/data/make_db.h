@@ -24,8 +24,8 @@ struct MakeDbOptions {
   std::string output;                          // the database directory to create
   std::string db_type = "lmdb";                // "lmdb" or "leveldb"
   RecordFormat format = RecordFormat::kDatum;  // kDatum or kTensorProtos
-  // Encoded records hold a JPEG or PNG file; raw records hold decoded pixels (colour in RGB order, as the
-  // files decode and as CIFAR-10 stores them; convert_imageset's raw records are BGR, from OpenCV).
+  // Encoded records hold a JPEG or PNG file; raw records hold decoded pixels, colour in BGR order as
+  // convert_imageset and make_image_db store them (kRawColorOrder), CIFAR-10's RGB planes included.
   bool encoded = false;
   // Format of re-encoded images: "jpg" or "png"; "" keeps a folder image's own format and uses JPEG for idx
   // and CIFAR-10 images. A folder image is stored as its original file, unchanged, unless resize is set,

@@ -11,6 +11,7 @@
 #include "lockstep/data/batch_reader.h"
 #include "lockstep/data/batch_source.h"
 #include "lockstep/data/db_source.h"
+#include "lockstep/data/image.h"
 #include "lockstep/model/layers.h"
 #include "lockstep/model/mixed_precision.h"
 #include "lockstep/model/optimizer.h"
@@ -159,6 +160,7 @@ std::unique_ptr<BatchSource> MakeSource(const std::string& name, const TrainerCo
   options.transform.mirror = train;
   options.transform.mean = {128.0f};
   options.transform.std = {128.0f};
+  options.transform.color_order = ParseColorOrder(config.color_order);
   options.decode_threads = config.decode_threads;
   options.skip_bad_records = config.skip_bad_records;
   options.seed = config.seed;
@@ -213,6 +215,7 @@ void Validate(const TrainerConfig& c) {
     fail("--train_data is required: a database path, fashion-mnist, or null for synthetic data");
   if (c.db_type != "lmdb" && c.db_type != "leveldb")
     fail(fmt::format("--db_type '{}': use lmdb or leveldb", c.db_type));
+  ParseColorOrder(c.color_order);
   if (c.decode_threads < 1)
     fail(fmt::format("--decode_threads must be at least 1, got {}", c.decode_threads));
   if (c.prefetch < 0) fail(fmt::format("--prefetch must be >= 0, got {}", c.prefetch));

@@ -19,8 +19,9 @@ struct TrainerConfig {
   int num_channels = 3, image_size = 227, num_labels = 1000;
   // Image databases: records are resized (shortest side `scale`), cropped to image_size (random for training,
   // centre for test), mirrored at random for training and normalized with (x - 128) / 128, as Caffe2's
-  // trainer.
-  std::string db_type = "lmdb", record_format = "auto";
+  // trainer. Colour reaches the network in color_order, "bgr" (Caffe's and Caffe2's) or "rgb", whether a
+  // record is raw (stored BGR) or encoded.
+  std::string db_type = "lmdb", record_format = "auto", color_order = "bgr";
   int scale = 256, decode_threads = 2, prefetch = 2;
   bool skip_bad_records = false;
   // Model parallelism: each replica spans model_parallel devices (the model split into that many stages of
