@@ -1,6 +1,7 @@
-// The lockstep command line: `lockstep train ...` and `lockstep make-db ...`.
+// The lockstep command line: `lockstep train ...`, `lockstep eval ...` and `lockstep make-db ...`.
 #include <string>
 
+#include "eval_command.h"
 #include "lockstep/train/progress.h"
 #include "make_db_command.h"
 #include "train_command.h"
@@ -12,6 +13,12 @@ int main(int argc, char** argv) {
   bool use_cpu = false;
   CLI::App* train = app.add_subcommand("train", "Train a model from the zoo (writes a CSV log per run)");
   lockstep::AddTrainFlags(train, &config, &use_cpu);
+  lockstep::EvalFlags eval_flags;
+  CLI::App* eval = app.add_subcommand(
+      "eval",
+      "Evaluate a checkpoint on test data without training: loss, top-1 and top-5 accuracy, and optionally "
+      "a CSV of per-record predictions");
+  lockstep::AddEvalFlags(eval, &eval_flags);
   lockstep::MakeDbFlags make_db_flags;
   CLI::App* make_db = app.add_subcommand(
       "make-db",
@@ -20,6 +27,7 @@ int main(int argc, char** argv) {
   lockstep::AddMakeDbFlags(make_db, &make_db_flags);
   CLI11_PARSE(app, argc, argv);
   if (make_db->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunMakeDb(make_db_flags); });
+  if (eval->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunEval(*eval, eval_flags); });
   std::string arguments;
   for (int i = 1; i < argc; ++i) arguments += (i > 1 ? " " : "") + std::string(argv[i]);
   return lockstep::ReportErrors([&] { return lockstep::RunTrain(*train, config, use_cpu, arguments); });

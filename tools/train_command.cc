@@ -12,18 +12,11 @@
 
 namespace lockstep {
 
-void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
+void AddModelAndDataFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
   // A flag given twice takes its last value, so wrappers such as scripts/demo.sh can be overridden.
   app->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app->add_option("--model", c->model, "Network: lenet, resnet18, resnet34, resnet50, resnet101, wrn-D-K")
       ->capture_default_str();
-  app->add_option("--train_data", c->train_data,
-                  "Training data: the path of an image database (LMDB or LevelDB of Caffe Datum or Caffe2 "
-                  "TensorProtos records), fashion-mnist, or null for synthetic images")
-      ->required();
-  app->add_option(
-      "--test_data", c->test_data,
-      "Test data evaluated after each epoch: a database path like --train_data, or fashion-mnist");
   app->add_option("--db_type", c->db_type, "Database type of --train_data / --test_data: lmdb or leveldb")
       ->capture_default_str();
   app->add_option("--record_format", c->record_format,
@@ -39,14 +32,37 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
       ->capture_default_str();
   app->add_option("--decode_threads", c->decode_threads, "Threads that decode and augment database images")
       ->capture_default_str();
+  app->add_option("--num_channels", c->num_channels, "Color channels of the input")->capture_default_str();
+  app->add_option("--image_size", c->image_size, "Height and width of the input images")
+      ->capture_default_str();
+  app->add_option("--num_labels", c->num_labels, "Number of classes")->capture_default_str();
+  app->add_option("--batch_size", c->batch_size, "Batch size, total over the machine's devices")
+      ->capture_default_str();
+  app->add_flag("--use_cpu", *use_cpu, "Run on CPU devices (without it: the GPUs of --gpus / --num_gpus)");
+  app->add_option("--gpus", c->gpus, "Device ids, comma-separated (an alternative to --num_gpus)")
+      ->delimiter(',');
+  app->add_option("--num_gpus", c->num_devices,
+                  "Number of devices (with --use_cpu: CPU devices, concurrent replicas that share --threads)")
+      ->capture_default_str();
+  app->add_option("--threads", c->threads,
+                  "CPU threads for the kernels, divided among the devices (0: all cores)")
+      ->capture_default_str();
+}
+
+void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
+  AddModelAndDataFlags(app, c, use_cpu);
+  app->add_option("--train_data", c->train_data,
+                  "Training data: the path of an image database (LMDB or LevelDB of Caffe Datum or Caffe2 "
+                  "TensorProtos records), fashion-mnist, or null for synthetic images")
+      ->required();
+  app->add_option(
+      "--test_data", c->test_data,
+      "Test data evaluated after each epoch: a database path like --train_data, or fashion-mnist");
   app->add_option("--prefetch", c->prefetch, "Batches each device's reader prepares ahead of the step")
       ->capture_default_str();
   app->add_flag(
       "--skip_bad_records", c->skip_bad_records,
       "Skip database records that do not parse or decode (counted on the console) instead of stopping");
-  app->add_flag("--use_cpu", *use_cpu, "Train on CPU devices (without it: the GPUs of --gpus / --num_gpus)");
-  app->add_option("--gpus", c->gpus, "Device ids, comma-separated (an alternative to --num_gpus)")
-      ->delimiter(',');
   app->add_option("--dtype", c->dtype,
                   "Data type the GPU network computes in: float, float16 or bfloat16 (with float32 master "
                   "parameters; CPU training is float)")
@@ -60,9 +76,6 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
       ->capture_default_str();
   app->add_option("--cudnn_workspace_limit_mb", c->cudnn_workspace_limit_mb,
                   "Workspace cuDNN may use per convolution, in MB (GPU)")
-      ->capture_default_str();
-  app->add_option("--num_gpus", c->num_devices,
-                  "Number of devices (with --use_cpu: CPU devices, concurrent replicas that share --threads)")
       ->capture_default_str();
   app->add_option(
          "--model_parallel", c->model_parallel,
@@ -78,12 +91,6 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
                 "Batch normalization uses the statistics of all devices' batches, not each device's own");
   app->add_flag("--optimize_gradient_memory", c->optimize_gradient_memory,
                 "Let gradient blobs share buffers (less memory, same results)");
-  app->add_option("--num_channels", c->num_channels, "Color channels of the input")->capture_default_str();
-  app->add_option("--image_size", c->image_size, "Height and width of the input images")
-      ->capture_default_str();
-  app->add_option("--num_labels", c->num_labels, "Number of classes")->capture_default_str();
-  app->add_option("--batch_size", c->batch_size, "Batch size, total over the machine's devices")
-      ->capture_default_str();
   app->add_option("--epoch_size", c->epoch_size,
                   "Images per epoch (default: one pass over the training data, 1500000 for null data)");
   app->add_option("--num_epochs", c->num_epochs, "Number of epochs")->capture_default_str();
@@ -93,9 +100,6 @@ void AddTrainFlags(CLI::App* app, TrainerConfig* c, bool* use_cpu) {
   app->add_option("--weight_decay", c->weight_decay, "L2 weight decay on weights (not biases or BN)")
       ->capture_default_str();
   app->add_option("--seed", c->seed, "Seed of initialisation and data order")->capture_default_str();
-  app->add_option("--threads", c->threads,
-                  "CPU threads for the kernels, divided among the devices (0: all cores)")
-      ->capture_default_str();
   app->add_option(
       "--save_model_name", c->save_model_name,
       "Save a checkpoint {file_store_path}/{save_model_name}_{epoch}.safetensors after each epoch");
@@ -160,40 +164,46 @@ void ApplyLauncher(const CLI::App& app, TrainerConfig* c) {
 
 }  // namespace
 
-int RunTrain(const CLI::App& app, TrainerConfig c, bool use_cpu, const std::string& arguments) {
+void ResolveDevices(const CLI::App& app, bool use_cpu, TrainerConfig* c) {
   if (!use_cpu) {
     DeviceBackend* cuda = FindDeviceBackend(DeviceType::kCuda);
-    if (!cuda) throw InvalidInput("this build has no CUDA backend: pass --use_cpu to train on CPU devices");
+    if (!cuda) throw InvalidInput("this build has no CUDA backend: pass --use_cpu to run on CPU devices");
     if (cuda->DeviceCount() == 0)
-      throw InvalidInput(
-          "this machine has no CUDA GPU (or no driver): pass --use_cpu to train on CPU devices");
-    c.device_type = DeviceType::kCuda;
-  } else if (c.dtype != "float" || c.float16_compute || c.enable_tensor_core) {
-    throw InvalidInput(
-        "--dtype float16, --float16_compute and --enable_tensor_core need a GPU; CPU training is float");
+      throw InvalidInput("this machine has no CUDA GPU (or no driver): pass --use_cpu to run on CPU devices");
+    c->device_type = DeviceType::kCuda;
   }
   if (app.count("--gpus")) {
-    std::vector<int> sorted = c.gpus;
+    std::vector<int> sorted = c->gpus;
     std::sort(sorted.begin(), sorted.end());
     if (sorted.empty() || sorted[0] < 0 || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
       throw InvalidInput("--gpus takes distinct device ids >= 0, e.g. --gpus 0,1");
-    if (app.count("--num_gpus") && c.num_devices != static_cast<int>(c.gpus.size()))
+    if (app.count("--num_gpus") && c->num_devices != static_cast<int>(c->gpus.size()))
       throw InvalidInput(fmt::format("--gpus lists {} devices but --num_gpus is {}; give one of them",
-                                     c.gpus.size(), c.num_devices));
-    c.num_devices = static_cast<int>(c.gpus.size());
+                                     c->gpus.size(), c->num_devices));
+    c->num_devices = static_cast<int>(c->gpus.size());
   }
+}
+
+void ApplyFashionMnistGeometry(const CLI::App& app, TrainerConfig* c) {
+  const std::pair<const char*, int*> geometry[] = {{"--num_channels", &c->num_channels},
+                                                   {"--image_size", &c->image_size},
+                                                   {"--num_labels", &c->num_labels}};
+  const int expected[] = {1, 28, 10};
+  for (int i = 0; i < 3; ++i) {
+    if (app.count(geometry[i].first) && *geometry[i].second != expected[i])
+      throw InvalidInput(fmt::format("{} {} does not match fashion-mnist ({}); drop the flag",
+                                     geometry[i].first, *geometry[i].second, expected[i]));
+    *geometry[i].second = expected[i];
+  }
+}
+
+int RunTrain(const CLI::App& app, TrainerConfig c, bool use_cpu, const std::string& arguments) {
+  ResolveDevices(app, use_cpu, &c);
+  if (use_cpu && (c.dtype != "float" || c.float16_compute || c.enable_tensor_core))
+    throw InvalidInput(
+        "--dtype float16, --float16_compute and --enable_tensor_core need a GPU; CPU training is float");
   if (c.train_data == "fashion-mnist") {
-    // The dataset fixes the input geometry; explicit flags must agree with it.
-    const std::pair<const char*, int*> geometry[] = {{"--num_channels", &c.num_channels},
-                                                     {"--image_size", &c.image_size},
-                                                     {"--num_labels", &c.num_labels}};
-    const int expected[] = {1, 28, 10};
-    for (int i = 0; i < 3; ++i) {
-      if (app.count(geometry[i].first) && *geometry[i].second != expected[i])
-        throw InvalidInput(fmt::format("{} {} does not match fashion-mnist ({}); drop the flag",
-                                       geometry[i].first, *geometry[i].second, expected[i]));
-      *geometry[i].second = expected[i];
-    }
+    ApplyFashionMnistGeometry(app, &c);
   } else if (!app.count("--epoch_size")) {
     c.epoch_size = 1500000;  // the seed's default for null data and databases
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lockstep/core/tensor.h"
@@ -18,6 +19,8 @@ class BatchSource {
   // Fills data (count, C, H, W) float and label (count) int32 with stream positions [first, first + count).
   virtual void Fill(int64_t first, int64_t count, Tensor* data, Tensor* label) = 0;
   virtual int64_t size() const = 0;  // records in one pass
+  // What names the record at a stream position in the outside world (a database key, an index in the file).
+  virtual std::string KeyAt(int64_t position) { return std::to_string(position % size()); }
 };
 
 // An in-memory dataset, pixels scaled to [0, 1]. shuffle=false reads records in file order (evaluation).
@@ -26,6 +29,7 @@ class DatasetSource : public BatchSource {
   DatasetSource(std::shared_ptr<const ImageDataset> dataset, bool shuffle, uint64_t seed);
   void Fill(int64_t first, int64_t count, Tensor* data, Tensor* label) override;
   int64_t size() const override { return dataset_->size(); }
+  std::string KeyAt(int64_t position) override { return std::to_string(RecordAt(position)); }  // file index
   const ImageDataset& dataset() const { return *dataset_; }
 
  private:

@@ -68,6 +68,8 @@ Cursor* DbSource::CursorAt(int64_t index) {
   return best->first.get();
 }
 
+std::string DbSource::KeyAt(int64_t position) { return std::string(CursorAt(position % size_)->key()); }
+
 int32_t DbSource::Decode(const std::string& key, const std::string& value, int64_t position, int worker,
                          float* out) {
   ImageRecord& record = records_[worker];

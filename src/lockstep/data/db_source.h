@@ -41,6 +41,8 @@ class DbSource : public BatchSource {
   // Calls are serialized by the caller (BatchReader does); the decoding inside runs in parallel.
   void Fill(int64_t first, int64_t count, Tensor* data, Tensor* label) override;
   int64_t size() const override { return size_; }
+  // The database key.
+  std::string KeyAt(int64_t position) override;
   int64_t skipped() const { return skipped_; }  // bad records skipped so far
   const std::string& name() const { return name_; }  // "lmdb /path/to/db"
 

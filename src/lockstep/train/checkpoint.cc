@@ -52,18 +52,10 @@ int64_t MetadataInt(const std::string& path, const std::map<std::string, std::st
   throw InvalidInput(
       fmt::format("checkpoint {}: metadata '{}' is not an integer: '{}'", path, key, it->second));
 }
-}  // namespace
 
-TrainerState LoadCheckpoint(const std::string& path, Workspace* ws, const std::string& scope,
-                            const std::vector<std::string>& names) {
-  SafetensorsFile file = ReadSafetensors(path);
-  std::set<std::string> expected(names.begin(), names.end());
-  for (const auto& entry : file.tensors)
-    if (!expected.count(entry.first))
-      throw InvalidInput(
-          fmt::format("checkpoint {} holds '{}', which this model does not have: was it saved from "
-                      "another model?",
-                      path, entry.first));
+// Copies `names` from the file into `scope + name` after checking that each is there with the model's shape.
+void LoadTensors(const std::string& path, const SafetensorsFile& file, Workspace* ws,
+                 const std::string& scope, const std::vector<std::string>& names) {
   for (const auto& name : names) {
     auto it = file.tensors.find(name);
     if (it == file.tensors.end())
@@ -77,6 +69,9 @@ TrainerState LoadCheckpoint(const std::string& path, Workspace* ws, const std::s
                                      DataTypeName(blob->dtype()), ShapeToString(blob->shape())));
   }
   for (const auto& name : names) ws->GetBlob(scope + name)->CopyFrom(file.tensors.at(name));
+}
+
+TrainerState StateOf(const std::string& path, const SafetensorsFile& file) {
   TrainerState state;
   auto model = file.metadata.find("model");
   state.model = model == file.metadata.end() ? "" : model->second;
@@ -87,6 +82,33 @@ TrainerState LoadCheckpoint(const std::string& path, Workspace* ws, const std::s
   state.images_trained = MetadataInt(path, file.metadata, "images_trained");
   state.training_milliseconds = MetadataInt(path, file.metadata, "training_milliseconds");
   return state;
+}
+
+}  // namespace
+
+TrainerState LoadCheckpoint(const std::string& path, Workspace* ws, const std::string& scope,
+                            const std::vector<std::string>& names) {
+  SafetensorsFile file = ReadSafetensors(path);
+  std::set<std::string> expected(names.begin(), names.end());
+  for (const auto& entry : file.tensors)
+    if (!expected.count(entry.first))
+      throw InvalidInput(
+          fmt::format("checkpoint {} holds '{}', which this model does not have: was it saved from "
+                      "another model?",
+                      path, entry.first));
+  LoadTensors(path, file, ws, scope, names);
+  return StateOf(path, file);
+}
+
+TrainerState LoadCheckpointParameters(const std::string& path, const std::string& model, Workspace* ws,
+                                      const std::string& scope, const std::vector<std::string>& names) {
+  SafetensorsFile file = ReadSafetensors(path);
+  auto saved = file.metadata.find("model");
+  if (saved != file.metadata.end() && saved->second != model)
+    throw InvalidInput(
+        fmt::format("checkpoint {} was saved from model '{}', not --model {}", path, saved->second, model));
+  LoadTensors(path, file, ws, scope, names);
+  return StateOf(path, file);
 }
 
 }  // namespace lockstep

@@ -31,4 +31,9 @@ void SaveCheckpoint(const std::string& path, const Workspace& ws, const std::str
 TrainerState LoadCheckpoint(const std::string& path, Workspace* ws, const std::string& scope,
                             const std::vector<std::string>& names);
 
+// Loads only `names` (the parameters and statistics a test net reads) and ignores the checkpoint's other
+// tensors (the optimizer's state); the checkpoint must have been saved from `model`.
+TrainerState LoadCheckpointParameters(const std::string& path, const std::string& model, Workspace* ws,
+                                      const std::string& scope, const std::vector<std::string>& names);
+
 }  // namespace lockstep

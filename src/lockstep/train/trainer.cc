@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "lockstep/comm/gloo_communicator.h"
 #include "lockstep/core/net.h"
@@ -22,6 +23,7 @@
 #include "lockstep/parallel/placement.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/csv_log.h"
+#include "lockstep/train/evaluate.h"
 #include "lockstep/train/progress.h"
 
 namespace lockstep {
@@ -38,7 +40,8 @@ struct Models {
   DataParallelModel parallel;
   // Replica 0's figures, as the log reports them (one blob per micro-batch); the loss is the unscaled one.
   std::vector<std::string> train_loss, train_accuracy;
-  std::string test_accuracy, lr, test_data, test_label;
+  std::string lr;
+  std::vector<TestReplica> test_replicas;  // one per replica, in test mode, each on its replica's parameters
 };
 
 int Replicas(const TrainerConfig& c) { return c.num_devices / c.model_parallel; }
@@ -130,14 +133,20 @@ void BuildModels(const TrainerConfig& config, std::shared_ptr<Communicator> comm
   }
   m->lr = lrs[0];
 
-  // Evaluation runs on device 0's parameters (in float32), one batch at a time, fed by the trainer.
+  // Evaluation runs on every replica's first device and parameters (in float32), each reading its slice of a
+  // test batch, with the executor settings of the training net.
   model_config.is_test = true;
-  ModelHelper::NameScope scope(m->test, m->parallel.scopes[0]);
-  ModelHelper::DeviceScope device(m->test, {config.device_type, options.devices[0]});
-  m->test_data = m->test.Scoped("test_data");
-  m->test_label = m->test.Scoped("test_label");
-  std::string test_logits = BuildModel(config.model, m->test, m->test_data, model_config);
-  m->test_accuracy = layers::Accuracy(m->test, test_logits, m->test_label, "test_accuracy");
+  for (size_t r = 0; r < m->parallel.scopes.size(); ++r) {
+    ModelHelper::NameScope scope(m->test, m->parallel.scopes[r]);
+    ModelHelper::DeviceScope device(m->test,
+                                    {config.device_type, options.devices[r * config.model_parallel]});
+    TestReplica replica{m->test.Scoped("test_data"), m->test.Scoped("test_label"), ""};
+    replica.logits = BuildModel(config.model, m->test, replica.data, model_config);
+    m->test_replicas.push_back(replica);
+  }
+  m->test.net().set_type(m->train.net().type());
+  m->test.net().set_num_workers(m->train.net().num_workers());
+  *m->test.net().mutable_arg() = m->train.net().arg();
   if (config.device_type == DeviceType::kCuda) SetGpuOptions(config, &m->test.net());
 }
 
@@ -193,18 +202,6 @@ float MeanOf(const Workspace& ws, const std::vector<std::string>& names) {
   float sum = 0;
   for (const auto& name : names) sum += ScalarOf(ws, name);
   return sum / static_cast<float>(names.size());
-}
-
-double Evaluate(Workspace* ws, Net* test_net, BatchSource* source, int batch_size, const Models& m) {
-  double correct = 0;
-  const int64_t total = source->size();
-  for (int64_t first = 0; first < total; first += batch_size) {
-    int64_t count = std::min<int64_t>(batch_size, total - first);
-    source->Fill(first, count, ws->CreateBlob(m.test_data), ws->CreateBlob(m.test_label));
-    test_net->Run();
-    correct += ScalarOf(*ws, m.test_accuracy) * count;
-  }
-  return correct / total;
 }
 
 void Validate(const TrainerConfig& c) {
@@ -404,7 +401,8 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
     record.learning_rate = ScalarOf(ws, models.lr);
     record.epoch = epoch + 1;
     record.test_accuracy =
-        test_net ? Evaluate(&ws, test_net, test_source.get(), config.batch_size, models) : -1;
+        test_net ? Evaluate(&ws, test_net, models.test_replicas, test_source.get(), config.batch_size).top1()
+                 : -1;
     log.Append(record);
     fmt::print(
         "epoch {}/{}: {:.1f} s, {:.1f} img/s, loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}\n",
@@ -451,6 +449,42 @@ TrainerResult Train(const TrainerConfig& config) {
     if (rendezvous) rendezvous->ReportFailure(-1, e.what());
     throw;
   }
+}
+
+EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::string& predictions_path) {
+  if (config.load_model_path.empty())
+    throw InvalidInput("--load_model_path is required: the checkpoint to evaluate");
+  if (config.test_data.empty() || config.test_data == "null")
+    throw InvalidInput("--test_data is required: a database path or fashion-mnist");
+  TrainerConfig as_training = config;  // evaluation needs of the flags what training on the test data needs
+  as_training.train_data = config.test_data;
+  Validate(as_training);
+  if (config.threads > 0) omp_set_num_threads(config.threads);
+  std::unique_ptr<BatchSource> source = MakeSource(config.test_data, config, false);
+
+  // The trainer's model on the same devices, its parameters from the checkpoint on device 0 and broadcast;
+  // the training net is never created, so nothing trains and nothing is written back.
+  Models models;
+  BuildModels(config, nullptr, &models);
+  Workspace ws;
+  models.parallel.Install(&ws);
+  ws.RunNetOnce(models.train.param_init_net());
+  const std::string& scope = models.parallel.scopes[0];
+  std::vector<std::string> names;
+  for (const std::string& name : models.test.GetParams(scope)) names.push_back(name.substr(scope.size()));
+  LoadCheckpointParameters(config.load_model_path, config.model, &ws, scope, names);
+  ws.RunNetOnce(models.parallel.broadcast_net);
+  Net* test_net = ws.CreateNet(models.test.net());
+
+  std::optional<PredictionsCsv> predictions;
+  if (!predictions_path.empty()) predictions.emplace(predictions_path);
+  EvaluationResult result = Evaluate(&ws, test_net, models.test_replicas, source.get(), config.batch_size,
+                                     [&](const RecordPrediction& prediction) {
+                                       if (predictions)
+                                         predictions->Append(source->KeyAt(prediction.position), prediction);
+                                     });
+  if (predictions) predictions->Commit();
+  return result;
 }
 
 }  // namespace lockstep

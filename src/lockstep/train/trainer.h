@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lockstep/core/tensor.h"
+#include "lockstep/train/evaluate.h"
 
 namespace lockstep {
 
@@ -67,5 +68,11 @@ struct TrainerResult {
 
 // Validates the configuration, then trains; throws lockstep::Error with a one-line message on bad input.
 TrainerResult Train(const TrainerConfig& config);
+
+// Evaluates the checkpoint config.load_model_path on every record of config.test_data once, on the devices
+// and with the batch size of the configuration (BN in test mode, on the running statistics); the checkpoint
+// is only read. With a predictions_path, writes a row per record there (PredictionsCsv). Throws
+// lockstep::Error with a one-line message on bad input.
+EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::string& predictions_path = "");
 
 }  // namespace lockstep

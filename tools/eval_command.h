@@ -1,0 +1,22 @@
+// The `eval` command line: a checkpoint's loss and accuracy on test data, without training.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "lockstep/train/trainer.h"
+
+namespace lockstep {
+
+struct EvalFlags {
+  TrainerConfig config;
+  bool use_cpu = false;
+  std::string predictions;  // CSV path, or empty
+};
+
+// Declares the flags on `app`: the trainer's model, data and device flags, the checkpoint and the test data.
+void AddEvalFlags(CLI::App* app, EvalFlags* flags);
+// Checks the flags, evaluates and prints the figures.
+int RunEval(const CLI::App& app, EvalFlags flags);
+
+}  // namespace lockstep
