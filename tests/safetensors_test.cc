@@ -208,6 +208,19 @@ TEST_F(SafetensorsTest, CorruptionGivesOneClearError) {
   ExpectCorrupt(RawFile(R"({"__metadata__":{"epoch":3}})", ""), "metadata 'epoch' that is not a string");
 }
 
+// Found by fuzz/safetensors_fuzzer: a number JSON cannot hold escaped as nlohmann's out_of_range, and dims
+// whose product overflows int64 reached Tensor::Resize when another dim was zero.
+TEST_F(SafetensorsTest, HugeNumbersInTheHeaderAreCorruption) {
+  ExpectCorrupt(RawFile(R"({"x":{"dtype":"F32","shape":[1e999],"data_offsets":[0,0]}})", ""),
+                "cannot be read as JSON");
+  ExpectCorrupt(RawFile(R"({"x":{"dtype":"F32","shape":[1099511627776,1099511627776,0],)"
+                        R"("data_offsets":[0,0]}})",
+                        ""),
+                "more elements than any file can hold");
+  ExpectCorrupt(RawFile(R"({"x":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,1]}})", "a"),
+                "more elements than any file can hold");
+}
+
 // C++ writes, an independent NumPy reader checks every value.
 TEST_F(SafetensorsTest, NumpyReadsWhatWeWrite) {
   if (!HavePythonNumpy()) GTEST_SKIP() << kPython << " has no numpy";

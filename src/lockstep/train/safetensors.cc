@@ -143,6 +143,8 @@ class HeaderParser {
       header = Json::parse(text);
     } catch (const Json::parse_error& e) {
       Fail(fmt::format("has a header that is not valid JSON (error at byte {})", e.byte));
+    } catch (const Json::exception& e) {  // valid syntax the parser refuses, e.g. the number 1e999
+      Fail(fmt::format("has a header that cannot be read as JSON: {}", e.what()));
     }
     if (!header.is_object()) Fail("has a header that is not a JSON object");
     for (const auto& [name, value] : header.items()) {
@@ -184,17 +186,26 @@ class HeaderParser {
       Fail(fmt::format("has tensor '{}' of unknown dtype '{}' (lockstep reads F32, I32, I64 and U8)", name,
                        dtype_name));
 
-    // Bytes the shape needs, saturating above any possible file size so huge dims cannot overflow.
+    // Bytes the shape needs. The product of the non-zero dims is bounded even when a zero dim makes the
+    // tensor empty, so that no later product of the dims can overflow.
     const uint64_t limit = std::numeric_limits<int64_t>::max() / 8;
     uint64_t numel = 1;
-    bool empty = false;
+    bool empty = false, huge = false;
     for (const auto& dim : *shape) {
       if (!dim.is_number_unsigned()) malformed("'shape' must hold non-negative integers");
       uint64_t d = dim.get<uint64_t>();
       entry.shape.push_back(static_cast<int64_t>(std::min(d, limit)));
-      empty = empty || d == 0;
-      numel = (d != 0 && numel > limit / d) ? limit : numel * d;
+      if (d == 0) {
+        empty = true;
+      } else if (numel > limit / d) {
+        huge = true;
+      } else {
+        numel *= d;
+      }
     }
+    if (huge)
+      Fail(fmt::format("has tensor '{}' of shape {} with more elements than any file can hold", name,
+                       ShapeToString(entry.shape)));
     const uint64_t needed = empty ? 0 : numel * ElementSize(entry.dtype);
     if (entry.begin > entry.end)
       Fail(fmt::format("has tensor '{}' with data_offsets [{}, {}] that end before they begin", name,
