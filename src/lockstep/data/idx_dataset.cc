@@ -12,6 +12,8 @@ namespace lockstep {
 
 namespace {
 
+constexpr int64_t kMaxSide = int64_t{1} << 15;
+
 std::vector<uint8_t> ReadWholeFile(const std::string& path) {
   gzFile file = gzopen(path.c_str(), "rb");
   if (!file)
@@ -34,27 +36,35 @@ uint32_t BigEndian32(const std::vector<uint8_t>& bytes, size_t offset) {
 }  // namespace
 
 ImageDataset ReadIdxDataset(const std::string& images_path, const std::string& labels_path) {
-  auto images = ReadWholeFile(images_path);
-  auto labels = ReadWholeFile(labels_path);
+  return ParseIdxDataset(ReadWholeFile(images_path), images_path, ReadWholeFile(labels_path), labels_path);
+}
+
+ImageDataset ParseIdxDataset(const std::vector<uint8_t>& images, const std::string& images_name,
+                             const std::vector<uint8_t>& labels, const std::string& labels_name) {
   if (images.size() < 16 || BigEndian32(images, 0) != 0x803)
-    throw InvalidInput(fmt::format("{} is not an idx3 image file (bad magic number)", images_path));
+    throw InvalidInput(fmt::format("{} is not an idx3 image file (bad magic number)", images_name));
   if (labels.size() < 8 || BigEndian32(labels, 0) != 0x801)
-    throw InvalidInput(fmt::format("{} is not an idx1 label file (bad magic number)", labels_path));
-  ImageDataset dataset;
+    throw InvalidInput(fmt::format("{} is not an idx1 label file (bad magic number)", labels_name));
   int64_t count = BigEndian32(images, 4);
-  dataset.channels = 1;
-  dataset.height = static_cast<int>(BigEndian32(images, 8));
-  dataset.width = static_cast<int>(BigEndian32(images, 12));
+  int64_t height = BigEndian32(images, 8), width = BigEndian32(images, 12);
+  // The bound keeps count * height * width far from overflow whatever a corrupt header says.
+  if (height < 1 || width < 1 || height > kMaxSide || width > kMaxSide)
+    throw InvalidInput(fmt::format("{} holds images of height {} and width {}; each must be 1 to {}",
+                                   images_name, height, width, kMaxSide));
   int64_t label_count = BigEndian32(labels, 4);
   if (count != label_count)
-    throw InvalidInput(fmt::format("{} holds {} images but {} holds {} labels", images_path, count,
-                                   labels_path, label_count));
-  if (static_cast<int64_t>(images.size()) != 16 + count * dataset.image_bytes())
-    throw InvalidInput(fmt::format("{} is truncated: expected {} bytes, found {}", images_path,
-                                   16 + count * dataset.image_bytes(), images.size()));
+    throw InvalidInput(fmt::format("{} holds {} images but {} holds {} labels", images_name, count,
+                                   labels_name, label_count));
+  if (static_cast<int64_t>(images.size()) != 16 + count * height * width)
+    throw InvalidInput(fmt::format("{} is truncated: expected {} bytes, found {}", images_name,
+                                   16 + count * height * width, images.size()));
   if (static_cast<int64_t>(labels.size()) != 8 + count)
     throw InvalidInput(
-        fmt::format("{} is truncated: expected {} bytes, found {}", labels_path, 8 + count, labels.size()));
+        fmt::format("{} is truncated: expected {} bytes, found {}", labels_name, 8 + count, labels.size()));
+  ImageDataset dataset;
+  dataset.channels = 1;
+  dataset.height = static_cast<int>(height);
+  dataset.width = static_cast<int>(width);
   dataset.pixels.assign(images.begin() + 16, images.end());
   dataset.labels.assign(labels.begin() + 8, labels.end());
   return dataset;

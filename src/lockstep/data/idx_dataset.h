@@ -18,6 +18,9 @@ struct ImageDataset {
 
 // Reads an idx3 image file and its idx1 label file; checks magic numbers, sizes and that the counts agree.
 ImageDataset ReadIdxDataset(const std::string& images_path, const std::string& labels_path);
+// The same on the files' bytes (uncompressed); the names only name them in errors.
+ImageDataset ParseIdxDataset(const std::vector<uint8_t>& images, const std::string& images_name,
+                             const std::vector<uint8_t>& labels, const std::string& labels_name);
 
 // From $LOCKSTEP_FASHION_MNIST_DIR when set, else Debian's dataset-fashion-mnist package
 // (/usr/share/datasets/fashion-mnist).
