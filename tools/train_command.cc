@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <utility>
 
 #include "lockstep/comm/launcher.h"
 #include "lockstep/core/device_backend.h"
@@ -197,7 +198,8 @@ void ApplyFashionMnistGeometry(const CLI::App& app, TrainerConfig* c) {
   }
 }
 
-int RunTrain(const CLI::App& app, TrainerConfig c, bool use_cpu, const std::string& arguments) {
+TrainerConfig ResolveTrainConfig(const CLI::App& app, TrainerConfig c, bool use_cpu,
+                                 const std::string& arguments) {
   ResolveDevices(app, use_cpu, &c);
   if (use_cpu && (c.dtype != "float" || c.float16_compute || c.enable_tensor_core))
     throw InvalidInput(
@@ -215,7 +217,12 @@ int RunTrain(const CLI::App& app, TrainerConfig c, bool use_cpu, const std::stri
     throw InvalidInput(fmt::format("--epoch_size must be positive, got {}", c.epoch_size));
   c.arguments = arguments;
   c.progress = StderrIsTerminal();
-  TrainerResult result = Train(c);
+  ValidateTrainerConfig(c);
+  return c;
+}
+
+int RunTrain(const CLI::App& app, TrainerConfig config, bool use_cpu, const std::string& arguments) {
+  TrainerResult result = Train(ResolveTrainConfig(app, std::move(config), use_cpu, arguments));
   fmt::print("log: {}\n", result.log_path);
   return 0;
 }

@@ -17,7 +17,11 @@ void AddModelAndDataFlags(CLI::App* app, TrainerConfig* config, bool* use_cpu);
 void ResolveDevices(const CLI::App& app, bool use_cpu, TrainerConfig* config);
 // fashion-mnist fixes the input geometry: fills it, and checks explicit flags against it.
 void ApplyFashionMnistGeometry(const CLI::App& app, TrainerConfig* config);
-// Checks flag combinations that CLI11 cannot express, fills dataset-dependent defaults, then trains.
+// Checks flag combinations that CLI11 cannot express, fills dataset-dependent defaults and validates the
+// result; throws InvalidInput naming the flag.
+TrainerConfig ResolveTrainConfig(const CLI::App& app, TrainerConfig config, bool use_cpu,
+                                 const std::string& arguments);
+// ResolveTrainConfig, then trains.
 int RunTrain(const CLI::App& app, TrainerConfig config, bool use_cpu, const std::string& arguments);
 // Runs fn and turns a lockstep::Error into one line on stderr and exit code 1.
 int ReportErrors(const std::function<int()>& fn);

@@ -162,10 +162,13 @@ NetDef ReadNetDef(const std::string& path) {
   if (!in) throw IoError(fmt::format("cannot open net file {}", path));
   std::stringstream buffer;
   buffer << in.rdbuf();
+  return ParseNetDef(buffer.str(), IsTextPath(path), path);
+}
+
+NetDef ParseNetDef(const std::string& bytes, bool text, const std::string& name) {
   NetDef net;
-  bool ok = IsTextPath(path) ? google::protobuf::TextFormat::ParseFromString(buffer.str(), &net)
-                             : net.ParseFromString(buffer.str());
-  if (!ok) throw InvalidInput(fmt::format("{} is not a valid NetDef", path));
+  bool ok = text ? google::protobuf::TextFormat::ParseFromString(bytes, &net) : net.ParseFromString(bytes);
+  if (!ok) throw InvalidInput(fmt::format("{} is not a valid NetDef", name));
   return net;
 }
 

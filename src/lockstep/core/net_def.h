@@ -54,6 +54,8 @@ std::string DescribeOperator(const OperatorDef& def);
 
 // Nets in files: ".pbtxt" is protobuf text format, anything else binary.
 NetDef ReadNetDef(const std::string& path);
+// The same on bytes already in memory; `name` only names them in the error.
+NetDef ParseNetDef(const std::string& bytes, bool text, const std::string& name);
 void WriteNetDef(const NetDef& net, const std::string& path);
 
 }  // namespace lockstep

@@ -431,6 +431,8 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
 
 }  // namespace
 
+void ValidateTrainerConfig(const TrainerConfig& config) { Validate(config); }
+
 TrainerResult Train(const TrainerConfig& config) {
   Validate(config);
   if (config.threads > 0) omp_set_num_threads(config.threads);

@@ -66,6 +66,8 @@ struct TrainerResult {
   double last_loss = 0;
 };
 
+// Throws InvalidInput with a one-line message naming the flag when the configuration cannot train.
+void ValidateTrainerConfig(const TrainerConfig& config);
 // Validates the configuration, then trains; throws lockstep::Error with a one-line message on bad input.
 TrainerResult Train(const TrainerConfig& config);
 
