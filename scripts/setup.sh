@@ -4,6 +4,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake ccache pkg-config
+  clang libclang-rt-14-dev libfuzzer-14-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-headers libprotobuf-dev protobuf-compiler zlib1g-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
   libgloo-dev libhiredis-dev redis-server openmpi-bin
