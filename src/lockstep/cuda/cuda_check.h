@@ -8,23 +8,27 @@
 #include <curand.h>
 #include <nccl.h>
 
+#include <string>
+
 #include "lockstep/core/enforce.h"
 
 namespace lockstep::cuda {
 
 [[noreturn]] void ThrowCudaError(const char* library, const char* call, const char* message, const char* file,
                                  int line);
+// The runtime's message, with what to do when the build has no code for this GPU.
+std::string CudaMessage(cudaError_t status);
 const char* CublasMessage(cublasStatus_t status);
 const char* CurandMessage(curandStatus_t status);
 
 }  // namespace lockstep::cuda
 
-#define LOCKSTEP_CUDA_CHECK(call)                                                                     \
-  do {                                                                                                \
-    cudaError_t lockstep_status_ = (call);                                                            \
-    if (lockstep_status_ != cudaSuccess)                                                              \
-      ::lockstep::cuda::ThrowCudaError("CUDA", #call, cudaGetErrorString(lockstep_status_), __FILE__, \
-                                       __LINE__);                                                     \
+#define LOCKSTEP_CUDA_CHECK(call)                                                                      \
+  do {                                                                                                 \
+    cudaError_t lockstep_status_ = (call);                                                             \
+    if (lockstep_status_ != cudaSuccess)                                                               \
+      ::lockstep::cuda::ThrowCudaError(                                                                \
+          "CUDA", #call, ::lockstep::cuda::CudaMessage(lockstep_status_).c_str(), __FILE__, __LINE__); \
   } while (0)
 #define LOCKSTEP_CUBLAS_CHECK(call)                                                                        \
   do {                                                                                                     \

@@ -9,6 +9,21 @@ void ThrowCudaError(const char* library, const char* call, const char* message, 
   throw Error(fmt::format("{} error: {} ({} at {}:{})", library, message, call, file, line));
 }
 
+std::string CudaMessage(cudaError_t status) {
+  std::string message = cudaGetErrorString(status);
+  if (status == cudaErrorNoKernelImageForDevice || status == cudaErrorUnsupportedPtxVersion) {
+    int device = 0, major = 0, minor = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    message += fmt::format(
+        " ---> HINT: lockstep was built for CUDA architectures {}, GPU {} is sm_{}{}: rebuild with "
+        "-DCMAKE_CUDA_ARCHITECTURES={}{} (or configure on a machine that has the GPU)",
+        LOCKSTEP_CUDA_ARCHITECTURES, device, major, minor, major, minor);
+  }
+  return message;
+}
+
 const char* CublasMessage(cublasStatus_t status) { return cublasGetStatusString(status); }
 
 const char* CurandMessage(curandStatus_t status) {
