@@ -40,7 +40,6 @@ constexpr seconds kErrorLimit{60};
 const char* kMpirun = "/usr/bin/mpirun";
 const Args kMpirunEnvironment = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
 
-
 // Unique across runs and concurrent test processes: a run id's keys stay in its store, so ids never repeat.
 std::string UniqueName(const std::string& stem) {
   static int counter = 0;
@@ -86,8 +85,7 @@ class Processes {
 
 // `lockstep train` on one CPU thread with the loopback interface between shards; later flags win.
 Args Train(const Args& flags) {
-  return Concat({CliPath(), "train", "--use_cpu", "--threads", "1", "--distributed_interfaces", "lo"},
-                flags);
+  return Concat({CliPath(), "train", "--use_cpu", "--threads", "1", "--distributed_interfaces", "lo"}, flags);
 }
 
 // Flags from (name, value) pairs.
@@ -189,12 +187,12 @@ struct Comparison {
 };
 
 // Compares every tensor of two checkpoints, which must hold the same names, shapes and types, equal non-float
-// tensors and the same training position.
+// tensors and the same training position (images_trained counts the whole job, whatever the shards).
 Comparison CompareCheckpoints(const std::string& actual_path, const std::string& expected_path) {
   Comparison result;
   SafetensorsFile actual = ReadSafetensors(actual_path), expected = ReadSafetensors(expected_path);
   EXPECT_EQ(actual.tensors.size(), expected.tensors.size());
-  for (const char* key : {"model", "seed", "epochs_done", "iteration", "reader_position"})
+  for (const char* key : {"model", "seed", "epochs_done", "iteration", "reader_position", "images_trained"})
     EXPECT_EQ(actual.metadata[key], expected.metadata[key]) << key;
   for (const auto& [name, want] : expected.tensors) {
     auto it = actual.tensors.find(name);
@@ -362,9 +360,9 @@ TEST(DistributedTrainerInput, DuplicateShardIds) {
   TempDirectory dir;
   const std::string store = dir / "store";
   fs::create_directories(store);
-  Args flags = Concat(NullData(store, 16, 1),
-                      {"--log_dir", dir.path(), "--num_shards", "2", "--shard_id", "0", "--first_iter_timeout",
-                       std::to_string(kFirstIterTimeout), "--run_id", UniqueName("duplicate")});
+  Args flags = Concat(NullData(store, 16, 1), {"--log_dir", dir.path(), "--num_shards", "2", "--shard_id",
+                                               "0", "--first_iter_timeout", std::to_string(kFirstIterTimeout),
+                                               "--run_id", UniqueName("duplicate")});
   Processes run;
   const auto first_start = Clock::now();
   run.Start(Train(flags), dir / "first.out");
@@ -408,7 +406,8 @@ TEST(DistributedTrainerInput, RunIdReusedAfterFinishedRun) {
 TEST(DistributedTrainerInput, RunIdRequiredWithManyShards) {
   TempDirectory dir;
   Processes run;
-  run.Start(Train(Concat(NullData(dir.path(), 16, 1), {"--num_shards", "2", "--shard_id", "0"})), dir / "out");
+  run.Start(Train(Concat(NullData(dir.path(), 16, 1), {"--num_shards", "2", "--shard_id", "0"})),
+            dir / "out");
   ExpectError(run[0], Clock::now() + kErrorLimit, {"--run_id is required"});
 }
 
@@ -423,9 +422,9 @@ TEST(DistributedTrainer, MpirunShardsMatchHandStartedShards) {
                    Train(Concat(LeNet(mpirun_dir.path(), kBatch, kSteps * kBatch * 2, 1),
                                 {"--run_id", UniqueName("mpirun")}))),
             mpirun_dir / "mpirun.out", kMpirunEnvironment);
-  StartShards(&run,
-              Concat(LeNet(hand_dir.path(), kBatch, kSteps * kBatch * 2, 1), {"--run_id", UniqueName("hand")}),
-              2, hand_dir / "run");
+  StartShards(
+      &run, Concat(LeNet(hand_dir.path(), kBatch, kSteps * kBatch * 2, 1), {"--run_id", UniqueName("hand")}),
+      2, hand_dir / "run");
   if (!ExpectAllSucceed(run, kRunLimit)) return;
   Comparison c = CompareCheckpoints(mpirun_dir / "m_1.safetensors", hand_dir / "m_1.safetensors");
   std::cout << fmt::format("mpirun vs hand-started shards: {}\n",
@@ -443,7 +442,7 @@ TEST(DistributedTrainer, MpirunRejectsContradictingShardId) {
   // Rank 1 is told --shard_id 0; rank 0 agrees and gives up waiting for a shard 1 within the bound.
   run.Start(Concat({kMpirun, "-np", "2", "--oversubscribe"},
                    Train(Concat(NullData(dir.path(), 16, 1), {"--shard_id", "0", "--first_iter_timeout", "10",
-                                                             "--run_id", UniqueName("mpirun_shard_id")}))),
+                                                              "--run_id", UniqueName("mpirun_shard_id")}))),
             dir / "mpirun.out", kMpirunEnvironment);
   std::optional<int> code = run[0].Wait(kErrorLimit);
   ASSERT_TRUE(code) << "mpirun still runs";

@@ -16,7 +16,9 @@ struct TrainerState {
   int64_t iteration = 0;        // optimizer steps taken
   int64_t reader_position = 0;  // next record of the training stream
   uint64_t seed = 0;            // the data order and initialisation derive from it
-  int64_t images_trained = 0;   // the log's running totals continue from these
+  // The log's running totals continue from these. Images count the whole job (every shard); a machine's log
+  // counts its share.
+  int64_t images_trained = 0;
   int64_t training_milliseconds = 0;
 };
 

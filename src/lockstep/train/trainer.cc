@@ -374,7 +374,7 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
   result.log_path = log.path();
   EpochRecord record;
   record.cumulative_batch_count = state.iteration;
-  record.cumulative_input_count = state.images_trained;
+  record.cumulative_input_count = state.images_trained / config.num_shards;  // this machine's share
   record.cumulative_time_spent = state.training_milliseconds / 1000.0;
   using Clock = std::chrono::steady_clock;
 
@@ -414,7 +414,7 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
                    dynamic_cast<const DbSource*>(source)->name());
     std::fflush(stdout);
     state.epochs_done = epoch + 1;
-    state.images_trained = record.cumulative_input_count;
+    state.images_trained += record.input_count * config.num_shards;
     state.training_milliseconds = static_cast<int64_t>(record.cumulative_time_spent * 1000);
     if (!config.save_model_name.empty() && config.shard_id == 0) {
       std::string path = CheckpointPath(config.file_store_path, config.save_model_name, state.epochs_done);
