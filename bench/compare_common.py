@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""What the compare scripts share: finding the lockstep binary, streaming a run, reading lockstep's CSV log, and
-running rounds that alternate lockstep and the PyTorch peer."""
+"""What the compare scripts share: finding the lockstep binary, streaming a run, reading lockstep's CSV log,
+capping both sides to one CPU ISA, and running rounds that alternate lockstep and the PyTorch peer(s)."""
 
 import csv
 import glob
@@ -12,10 +12,25 @@ import subprocess
 import sys
 import tempfile
 
+from torch_setup import describe_line  # imports no torch
+
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 DEFAULT_LOCKSTEP = os.path.join(REPO_ROOT, "build", "lockstep")
-DEFAULT_PEER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+# The current PyTorch from PyPI (bench/setup_torch.sh); Debian's python3-torch 1.13 is the old peer.
+VENV_PEER_PYTHON = os.path.join(BENCH_DIR, ".venv", "bin", "python")
+DEBIAN_PEER_PYTHON = "/usr/bin/python3"
+DEFAULT_PEER_PYTHON = VENV_PEER_PYTHON if os.path.exists(VENV_PEER_PYTHON) else DEBIAN_PEER_PYTHON
+
+# oneDNN picks its kernels by CPU. "avx2" caps both sides to AVX2 on an AVX-512 machine: oneDNN (lockstep's
+# Debian libdnnl and PyTorch's bundled copy), MKL (PyPI's torch), ATen's own vectorised kernels (PyTorch) and
+# OpenBLAS (Debian's torch). "native" removes these variables, so that each library picks the best it can.
+ISA_ENVIRONMENTS = {
+    "native": {},
+    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+             "OPENBLAS_CORETYPE": "Haswell"},
+}
+ISA_VARIABLES = sorted({name for environment in ISA_ENVIRONMENTS.values() for name in environment})
 
 LOG_HEADER = ("time_spent,cumulative_time_spent,input_count,cumulative_input_count,cumulative_batch_count,"
               "inputs_per_sec,accuracy,epoch,learning_rate,loss,test_accuracy").split(",")
@@ -27,10 +42,14 @@ class BenchError(Exception):
 def add_common_arguments(parser, default_rounds):
     parser.add_argument("--lockstep", default=DEFAULT_LOCKSTEP, help="lockstep binary (default build/lockstep)")
     parser.add_argument("--python", default=DEFAULT_PEER_PYTHON,
-                        help="interpreter with python3-torch for the PyTorch peer (default %(default)s)")
+                        help="interpreter with torch for the PyTorch peer (default %(default)s: bench/.venv from "
+                             "bench/setup_torch.sh when present, else Debian's python3-torch)")
     parser.add_argument("--threads", type=int, default=2, help="threads for each side (default 2)")
     parser.add_argument("--rounds", type=int, default=default_rounds,
                         help="alternating lockstep/PyTorch rounds (default %(default)s)")
+    parser.add_argument("--isa", choices=sorted(ISA_ENVIRONMENTS), default="native",
+                        help="CPU ISA for both sides: native, or avx2 (caps oneDNN, MKL, ATen and OpenBLAS to AVX2 "
+                             "through environment variables)")
     parser.add_argument("--log_dir", default=None,
                         help="keep lockstep's logs in per-run folders under this folder (default: a temporary "
                              "folder, removed afterwards)")
@@ -41,6 +60,15 @@ def require_lockstep(path):
         print(f"error: lockstep binary not found at {path}; build it with scripts/build.sh "
               f"(or pass --lockstep PATH)", file=sys.stderr)
         sys.exit(2)
+
+
+def apply_isa(isa):
+    """Sets (or, for native, removes) the ISA variables in this process, which both sides inherit."""
+    for name in ISA_VARIABLES:
+        os.environ.pop(name, None)
+    os.environ.update(ISA_ENVIRONMENTS[isa])
+    settings = " ".join(f"{name}={value}" for name, value in ISA_ENVIRONMENTS[isa].items())
+    print(f"ISA: {isa}" + (f" ({settings})" if settings else " (each library picks its kernels by CPU)"), flush=True)
 
 
 def run_streaming(command, tag):
@@ -126,14 +154,15 @@ class LogFolder:
         return False
 
 
-def print_table(title, rows):
-    """rows: (label, lockstep text, pytorch text)."""
-    width = max(len(label) for label, _, _ in rows)
+def print_table(title, rows, columns=("lockstep", "pytorch")):
+    """rows: (label, one text per column)."""
+    width = max(len(row[0]) for row in rows)
+    column_width = max(12, *(len(column) for column in columns))
     print()
     print(title)
-    print(f"  {'':<{width}}  {'lockstep':>12}  {'pytorch':>12}")
-    for label, ours, theirs in rows:
-        print(f"  {label:<{width}}  {ours:>12}  {theirs:>12}")
+    print(f"  {'':<{width}}" + "".join(f"  {column:>{column_width}}" for column in columns))
+    for label, *texts in rows:
+        print(f"  {label:<{width}}" + "".join(f"  {text:>{column_width}}" for text in texts))
 
 
 def repeat_warnings(*outputs):
@@ -147,21 +176,31 @@ def mean(values):
     return sum(values) / len(values)
 
 
-def alternate_rounds(args, lockstep_arguments, model, peer_command, peer_script):
-    """Runs `args.rounds` rounds of lockstep then the PyTorch peer; returns, per round, lockstep's log rows and
-    the peer's JSON result, plus the peer outputs (for their warnings). A failed run exits with one line."""
-    lockstep_rows, peer_results, peer_outputs = [], [], []
+def alternate_rounds(args, lockstep_arguments, model, peers, peer_script):
+    """Runs `args.rounds` rounds of lockstep then each PyTorch configuration of peers, a list of (name,
+    command); the configurations' order rotates from round to round. Applies `args.isa` first. Returns
+    lockstep's log rows per round, {name: the peer's JSON result per round}, and the peer outputs (for their
+    warnings). A failed run exits with one line."""
+    apply_isa(args.isa)
+    lockstep_rows, peer_results, peer_outputs = [], {name: [] for name, _ in peers}, []
     try:
         with LogFolder(args.log_dir) as log_parent:
             for round_index in range(args.rounds):
                 print(f"\n=== round {round_index + 1}/{args.rounds} ===", flush=True)
                 lockstep_rows.append(run_lockstep(args.lockstep, lockstep_arguments, model, log_parent,
                                                   f"{model}_round{round_index + 1}"))
-                output = run_streaming(peer_command, "pytorch")
-                peer_outputs.append(output)
-                peer_results.append(last_json_line(output, peer_script))
+                shift = round_index % len(peers)
+                for name, command in peers[shift:] + peers[:shift]:
+                    output = run_streaming(command, name)
+                    peer_outputs.append(output)
+                    peer_results[name].append(last_json_line(output, peer_script))
     except BenchError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
     return lockstep_rows, peer_results, peer_outputs
+
+
+def peer_description(result):
+    """One line naming the peer's torch build, from its JSON result."""
+    return describe_line(result["torch"])
 

@@ -11,8 +11,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_common import (BENCH_DIR, add_common_arguments, alternate_rounds, mean, print_table,  # noqa: E402
-                            repeat_warnings, require_lockstep)
+from compare_common import (BENCH_DIR, add_common_arguments, alternate_rounds, mean, peer_description,  # noqa: E402
+                            print_table, repeat_warnings, require_lockstep)
 
 LENET_TIME_RATIO_TARGET = 0.6
 
@@ -48,7 +48,9 @@ def main():
         lockstep_arguments += ["--epoch_size", str(args.limit)]
         peer_command += ["--limit", str(args.limit)]
 
-    rows, results, peer_outputs = alternate_rounds(args, lockstep_arguments, "lenet", peer_command, "lenet_peer.py")
+    rows, results, peer_outputs = alternate_rounds(args, lockstep_arguments, "lenet", [("pytorch", peer_command)],
+                                                   "lenet_peer.py")
+    results = results["pytorch"]
     # Per round: (mean seconds per epoch, final test accuracy, images per epoch).
     ours = [(mean([row["time_spent"] for row in r]), r[-1]["test_accuracy"], r[-1]["input_count"]) for r in rows]
     theirs = [(mean(r["seconds_per_epoch"]), r["test_accuracy"], r["images_per_epoch"]) for r in results]
@@ -63,11 +65,12 @@ def main():
         return "n/a" if value < 0 else f"{value:.4f}"
 
     print_table(f"LeNet on Fashion-MNIST: batch {args.batch_size}, lr {args.lr}, {args.epochs} epoch(s), "
-                f"{args.threads} threads, best of {args.rounds} round(s)",
+                f"{args.threads} threads, ISA {args.isa}, best of {args.rounds} round(s)",
                 [("test accuracy (final epoch)", accuracy_text(best_ours[1]), accuracy_text(best_theirs[1])),
                  ("seconds/epoch (mean)", f"{best_ours[0]:.2f}", f"{best_theirs[0]:.2f}"),
                  ("images/epoch", f"{best_ours[2]:.0f}", f"{best_theirs[2]:.0f}"),
                  ("images/sec", f"{best_ours[2] / best_ours[0]:.0f}", f"{best_theirs[2] / best_theirs[0]:.0f}")])
+    print(f"peer: {peer_description(results[0])}")
     if best_ours[1] >= 0:
         print(f"test accuracy, lockstep - pytorch: {best_ours[1] - best_theirs[1]:+.4f}")
     verdict = "met" if ratio <= LENET_TIME_RATIO_TARGET else "NOT met"
@@ -76,8 +79,9 @@ def main():
         print("note: the two sides trained on different numbers of images per epoch; compare images/sec too")
     repeat_warnings(*peer_outputs)
     print(json.dumps({"benchmark": "lenet", "threads": args.threads, "rounds": args.rounds, "epochs": args.epochs,
-                      "lockstep": {"test_accuracy": best_ours[1], "seconds_per_epoch": best_ours[0]},
-                      "pytorch": {"test_accuracy": best_theirs[1], "seconds_per_epoch": best_theirs[0]},
+                      "isa": args.isa, "lockstep": {"test_accuracy": best_ours[1], "seconds_per_epoch": best_ours[0]},
+                      "pytorch": {"test_accuracy": best_theirs[1], "seconds_per_epoch": best_theirs[0],
+                                  "torch": results[0]["torch"]},
                       "time_ratio": ratio, "time_ratio_target": LENET_TIME_RATIO_TARGET}))
 
 

@@ -5,7 +5,8 @@ The recipe matches lockstep's `train --model lenet`: conv 20@3x3, relu, avgpool 
 avgpool 2/2, fc 800->128, relu, fc 128->10; weights N(0, 0.01), biases 0; mean softmax cross-entropy; plain
 SGD; images scaled to [0, 1]; a fresh shuffle every epoch. Only each epoch's training loop is timed.
 
-Run with Debian's interpreter (/usr/bin/python3), which has python3-torch and numpy.
+Run with the interpreter of bench/setup_torch.sh's environment (bench/.venv/bin/python, current PyTorch from
+PyPI, with numpy) or with Debian's /usr/bin/python3 (python3-torch 1.13 and python3-numpy).
 """
 
 import argparse
@@ -16,7 +17,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_setup import import_torch  # noqa: E402
+from torch_setup import describe_line, describe_torch, import_torch  # noqa: E402
 
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 
@@ -100,7 +101,8 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.0, weight_decay=0.0)
     shuffle = torch.Generator().manual_seed(args.seed)
 
-    print(f"pytorch {torch.__version__} lenet: {num_train} training images, batch {args.batch_size}, "
+    description = describe_torch(torch)
+    print(f"{describe_line(description)} lenet: {num_train} training images, batch {args.batch_size}, "
           f"lr {args.lr}, {args.epochs} epochs, {args.threads} threads", flush=True)
     seconds_per_epoch = []
     test_accuracy = 0.0
@@ -135,6 +137,7 @@ def main():
         "threads": args.threads,
         "batch_size": args.batch_size,
         "images_per_epoch": num_train,
+        "torch": description,
         "test_accuracy": test_accuracy,
         "seconds_per_epoch": seconds_per_epoch,
     }), flush=True)

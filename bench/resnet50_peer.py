@@ -4,9 +4,11 @@
 Standard bottleneck ResNet-50 v1 (stride on the 3x3 conv, as torchvision), SGD with momentum 0.9, weight
 decay 1e-4, lr 0.1, mean softmax cross-entropy, on one fixed batch of random images and labels (the peer of
 lockstep's `--train_data null`). After --warmup untimed steps it times --chunks chunks of --iterations steps
-each and reports every chunk's images/sec and the best.
+each and reports every chunk's images/sec and the best. --memory_format channels_last keeps the weights and the
+images in NHWC, which lets oneDNN skip the reorders it does around NCHW tensors (often faster on CPU).
 
-Run with Debian's interpreter (/usr/bin/python3), which has python3-torch.
+Run with the interpreter of bench/setup_torch.sh's environment (bench/.venv/bin/python, current PyTorch from
+PyPI) or with Debian's /usr/bin/python3 (python3-torch 1.13).
 """
 
 import argparse
@@ -16,7 +18,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_setup import import_torch  # noqa: E402
+from torch_setup import describe_line, describe_torch, import_torch  # noqa: E402
+
+MEMORY_FORMATS = ("contiguous", "channels_last")
 
 
 def parse_args():
@@ -32,6 +36,8 @@ def parse_args():
     parser.add_argument("--momentum", type=float, default=0.9)
     parser.add_argument("--weight_decay", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--memory_format", choices=MEMORY_FORMATS, default="contiguous",
+                        help="layout of weights and images: contiguous (NCHW) or channels_last (NHWC)")
     args = parser.parse_args()
     if min(args.threads, args.batch_size, args.image_size, args.num_labels, args.iterations, args.chunks) < 1:
         parser.error("--threads, --batch_size, --image_size, --num_labels, --iterations and --chunks "
@@ -93,11 +99,13 @@ def main():
     torch = import_torch(args.threads, args.seed)
     F = torch.nn.functional
 
-    model = build_resnet50(torch, args.num_labels)
+    memory_format = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}[args.memory_format]
+    model = build_resnet50(torch, args.num_labels).to(memory_format=memory_format)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                                 weight_decay=args.weight_decay)
-    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
+    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size).contiguous(
+        memory_format=memory_format)
     labels = torch.randint(0, args.num_labels, (args.batch_size,))
 
     def train_step():
@@ -107,8 +115,9 @@ def main():
         optimizer.step()
         return loss
 
-    print(f"pytorch {torch.__version__} resnet50: batch {args.batch_size}, {args.image_size}x{args.image_size}, "
-          f"{args.num_labels} labels, {args.threads} threads, {args.warmup} warm-up steps, "
+    description = describe_torch(torch)
+    print(f"{describe_line(description)} resnet50: batch {args.batch_size}, {args.image_size}x{args.image_size}, "
+          f"{args.num_labels} labels, {args.memory_format}, {args.threads} threads, {args.warmup} warm-up steps, "
           f"{args.chunks} x {args.iterations} timed steps", flush=True)
     for _ in range(args.warmup):
         train_step()
@@ -130,6 +139,8 @@ def main():
         "threads": args.threads,
         "batch_size": args.batch_size,
         "image_size": args.image_size,
+        "memory_format": args.memory_format,
+        "torch": description,
         "images_per_sec": max(images_per_sec),
         "all": images_per_sec,
     }), flush=True)

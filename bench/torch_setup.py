@@ -1,6 +1,9 @@
 #!/usr/bin/python3
 """How the PyTorch peers start torch: thread pools capped to --threads (BLAS included), a warning when the BLAS
-looks like the slow reference one, and a fixed seed."""
+looks like the slow reference one, a fixed seed, and a description of the build (version, oneDNN, BLAS, ISA).
+
+Works with Debian's python3-torch 1.13 (OpenBLAS through the generic BLAS interface) and with PyPI's torch 2.x
+(MKL and oneDNN linked in)."""
 
 import os
 import sys
@@ -15,7 +18,8 @@ def limit_blas_threads(threads):
     """Caps the BLAS and OpenMP pools; must run before torch (and its BLAS) is imported.
 
     Debian's torch calls an external BLAS that torch.set_num_threads does not reach, so
-    OpenBLAS would otherwise start one thread per core whatever --threads says.
+    OpenBLAS would otherwise start one thread per core whatever --threads says. PyPI's torch
+    links MKL, which set_num_threads does cap; the variables are harmless there.
     """
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = str(threads)
@@ -53,6 +57,36 @@ def warn_if_slow_blas(torch):
               f"BLAS; install libopenblas0-pthread (or select it with update-alternatives) before "
               f"trusting these numbers.", file=sys.stderr, flush=True)
     return gflops
+
+
+def describe_torch(torch):
+    """The build the peer runs: version, oneDNN and BLAS versions, and the ISA of ATen's own kernels.
+
+    torch.__config__.show() names oneDNN "MKL-DNN" in 1.13 and in 2.x ("Intel(R) MKL-DNN v3.x"); 1.13
+    has no torch.backends.cpu, so its ISA is read from the same text.
+    """
+    config = torch.__config__.show()
+    description = {"version": torch.__version__, "onednn": None, "blas": None, "cpu_capability": None}
+    for line in config.splitlines():
+        line = line.strip().lstrip("- ")
+        if "MKL-DNN" in line or "oneDNN" in line:
+            description["onednn"] = (line.split("(Git Hash")[0].replace("Intel(R) ", "").replace("MKL-DNN", "oneDNN")
+                                     .strip())
+        elif line.startswith("CPU capability usage:"):
+            description["cpu_capability"] = line.split(":", 1)[1].strip()
+        elif line.startswith("Build settings:"):
+            for item in line.split(":", 1)[1].split(","):
+                if item.strip().startswith("BLAS_INFO="):
+                    description["blas"] = item.strip().split("=", 1)[1]
+    cpu = getattr(torch.backends, "cpu", None)
+    if cpu is not None and hasattr(cpu, "get_cpu_capability"):
+        description["cpu_capability"] = cpu.get_cpu_capability()
+    return description
+
+
+def describe_line(description):
+    return (f"pytorch {description['version']} ({description['onednn'] or 'no oneDNN'}, BLAS "
+            f"{description['blas'] or 'unknown'}, ATen CPU capability {description['cpu_capability'] or 'unknown'})")
 
 
 def import_torch(threads, seed):
