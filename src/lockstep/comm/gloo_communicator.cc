@@ -335,6 +335,8 @@ void GlooCommunicator::Allreduce(const std::vector<float*>& buffers, size_t coun
     if (!algorithm) algorithm = NewAllreduce(s.algorithm, rail.contexts[s.phase], buffers[0] + begin, n);
     algorithm->run();
   });
+  // Empty buffers may be null, and memcpy wants valid pointers even for no bytes.
+  if (count == 0) return;
   for (size_t b = 1; b < buffers.size(); ++b) std::memcpy(buffers[b], buffers[0], count * sizeof(float));
 }
 
@@ -346,6 +348,7 @@ void GlooCommunicator::Broadcast(const std::vector<void*>& buffers, size_t bytes
   s.Collective("Broadcast", bytes, bytes, [&](Rail& rail, size_t begin, size_t n) {
     gloo::BroadcastOneToAll<char>(rail.contexts[s.phase], {data + begin}, n, root_rank).run();
   });
+  if (bytes == 0) return;  // empty buffers may be null
   for (size_t b = 1; b < buffers.size(); ++b) std::memcpy(buffers[b], data, bytes);
 }
 
