@@ -2,6 +2,8 @@
 // an encoded image, read every raw pixel) and write it back in both formats.
 #pragma once
 
+#include <google/protobuf/stubs/logging.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -9,6 +11,13 @@
 #include "lockstep/core/enforce.h"
 #include "lockstep/data/image.h"
 #include "lockstep/data/image_record.h"
+
+// protobuf logs each value that misses a required field before the parse fails; a line per input would drown
+// the fuzzer's output.
+inline const bool kProtobufLogSilenced = [] {
+  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int, const std::string&) {});
+  return true;
+}();
 
 inline void FuzzImageRecord(const uint8_t* data, size_t size, lockstep::RecordFormat format) {
   std::string_view value(reinterpret_cast<const char*>(data), size);

@@ -11,7 +11,7 @@ usage() {
 usage: scripts/fuzz.sh [--seconds N | --runs N] [--merge] [TARGET...]
 
 Runs every fuzz target (or the TARGETs named, e.g. safetensors_fuzzer) one after the other.
-  --seconds N  run each target for N seconds (default 30, what CI uses)
+  --seconds N  run each target for N seconds (default 20, what CI uses)
   --runs N     run each target for N executions instead
   --merge      afterwards, add the inputs that found new coverage to the repo's fuzz/corpus/<target>/
                (nothing is copied into the repo without it)
@@ -20,7 +20,7 @@ release: scripts/fuzz.sh --runs 1000000   (the image decoders take the longest, 
 USAGE
 }
 
-seconds=30
+seconds=20
 runs=""
 merge=0
 targets=()
