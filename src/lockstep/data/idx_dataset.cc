@@ -36,7 +36,8 @@ uint32_t BigEndian32(const std::vector<uint8_t>& bytes, size_t offset) {
 }  // namespace
 
 ImageDataset ReadIdxDataset(const std::string& images_path, const std::string& labels_path) {
-  return ParseIdxDataset(ReadWholeFile(images_path), images_path, ReadWholeFile(labels_path), labels_path);
+  auto images = ReadWholeFile(images_path);  // first, so a missing dataset is named by its images file
+  return ParseIdxDataset(images, images_path, ReadWholeFile(labels_path), labels_path);
 }
 
 ImageDataset ParseIdxDataset(const std::vector<uint8_t>& images, const std::string& images_name,
