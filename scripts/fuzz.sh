@@ -16,7 +16,7 @@ Runs every fuzz target (or the TARGETs named, e.g. safetensors_fuzzer) one after
   --merge      afterwards, add the inputs that found new coverage to the repo's fuzz/corpus/<target>/
                (nothing is copied into the repo without it)
 New inputs are kept between runs in build-asan/fuzz-corpus/<target>/. A longer run, as done before a
-release: scripts/fuzz.sh --runs 1000000   (the image decoders take the longest, minutes each)
+release: scripts/fuzz.sh --runs 1000000   (about 10 minutes for all targets on one core)
 USAGE
 }
 
