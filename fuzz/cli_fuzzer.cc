@@ -1,10 +1,12 @@
-// Fuzzes the `lockstep train` and `make-db` command lines: the input is split into argv words at newlines,
-// parsed by CLI11 as lockstep_main does, then checked as before training (nothing is trained or written).
+// Fuzzes the `lockstep train`, `make-db` and `eval` command lines: the input is split into argv words at
+// newlines, parsed by CLI11 as lockstep_main does, then train's flags are checked as before training (nothing
+// is trained, evaluated or written).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "eval_command.h"
 #include "lockstep/core/enforce.h"
 #include "make_db_command.h"
 #include "train_command.h"
@@ -17,6 +19,7 @@ struct CommandLine {
   lockstep::TrainerConfig config;
   bool use_cpu = false;
   lockstep::MakeDbFlags make_db_flags;
+  lockstep::EvalFlags eval_flags;
   CLI::App* train = nullptr;
   CLI::App* make_db = nullptr;
 
@@ -26,6 +29,7 @@ struct CommandLine {
     lockstep::AddTrainFlags(train, &config, &use_cpu);
     make_db = app.add_subcommand("make-db");
     lockstep::AddMakeDbFlags(make_db, &make_db_flags);
+    lockstep::AddEvalFlags(app.add_subcommand("eval"), &eval_flags);
   }
 
   void Reset() {
@@ -33,6 +37,7 @@ struct CommandLine {
     config = lockstep::TrainerConfig();
     use_cpu = false;
     make_db_flags = lockstep::MakeDbFlags();
+    eval_flags = lockstep::EvalFlags();
   }
 };
 
@@ -63,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     if (command_line->make_db->parsed()) {
       lockstep::ParseRecordFormat(command_line->make_db_flags.format);
-    } else {
+    } else if (command_line->train->parsed()) {
       lockstep::ResolveTrainConfig(*command_line->train, command_line->config, command_line->use_cpu, "fuzz");
     }
   } catch (const lockstep::InvalidInput&) {

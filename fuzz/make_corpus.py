@@ -67,12 +67,16 @@ def main():
     png_rgba = encoded(image("RGBA", (4, 4), 7), "PNG")
     png_palette = encoded(image("RGB", (5, 5), 8).convert("P"), "PNG")
     png_1bit = encoded(image("1", (9, 4), 9), "PNG")
+    png_16bit = encoded(Image.frombytes("I;16", (3, 2), bytes(range(12))), "PNG")
+    png_gray_alpha = encoded(image("LA", (4, 3), 11), "PNG")
+    png_transparent = encoded(image("RGB", (4, 4), 12).convert("P"), "PNG", transparency=0)
 
     for name, data in [("rgb.jpg", jpeg_rgb), ("gray.jpg", jpeg_gray), ("cmyk.jpg", jpeg_cmyk),
                        ("progressive.jpg", jpeg_progressive)]:
         write("jpeg_fuzzer", name, data)
     for name, data in [("rgb.png", png_rgb), ("gray.png", png_gray), ("rgba.png", png_rgba),
-                       ("palette.png", png_palette), ("1bit.png", png_1bit)]:
+                       ("palette.png", png_palette), ("1bit.png", png_1bit), ("16bit.png", png_16bit),
+                       ("gray_alpha.png", png_gray_alpha), ("transparent.png", png_transparent)]:
         write("png_fuzzer", name, data)
 
     write("safetensors_fuzzer", "two_tensors", safetensors({
@@ -163,6 +167,8 @@ def main():
          "--momentum", "0.9", "--weight_decay", "1e-4", "--timeout", "5"],
         ["make-db", "--idx_images", "a.gz", "--idx_labels", "b.gz", "--output", "out", "--format",
          "tensorprotos", "--encoded", "--encoding", "png", "--resize", "8", "--channels", "3"],
+        ["eval", "--use_cpu", "--load_model_path", "model_3.safetensors", "--test_data", "fashion-mnist",
+         "--model", "lenet", "--batch_size", "64"],
     ]
     for i, words in enumerate(cli):
         write("cli_fuzzer", f"command{i}", "\n".join(words).encode())
