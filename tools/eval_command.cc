@@ -18,10 +18,7 @@ void AddEvalFlags(CLI::App* app, EvalFlags* flags) {
 }
 
 int RunEval(const CLI::App& app, EvalFlags flags) {
-  TrainerConfig& c = flags.config;
-  if (c.load_model_path.empty())
-    throw InvalidInput("--load_model_path is required: the checkpoint to evaluate");
-  if (c.test_data.empty()) throw InvalidInput("--test_data is required: a database path or fashion-mnist");
+  TrainerConfig& c = flags.config;  // EvaluateCheckpoint says what is missing
   ResolveDevices(app, flags.use_cpu, &c);
   if (c.test_data == "fashion-mnist") ApplyFashionMnistGeometry(app, &c);
   EvaluationResult result = EvaluateCheckpoint(c, flags.predictions);

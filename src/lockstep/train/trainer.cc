@@ -204,7 +204,9 @@ float MeanOf(const Workspace& ws, const std::vector<std::string>& names) {
   return sum / static_cast<float>(names.size());
 }
 
-void Validate(const TrainerConfig& c) {
+}  // namespace
+
+void ValidateTrainerConfig(const TrainerConfig& c) {
   auto fail = [](const std::string& message) { throw InvalidInput(message); };
   if (!IsKnownModel(c.model))
     fail(fmt::format("unknown --model '{}'; choose one of: {}", c.model, KnownModelsText()));
@@ -256,6 +258,8 @@ void Validate(const TrainerConfig& c) {
         "--run_id is required with --num_shards > 1: pass the same unique id (e.g. from uuidgen) to every "
         "shard");
 }
+
+namespace {
 
 std::chrono::milliseconds Milliseconds(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
@@ -431,10 +435,8 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
 
 }  // namespace
 
-void ValidateTrainerConfig(const TrainerConfig& config) { Validate(config); }
-
 TrainerResult Train(const TrainerConfig& config) {
-  Validate(config);
+  ValidateTrainerConfig(config);
   if (config.threads > 0) omp_set_num_threads(config.threads);
   std::shared_ptr<GlooCommunicator> gloo = OpenNetwork(config);
   std::shared_ptr<Rendezvous> rendezvous = MeetShards(config);
@@ -460,7 +462,7 @@ EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::stri
     throw InvalidInput("--test_data is required: a database path or fashion-mnist");
   TrainerConfig as_training = config;  // evaluation needs of the flags what training on the test data needs
   as_training.train_data = config.test_data;
-  Validate(as_training);
+  ValidateTrainerConfig(as_training);
   if (config.threads > 0) omp_set_num_threads(config.threads);
   std::unique_ptr<BatchSource> source = MakeSource(config.test_data, config, false);
 
