@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "lockstep/core/version.h"
 #include "lockstep/train/safetensors.h"
 
 namespace lockstep {
@@ -24,7 +25,7 @@ void SaveCheckpoint(const std::string& path, const Workspace& ws, const std::str
   }
   std::map<std::string, std::string> metadata = {
       {"format", "lockstep"},
-      {"lockstep_version", LOCKSTEP_VERSION},
+      {"lockstep_version", Version()},
       {"model", state.model},
       {"epochs_done", std::to_string(state.epochs_done)},
       {"iteration", std::to_string(state.iteration)},
