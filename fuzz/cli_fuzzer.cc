@@ -17,7 +17,6 @@ namespace {
 struct CommandLine {
   CLI::App app{"lockstep"};
   lockstep::TrainerConfig config;
-  bool use_cpu = false;
   lockstep::MakeDbFlags make_db_flags;
   lockstep::EvalFlags eval_flags;
   CLI::App* train = nullptr;
@@ -26,7 +25,7 @@ struct CommandLine {
   CommandLine() {
     app.require_subcommand(1);
     train = app.add_subcommand("train");
-    lockstep::AddTrainFlags(train, &config, &use_cpu);
+    lockstep::AddTrainerFlags(train, &config, /*train=*/true);
     make_db = app.add_subcommand("make-db");
     lockstep::AddMakeDbFlags(make_db, &make_db_flags);
     lockstep::AddEvalFlags(app.add_subcommand("eval"), &eval_flags);
@@ -35,7 +34,6 @@ struct CommandLine {
   void Reset() {
     app.clear();
     config = lockstep::TrainerConfig();
-    use_cpu = false;
     make_db_flags = lockstep::MakeDbFlags();
     eval_flags = lockstep::EvalFlags();
   }
@@ -64,12 +62,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     command_line->app.parse(static_cast<int>(argv.size()), argv.data());
   } catch (const CLI::Error&) {
     return 0;
+  } catch (const lockstep::InvalidInput&) {  // a value the option table cannot read
+    return 0;
   }
   try {
     if (command_line->make_db->parsed()) {
       lockstep::ParseRecordFormat(command_line->make_db_flags.format);
     } else if (command_line->train->parsed()) {
-      lockstep::ResolveTrainConfig(*command_line->train, command_line->config, command_line->use_cpu, "fuzz");
+      lockstep::ResolveTrainConfig(*command_line->train, command_line->config, "fuzz");
     }
   } catch (const lockstep::InvalidInput&) {
   }

@@ -6,12 +6,7 @@
 namespace lockstep {
 
 void AddEvalFlags(CLI::App* app, EvalFlags* flags) {
-  AddModelAndDataFlags(app, &flags->config, &flags->use_cpu);
-  app->add_option("--load_model_path", flags->config.load_model_path,
-                  "The checkpoint to evaluate (a .safetensors file the trainer saved); it is only read");
-  app->add_option("--test_data", flags->config.test_data,
-                  "Test data: the path of an image database (LMDB or LevelDB of Caffe Datum or Caffe2 "
-                  "TensorProtos records), or fashion-mnist; every record is evaluated once");
+  AddTrainerFlags(app, &flags->config, /*train=*/false);
   app->add_option("--predictions", flags->predictions,
                   "Write one row per record to this CSV: key,label,predicted_class,score (the softmax "
                   "probability of the predicted class)");
@@ -19,8 +14,9 @@ void AddEvalFlags(CLI::App* app, EvalFlags* flags) {
 
 int RunEval(const CLI::App& app, EvalFlags flags) {
   TrainerConfig& c = flags.config;  // EvaluateCheckpoint says what is missing
-  ResolveDevices(app, flags.use_cpu, &c);
-  if (c.test_data == "fashion-mnist") ApplyFashionMnistGeometry(app, &c);
+  const GivenOptions given = GivenFlags(app);
+  ResolveDevices(given, &c);
+  ResolveDataDefaults(c.test_data, given, &c);
   EvaluationResult result = EvaluateCheckpoint(c, flags.predictions);
   fmt::print("{} records: loss {:.6f}, top-1 accuracy {:.6f} ({}), top-5 accuracy {:.6f} ({})\n",
              result.records, result.loss(), result.top1(), result.top1_correct, result.top5(),

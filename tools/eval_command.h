@@ -10,11 +10,11 @@ namespace lockstep {
 
 struct EvalFlags {
   TrainerConfig config;
-  bool use_cpu = false;
   std::string predictions;  // CSV path, or empty
 };
 
-// Declares the flags on `app`: the trainer's model, data and device flags, the checkpoint and the test data.
+// Declares the flags on `app`: the trainer's model, data and device flags (with the checkpoint and the test
+// data), and --predictions.
 void AddEvalFlags(CLI::App* app, EvalFlags* flags);
 // Checks the flags, evaluates and prints the figures.
 int RunEval(const CLI::App& app, EvalFlags flags);

@@ -1,18 +1,22 @@
-// The lockstep command line: `lockstep train ...`, `lockstep eval ...` and `lockstep make-db ...`.
+// The lockstep command line: `lockstep train ...`, `lockstep eval ...`, `lockstep make-db ...` and
+// `lockstep --version`.
 #include <string>
 
 #include "eval_command.h"
-#include "lockstep/train/progress.h"
+#include "lockstep/core/version.h"
 #include "make_db_command.h"
 #include "train_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"lockstep: synchronous data-parallel training of neural networks"};
+  app.set_version_flag(
+      "--version", lockstep::BuildDescription,
+      "Print lockstep's version and git commit, and the versions of oneDNN (and CUDA, cuDNN and "
+      "NCCL when built in)");
   app.require_subcommand(1);
   lockstep::TrainerConfig config;
-  bool use_cpu = false;
   CLI::App* train = app.add_subcommand("train", "Train a model from the zoo (writes a CSV log per run)");
-  lockstep::AddTrainFlags(train, &config, &use_cpu);
+  lockstep::AddTrainerFlags(train, &config, /*train=*/true);
   lockstep::EvalFlags eval_flags;
   CLI::App* eval = app.add_subcommand(
       "eval",
@@ -25,10 +29,10 @@ int main(int argc, char** argv) {
       "Write an image database (LMDB or LevelDB, Datum or TensorProtos) from a folder of images, "
       "idx files or CIFAR-10 batches");
   lockstep::AddMakeDbFlags(make_db, &make_db_flags);
-  CLI11_PARSE(app, argc, argv);
+  if (auto code = lockstep::ParseCommandLine(&app, argc, argv)) return *code;
   if (make_db->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunMakeDb(make_db_flags); });
   if (eval->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunEval(*eval, eval_flags); });
   std::string arguments;
   for (int i = 1; i < argc; ++i) arguments += (i > 1 ? " " : "") + std::string(argv[i]);
-  return lockstep::ReportErrors([&] { return lockstep::RunTrain(*train, config, use_cpu, arguments); });
+  return lockstep::ReportErrors([&] { return lockstep::RunTrain(*train, config, arguments); });
 }

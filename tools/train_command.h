@@ -1,28 +1,30 @@
-// The `train` command line (shared by `lockstep train` and `resnet50_trainer`).
+// The trainer's options (src/lockstep/train/trainer_options.h) as CLI11 flags, shared by `lockstep train`,
+// `lockstep eval` and `resnet50_trainer`, and the running of a command with one-line errors.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "lockstep/train/trainer.h"
 
 namespace lockstep {
 
-// Declares the flags on `app` with the seed's defaults, writing into `config`.
-void AddTrainFlags(CLI::App* app, TrainerConfig* config, bool* use_cpu);
-// The flags of the model, its input data and the devices, which training and evaluation share.
-void AddModelAndDataFlags(CLI::App* app, TrainerConfig* config, bool* use_cpu);
-// --use_cpu, or the CUDA devices of --gpus / --num_gpus, which must exist.
-void ResolveDevices(const CLI::App& app, bool use_cpu, TrainerConfig* config);
-// fashion-mnist fixes the input geometry: fills it, and checks explicit flags against it.
-void ApplyFashionMnistGeometry(const CLI::App& app, TrainerConfig* config);
-// Checks flag combinations that CLI11 cannot express, fills dataset-dependent defaults and validates the
-// result; throws InvalidInput naming the flag.
-TrainerConfig ResolveTrainConfig(const CLI::App& app, TrainerConfig config, bool use_cpu,
-                                 const std::string& arguments);
+// Declares the options of the table on `app`, writing into `config`: with `train`, every option; without,
+// those of the model, its data and the devices (`lockstep eval`). The help shows each default as `config`
+// holds it.
+void AddTrainerFlags(CLI::App* app, TrainerConfig* config, bool train);
+// The table's options that the command line gave.
+GivenOptions GivenFlags(const CLI::App& app);
+// Fills the defaults that depend on the machine, the data and the launcher, then validates; throws
+// InvalidInput naming the flag.
+TrainerConfig ResolveTrainConfig(const CLI::App& app, TrainerConfig config, const std::string& arguments);
 // ResolveTrainConfig, then trains.
-int RunTrain(const CLI::App& app, TrainerConfig config, bool use_cpu, const std::string& arguments);
+int RunTrain(const CLI::App& app, TrainerConfig config, const std::string& arguments);
+// Parses the command line. Returns the exit code when the program is done: 0 after --help or --version, else
+// non-zero after one line on stderr that names the flag at fault.
+std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv);
 // Runs fn and turns a lockstep::Error into one line on stderr and exit code 1.
 int ReportErrors(const std::function<int()>& fn);
 

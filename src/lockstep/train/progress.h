@@ -13,6 +13,7 @@ class ProgressLine {
   void Update(int64_t epoch, int64_t num_epochs, int64_t iteration, int64_t iterations, double images_per_sec,
               double loss);
   void Finish();  // ends the line so later output starts clean
+  bool enabled() const { return enabled_; }
 
  private:
   bool enabled_;

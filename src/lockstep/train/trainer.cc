@@ -1,4 +1,5 @@
-// Single-machine training loop.
+// The training loop, one named step after another: open the data, build and install the models, restore a
+// checkpoint, then per epoch train, test, log and save.
 #include "lockstep/train/trainer.h"
 
 #include <omp.h>
@@ -9,6 +10,7 @@
 
 #include "lockstep/comm/gloo_communicator.h"
 #include "lockstep/core/net.h"
+#include "lockstep/core/version.h"
 #include "lockstep/data/batch_reader.h"
 #include "lockstep/data/batch_source.h"
 #include "lockstep/data/db_source.h"
@@ -24,7 +26,9 @@
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/csv_log.h"
 #include "lockstep/train/evaluate.h"
+#include "lockstep/train/interval_log.h"
 #include "lockstep/train/progress.h"
+#include "lockstep/train/trainer_options.h"
 
 namespace lockstep {
 
@@ -204,63 +208,6 @@ float MeanOf(const Workspace& ws, const std::vector<std::string>& names) {
   return sum / static_cast<float>(names.size());
 }
 
-}  // namespace
-
-void ValidateTrainerConfig(const TrainerConfig& c) {
-  auto fail = [](const std::string& message) { throw InvalidInput(message); };
-  if (!IsKnownModel(c.model))
-    fail(fmt::format("unknown --model '{}'; choose one of: {}", c.model, KnownModelsText()));
-  if (c.train_data.empty())
-    fail("--train_data is required: a database path, fashion-mnist, or null for synthetic data");
-  if (c.db_type != "lmdb" && c.db_type != "leveldb")
-    fail(fmt::format("--db_type '{}': use lmdb or leveldb", c.db_type));
-  ParseColorOrder(c.color_order);
-  if (c.decode_threads < 1)
-    fail(fmt::format("--decode_threads must be at least 1, got {}", c.decode_threads));
-  if (c.prefetch < 0) fail(fmt::format("--prefetch must be >= 0, got {}", c.prefetch));
-  if (c.scale < 0) fail(fmt::format("--scale must be >= 0, got {}", c.scale));
-  if (c.num_devices < 1) fail(fmt::format("--num_gpus must be at least 1, got {}", c.num_devices));
-  if (c.batch_size <= 0) fail(fmt::format("--batch_size must be positive, got {}", c.batch_size));
-  if (c.model_parallel < 1 || c.num_devices % c.model_parallel != 0)
-    fail(
-        fmt::format("--num_gpus {} does not divide into replicas of --model_parallel {} devices; use a "
-                    "multiple of it",
-                    c.num_devices, c.model_parallel));
-  if (c.micro_batches < 1) fail(fmt::format("--micro_batches must be at least 1, got {}", c.micro_batches));
-  const int replicas = c.num_devices / std::max(c.model_parallel, 1);
-  if (c.batch_size % (replicas * c.micro_batches) != 0)
-    fail(fmt::format(
-        "--batch_size {} does not divide evenly among {} replicas x {} micro-batches; use a multiple of {}",
-        c.batch_size, replicas, c.micro_batches, replicas * c.micro_batches));
-  if (c.num_epochs <= 0) fail(fmt::format("--num_epochs must be positive, got {}", c.num_epochs));
-  if (c.epoch_size < 0) fail(fmt::format("--epoch_size must be positive, got {}", c.epoch_size));
-  if (c.base_learning_rate <= 0)
-    fail(fmt::format("--base_learning_rate must be positive, got {}", c.base_learning_rate));
-  if (c.momentum < 0 || c.momentum >= 1)
-    fail(fmt::format("--momentum must be in [0, 1), got {}", c.momentum));
-  if (c.weight_decay < 0) fail(fmt::format("--weight_decay must be >= 0, got {}", c.weight_decay));
-  if (c.num_channels <= 0 || c.image_size <= 0 || c.num_labels <= 1)
-    fail("--num_channels, --image_size must be positive and --num_labels at least 2");
-  if (c.threads < 0) fail(fmt::format("--threads must be >= 0, got {}", c.threads));
-  if (c.num_shards < 1) fail(fmt::format("--num_shards must be at least 1, got {}", c.num_shards));
-  if (c.shard_id < 0 || c.shard_id >= c.num_shards)
-    fail(fmt::format("--shard_id {} must be in [0, --num_shards {})", c.shard_id, c.num_shards));
-  if (c.timeout <= 0 || c.first_iter_timeout <= 0)
-    fail(fmt::format("--timeout ({}) and --first_iter_timeout ({}) must be positive seconds", c.timeout,
-                     c.first_iter_timeout));
-  if (c.dtype != "float" && c.dtype != "float16" && c.dtype != "bfloat16")
-    fail(fmt::format("--dtype '{}': use float, float16 or bfloat16", c.dtype));
-  if (c.float16_compute && c.dtype != "float16") fail("--float16_compute needs --dtype float16");
-  if (c.loss_scale < 0)
-    fail(fmt::format("--loss_scale must be >= 0 (0 picks the default), got {}", c.loss_scale));
-  if (c.num_shards > 1 && c.run_id.empty())
-    fail(
-        "--run_id is required with --num_shards > 1: pass the same unique id (e.g. from uuidgen) to every "
-        "shard");
-}
-
-namespace {
-
 std::chrono::milliseconds Milliseconds(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
@@ -291,141 +238,232 @@ std::shared_ptr<Rendezvous> MeetShards(const TrainerConfig& c) {
   return std::make_shared<Rendezvous>(meet);
 }
 
-// Every shard must run the same model with the same hyper-parameters.
+// Every shard must run the same model with the same hyper-parameters (the options marked so in the table).
 Fingerprint TrainingFingerprint(const TrainerConfig& c, const Models& m) {
   Fingerprint fingerprint = ModelFingerprint(m.train, m.parallel);
-  const std::pair<const char*, std::string> flags[] = {
-      {"--model", c.model},
-      {"--batch_size", std::to_string(c.batch_size)},
-      {"--epoch_size", std::to_string(c.epoch_size)},
-      {"--num_epochs", std::to_string(c.num_epochs)},
-      {"--base_learning_rate", fmt::format("{}", c.base_learning_rate)},
-      {"--momentum", fmt::format("{}", c.momentum)},
-      {"--nesterov", std::to_string(c.nesterov)},
-      {"--weight_decay", fmt::format("{}", c.weight_decay)},
-      {"--combine_spatial_bn", std::to_string(c.combine_spatial_bn)},
-      {"--model_parallel", std::to_string(c.model_parallel)},
-      {"--micro_batches", std::to_string(c.micro_batches)},
-      {"--dtype", c.dtype},
-      {"--loss_scale", fmt::format("{}", LossScale(c))},
-      {"--seed", std::to_string(c.seed)},
-      {"--train_data", c.train_data},
-      {"--allreduce_algorithm", c.allreduce_algorithm},
-      {"--distributed_interfaces", std::to_string(c.distributed_interfaces.size()) + " interfaces"}};
-  for (const auto& [flag, value] : flags) fingerprint.emplace_back(flag, value);
+  for (auto& entry : ShardAgreementEntries(c)) fingerprint.push_back(std::move(entry));
   return fingerprint;
 }
 
-TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommunicator> gloo,
-                         Rendezvous* rendezvous) {
-  std::shared_ptr<BatchSource> train_source = MakeSource(config.train_data, config, true);
-  std::unique_ptr<BatchSource> test_source;
-  if (!config.test_data.empty()) test_source = MakeSource(config.test_data, config, false);
+// A file of shard k > 0 gets "_shard{k}" before its extension: shards may share a directory, and shard 0
+// keeps the plain name.
+std::string ShardFileName(const std::string& path, int shard_id) {
+  if (shard_id == 0) return path;
+  const size_t dot = path.rfind('.');
+  const bool has_extension = dot != std::string::npos && path.find('/', dot) == std::string::npos;
+  std::string named = path;
+  named.insert(has_extension ? dot : path.size(), fmt::format("_shard{}", shard_id));
+  return named;
+}
 
-  // --batch_size is per machine; a step of the job trains on the batches of every shard.
-  const int64_t global_batch = int64_t{config.batch_size} * config.num_shards;
-  const int64_t epoch_size = config.epoch_size > 0 ? config.epoch_size : train_source->size();
-  const int64_t iterations = epoch_size / global_batch;
+// The data a shard trains and tests on.
+struct Sources {
+  std::shared_ptr<BatchSource> train;
+  std::unique_ptr<BatchSource> test;  // null without --test_data
+};
+
+Sources OpenSources(const TrainerConfig& config) {
+  Sources sources;
+  sources.train = MakeSource(config.train_data, config, true);
+  if (!config.test_data.empty()) sources.test = MakeSource(config.test_data, config, false);
+  return sources;
+}
+
+// --batch_size is per machine; a step of the job trains on the batches of every shard.
+int64_t GlobalBatch(const TrainerConfig& config) { return int64_t{config.batch_size} * config.num_shards; }
+
+int64_t IterationsPerEpoch(const TrainerConfig& config, const BatchSource& train) {
+  const int64_t epoch_size = config.epoch_size > 0 ? config.epoch_size : train.size();
+  const int64_t iterations = epoch_size / GlobalBatch(config);
   if (iterations == 0)
     throw InvalidInput(
         fmt::format("--epoch_size {} is smaller than the global batch {} (--batch_size x --num_shards): an "
-                    "epoch would have "
-                    "no step",
-                    epoch_size, global_batch));
+                    "epoch would have no step",
+                    epoch_size, GlobalBatch(config)));
+  return iterations;
+}
 
+// What a shard trains with once it is built: the models, their blobs, the reader, the nets and the state that
+// a checkpoint keeps.
+struct Session {
   Models models;
+  Workspace ws;
+  std::shared_ptr<BatchReader> reader;
+  Net* train_net = nullptr;
+  Net* test_net = nullptr;  // null without test data
+  TrainerState state;
+};
+
+// Builds the models, checks that every shard built the same, creates the blobs and the training reader and
+// initialises the parameters.
+void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicator> gloo,
+                     Rendezvous* rendezvous, const Sources& sources, Session* session) {
+  Models& models = session->models;
+  Workspace& ws = session->ws;
   BuildModels(config, gloo, &models);
   if (rendezvous) AgreeOnModel(rendezvous, TrainingFingerprint(config, models));
-  Workspace ws;
   models.parallel.Install(&ws);
   const int replicas = Replicas(config) * config.num_shards;
-  auto reader = std::make_shared<BatchReader>(train_source, config.batch_size / Replicas(config), replicas,
-                                              IsDatabase(config.train_data) ? config.prefetch : 0);
-  ws.SetObject(kTrainReader, reader);
+  session->reader =
+      std::make_shared<BatchReader>(sources.train, config.batch_size / Replicas(config), replicas,
+                                    IsDatabase(config.train_data) ? config.prefetch : 0);
+  ws.SetObject(kTrainReader, session->reader);
   SeedInitNet(&models.train.param_init_net(), config.seed);
   ws.RunNetOnce(models.train.param_init_net());
-  const std::string& scope = models.parallel.scopes[0];
+  session->state.model = config.model;
+  session->state.seed = config.seed;
+}
 
-  TrainerState state;
-  state.model = config.model;
-  state.seed = config.seed;
-  if (!config.load_model_path.empty()) {
-    state = LoadCheckpoint(config.load_model_path, &ws, scope, models.parallel.state_blobs);
-    if (state.model != config.model)
-      throw InvalidInput(fmt::format("checkpoint {} was saved from model '{}', not --model {}",
-                                     config.load_model_path, state.model, config.model));
-    if (state.seed != config.seed)
-      throw InvalidInput(fmt::format("checkpoint {} was saved with --seed {}; pass the same seed to resume",
-                                     config.load_model_path, state.seed));
-    if (state.epochs_done >= config.num_epochs)
-      throw InvalidInput(
-          fmt::format("checkpoint {} already has {} epochs; raise --num_epochs to train further",
-                      config.load_model_path, state.epochs_done));
-    ws.RunNetOnce(models.parallel.broadcast_net);  // shard 0's device 0 is the reference
+// With --load_model_path: the parameters, optimizer state and trainer state of the checkpoint, on every
+// device of every shard, and the reader where the checkpoint left it.
+void RestoreCheckpoint(const TrainerConfig& config, Session* session) {
+  if (config.load_model_path.empty()) return;
+  const std::string& scope = session->models.parallel.scopes[0];
+  TrainerState& state = session->state;
+  state = LoadCheckpoint(config.load_model_path, &session->ws, scope, session->models.parallel.state_blobs);
+  if (state.model != config.model)
+    throw InvalidInput(fmt::format("checkpoint {} was saved from model '{}', not --model {}",
+                                   config.load_model_path, state.model, config.model));
+  if (state.seed != config.seed)
+    throw InvalidInput(fmt::format("checkpoint {} was saved with --seed {}; pass the same seed to resume",
+                                   config.load_model_path, state.seed));
+  if (state.epochs_done >= config.num_epochs)
+    throw InvalidInput(fmt::format("checkpoint {} already has {} epochs; raise --num_epochs to train further",
+                                   config.load_model_path, state.epochs_done));
+  session->ws.RunNetOnce(session->models.parallel.broadcast_net);  // shard 0's device 0 is the reference
+  session->reader->Seek(state.reader_position);
+}
+
+void CreateNets(const Sources& sources, Session* session) {
+  session->train_net = session->ws.CreateNet(session->models.train.net());
+  if (sources.test) session->test_net = session->ws.CreateNet(session->models.test.net());
+}
+
+IntervalLogOptions IntervalOptions(const TrainerConfig& config, int64_t iterations) {
+  IntervalLogOptions options;
+  options.every_secs = config.log_every_secs;
+  options.every_iters = config.log_every_iters;
+  options.to_stderr = !StderrIsTerminal();  // a terminal has the live progress line
+  options.csv_path = config.iter_log.empty() ? "" : ShardFileName(config.iter_log, config.shard_id);
+  options.line_prefix = config.num_shards > 1 ? fmt::format("shard {}: ", config.shard_id) : "";
+  options.images_per_step = config.batch_size;
+  options.iterations_per_epoch = iterations;
+  options.num_epochs = config.num_epochs;
+  return options;
+}
+
+// Trains one epoch (0-based `epoch`) of `iterations` steps, reporting progress; returns its seconds. The
+// first step ends the first iteration of `first_step_of` (the communicator, in the run's first epoch; else
+// null), after which the shards wait for each other for --timeout instead of --first_iter_timeout.
+double RunEpoch(const TrainerConfig& config, int64_t epoch, int64_t iterations,
+                GlooCommunicator* first_step_of, Session* session, ProgressLine* progress,
+                IntervalLog* intervals) {
+  using Clock = std::chrono::steady_clock;
+  const Workspace& ws = session->ws;
+  const Models& models = session->models;
+  auto start = Clock::now();
+  for (int64_t i = 0; i < iterations; ++i) {
+    session->train_net->Run();
+    if (first_step_of && i == 0) first_step_of->EndFirstIteration();
+    session->state.reader_position += GlobalBatch(config);
+    ++session->state.iteration;
+    if (progress->enabled()) {
+      double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      progress->Update(epoch + 1, config.num_epochs, i + 1, iterations, (i + 1) * config.batch_size / seconds,
+                       MeanOf(ws, models.train_loss));
+    }
+    if (intervals->StepDone())
+      intervals->Report({epoch + 1, i + 1, MeanOf(ws, models.train_loss), MeanOf(ws, models.train_accuracy),
+                         ScalarOf(ws, models.lr)});
   }
+  progress->Finish();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
-  reader->Seek(state.reader_position);
-  Net* train_net = ws.CreateNet(models.train.net());
-  Net* test_net = test_source ? ws.CreateNet(models.test.net()) : nullptr;
+// The epoch's row of the log: this machine's images, the running totals, and the last step's figures.
+void RecordEpoch(const TrainerConfig& config, const Session& session, int64_t epoch, int64_t iterations,
+                 double seconds, double test_accuracy, EpochRecord* record) {
+  record->time_spent = seconds;
+  record->cumulative_time_spent += seconds;
+  record->input_count = iterations * config.batch_size;
+  record->cumulative_input_count += record->input_count;
+  record->cumulative_batch_count += iterations;
+  record->accuracy = MeanOf(session.ws, session.models.train_accuracy);
+  record->loss = MeanOf(session.ws, session.models.train_loss);
+  record->learning_rate = ScalarOf(session.ws, session.models.lr);
+  record->epoch = epoch + 1;
+  record->test_accuracy = test_accuracy;
+}
 
-  std::string log_name = CsvLog::FileName(config.model, config.num_devices, config.batch_size,
-                                          config.num_labels, config.base_learning_rate);
-  if (config.shard_id > 0)  // shards may share a log directory; shard 0's log keeps the plain name
-    log_name.insert(log_name.size() - 4, fmt::format("_shard{}", config.shard_id));
-  CsvLog log(config.log_dir, log_name, config.arguments);
-  ProgressLine progress(config.progress);
-  TrainerResult result;
-  result.log_path = log.path();
+double TestAccuracy(const TrainerConfig& config, const Sources& sources, Session* session) {
+  if (!session->test_net) return -1;
+  return Evaluate(&session->ws, session->test_net, session->models.test_replicas, sources.test.get(),
+                  config.batch_size)
+      .top1();
+}
+
+void PrintEpoch(const TrainerConfig& config, const Sources& sources, const EpochRecord& record) {
+  fmt::print(
+      "epoch {}/{}: {:.1f} s, {:.1f} img/s, loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}\n",
+      record.epoch, config.num_epochs, record.time_spent, record.input_count / record.time_spent, record.loss,
+      record.accuracy, record.test_accuracy);
+  for (const BatchSource* source : {sources.train.get(), sources.test.get()})
+    if (Skipped(source) > 0)
+      fmt::print("skipped {} bad records of {} so far (--skip_bad_records)\n", Skipped(source),
+                 dynamic_cast<const DbSource*>(source)->name());
+  std::fflush(stdout);
+}
+
+// The trainer state after an epoch, and, with --save_model_name, shard 0's checkpoint of it.
+void EndEpoch(const TrainerConfig& config, const EpochRecord& record, Session* session) {
+  TrainerState& state = session->state;
+  state.epochs_done = record.epoch;
+  state.images_trained += record.input_count * config.num_shards;
+  state.training_milliseconds = static_cast<int64_t>(record.cumulative_time_spent * 1000);
+  if (config.save_model_name.empty() || config.shard_id != 0) return;
+  std::string path = CheckpointPath(config.file_store_path, config.save_model_name, state.epochs_done);
+  SaveCheckpoint(path, session->ws, session->models.parallel.scopes[0], session->models.parallel.state_blobs,
+                 state);
+  fmt::print("saved checkpoint {}\n", path);
+  std::fflush(stdout);
+}
+
+// The log's running totals continue those of a resumed run.
+EpochRecord StartingTotals(const TrainerConfig& config, const TrainerState& state) {
   EpochRecord record;
   record.cumulative_batch_count = state.iteration;
   record.cumulative_input_count = state.images_trained / config.num_shards;  // this machine's share
   record.cumulative_time_spent = state.training_milliseconds / 1000.0;
-  using Clock = std::chrono::steady_clock;
+  return record;
+}
 
-  const int64_t first_epoch = state.epochs_done;
-  for (int64_t epoch = state.epochs_done; epoch < config.num_epochs; ++epoch) {
-    auto start = Clock::now();
-    for (int64_t i = 0; i < iterations; ++i) {
-      train_net->Run();
-      if (gloo && i == 0 && epoch == first_epoch) gloo->EndFirstIteration();
-      state.reader_position += global_batch;
-      ++state.iteration;
-      double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      progress.Update(epoch + 1, config.num_epochs, i + 1, iterations, (i + 1) * config.batch_size / seconds,
-                      MeanOf(ws, models.train_loss));
-    }
-    progress.Finish();
-    record.time_spent = std::chrono::duration<double>(Clock::now() - start).count();
-    record.cumulative_time_spent += record.time_spent;
-    record.input_count = iterations * config.batch_size;
-    record.cumulative_input_count += record.input_count;
-    record.cumulative_batch_count += iterations;
-    record.accuracy = MeanOf(ws, models.train_accuracy);
-    record.loss = MeanOf(ws, models.train_loss);
-    record.learning_rate = ScalarOf(ws, models.lr);
-    record.epoch = epoch + 1;
-    record.test_accuracy =
-        test_net ? Evaluate(&ws, test_net, models.test_replicas, test_source.get(), config.batch_size).top1()
-                 : -1;
+TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommunicator> gloo,
+                         Rendezvous* rendezvous) {
+  Sources sources = OpenSources(config);
+  const int64_t iterations = IterationsPerEpoch(config, *sources.train);
+  Session session;
+  BuildAndInstall(config, gloo, rendezvous, sources, &session);
+  RestoreCheckpoint(config, &session);
+  CreateNets(sources, &session);
+
+  const std::string log_name = CsvLog::FileName(config.model, config.num_devices, config.batch_size,
+                                                config.num_labels, config.base_learning_rate);
+  CsvLog log(config.log_dir, ShardFileName(log_name, config.shard_id), config.arguments);
+  ProgressLine progress(StderrIsTerminal());
+  IntervalLog intervals(IntervalOptions(config, iterations));
+  EpochRecord record = StartingTotals(config, session.state);
+  TrainerResult result;
+  result.log_path = log.path();
+  const int64_t first_epoch = session.state.epochs_done;
+  for (int64_t epoch = first_epoch; epoch < config.num_epochs; ++epoch) {
+    GlooCommunicator* first_step_of = epoch == first_epoch ? gloo.get() : nullptr;
+    const double seconds =
+        RunEpoch(config, epoch, iterations, first_step_of, &session, &progress, &intervals);
+    RecordEpoch(config, session, epoch, iterations, seconds, TestAccuracy(config, sources, &session),
+                &record);
     log.Append(record);
-    fmt::print(
-        "epoch {}/{}: {:.1f} s, {:.1f} img/s, loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}\n",
-        epoch + 1, config.num_epochs, record.time_spent, record.input_count / record.time_spent, record.loss,
-        record.accuracy, record.test_accuracy);
-    for (const BatchSource* source : {train_source.get(), test_source.get()})
-      if (Skipped(source) > 0)
-        fmt::print("skipped {} bad records of {} so far (--skip_bad_records)\n", Skipped(source),
-                   dynamic_cast<const DbSource*>(source)->name());
-    std::fflush(stdout);
-    state.epochs_done = epoch + 1;
-    state.images_trained += record.input_count * config.num_shards;
-    state.training_milliseconds = static_cast<int64_t>(record.cumulative_time_spent * 1000);
-    if (!config.save_model_name.empty() && config.shard_id == 0) {
-      std::string path = CheckpointPath(config.file_store_path, config.save_model_name, state.epochs_done);
-      SaveCheckpoint(path, ws, scope, models.parallel.state_blobs, state);
-      fmt::print("saved checkpoint {}\n", path);
-      std::fflush(stdout);
-    }
+    PrintEpoch(config, sources, record);
+    EndEpoch(config, record, &session);
     result.last_test_accuracy = record.test_accuracy;
     result.last_loss = record.loss;
   }
@@ -437,6 +475,8 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
 
 TrainerResult Train(const TrainerConfig& config) {
   ValidateTrainerConfig(config);
+  fmt::print("{}\n", VersionLine());
+  std::fflush(stdout);
   if (config.threads > 0) omp_set_num_threads(config.threads);
   std::shared_ptr<GlooCommunicator> gloo = OpenNetwork(config);
   std::shared_ptr<Rendezvous> rendezvous = MeetShards(config);

@@ -2,63 +2,12 @@
 // logs a CSV row per epoch and checkpoints.
 #pragma once
 
-#include <cstdint>
 #include <string>
-#include <vector>
 
-#include "lockstep/core/tensor.h"
 #include "lockstep/train/evaluate.h"
+#include "lockstep/train/trainer_config.h"
 
 namespace lockstep {
-
-struct TrainerConfig {
-  std::string model = "resnet50";
-  std::string train_data;  // a database path, "fashion-mnist" or "null" (synthetic)
-  std::string test_data;   // "" (none), a database path or "fashion-mnist"
-  std::vector<int> gpus;   // --gpus: device ids (CPU devices are numbered 0..num_devices-1)
-  int num_devices = 1;     // CPU devices: concurrent replicas, each with threads / num_devices threads
-  int num_channels = 3, image_size = 227, num_labels = 1000;
-  // Image databases: records are resized (shortest side `scale`), cropped to image_size (random for training,
-  // centre for test), mirrored at random for training and normalized with (x - 128) / 128, as Caffe2's
-  // trainer. Colour reaches the network in color_order, "bgr" (Caffe's and Caffe2's) or "rgb", whether a
-  // record is raw (stored BGR) or encoded.
-  std::string db_type = "lmdb", record_format = "auto", color_order = "bgr";
-  int scale = 256, decode_threads = 2, prefetch = 2;
-  bool skip_bad_records = false;
-  // Model parallelism: each replica spans model_parallel devices (the model split into that many stages of
-  // balanced cost) and pipelines its batch as micro_batches micro-batches.
-  int model_parallel = 1, micro_batches = 1;
-  int batch_size = 32;     // total over the machine's devices
-  int64_t epoch_size = 0;  // images per epoch; 0 = one pass over the training data
-  int num_epochs = 1;
-  float base_learning_rate = 0.1f, weight_decay = 1e-4f, momentum = 0.9f;
-  bool nesterov = false;
-  bool combine_spatial_bn = false;        // BN statistics over all devices
-  bool optimize_gradient_memory = false;  // gradient blobs share buffers
-  // Many machines: shards meet through Redis (redis_host) or the directory file_store_path, under run_id.
-  int num_shards = 1, shard_id = 0;
-  std::string run_id, redis_host;
-  int redis_port = 6379;
-  std::string distributed_transport = "tcp";
-  std::vector<std::string> distributed_interfaces;
-  std::string allreduce_algorithm = "auto";
-  double timeout = 30, first_iter_timeout = 1200;  // seconds a shard waits for the others
-  // CPU devices, or CUDA GPUs (the ids of `gpus`, else 0..num_devices-1).
-  DeviceType device_type = DeviceType::kCpu;
-  // GPU precision and cuDNN options of the seed; CPU training is float32. dtype float16 / bfloat16 computes
-  // in 16 bits with float32 master parameters and a static loss scale (0: 128 for float16, else 1).
-  std::string dtype = "float";
-  bool float16_compute = false, enable_tensor_core = false;
-  float loss_scale = 0;
-  int cudnn_workspace_limit_mb = 64;
-  uint64_t seed = 1;
-  int threads = 0;  // oneDNN threads; 0 = all cores
-  // Checkpoints go to file_store_path (shard 0 writes them), which is also the file store of a multi-shard
-  // run.
-  std::string save_model_name, file_store_path = ".", load_model_path, log_dir = ".";
-  std::string arguments;  // the command line, for the log's first line
-  bool progress = false;
-};
 
 struct TrainerResult {
   std::string log_path;
@@ -66,8 +15,6 @@ struct TrainerResult {
   double last_loss = 0;
 };
 
-// Throws InvalidInput with a one-line message naming the flag when the configuration cannot train.
-void ValidateTrainerConfig(const TrainerConfig& config);
 // Validates the configuration, then trains; throws lockstep::Error with a one-line message on bad input.
 TrainerResult Train(const TrainerConfig& config);
 

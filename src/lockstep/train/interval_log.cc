@@ -1,0 +1,98 @@
+// Interval progress lines and the --iter_log CSV.
+#include "lockstep/train/interval_log.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <utility>
+
+#include "lockstep/core/enforce.h"
+
+namespace lockstep {
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::string UtcNow() {
+  std::time_t now = std::time(nullptr);
+  std::tm utc;
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace
+
+std::string DurationText(double seconds) {
+  const int64_t s = std::llround(std::max(seconds, 0.0));
+  return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+}
+
+IntervalLog::IntervalLog(IntervalLogOptions options) : options_(std::move(options)) {
+  start_ = interval_start_ = Clock::now();
+  if (options_.csv_path.empty()) return;
+  csv_ = std::fopen(options_.csv_path.c_str(), "a");
+  if (!csv_)
+    throw IoError(fmt::format("--iter_log {}: cannot open it: {}", options_.csv_path, std::strerror(errno)));
+  std::fseek(csv_, 0, SEEK_END);
+  if (std::ftell(csv_) == 0) std::fprintf(csv_, "%s\n", kCsvHeader);
+  std::fflush(csv_);
+}
+
+IntervalLog::~IntervalLog() {
+  if (csv_) std::fclose(csv_);
+}
+
+bool IntervalLog::StepDone() {
+  const Clock::time_point now = Clock::now();
+  if (++steps_ == 1) first_step_end_ = now;
+  if (!options_.to_stderr && !csv_) return false;
+  const int64_t in_interval = steps_ - interval_first_step_;
+  return (options_.every_iters > 0 && in_interval >= options_.every_iters) ||
+         (options_.every_secs > 0 && Seconds(now - interval_start_) >= options_.every_secs);
+}
+
+void IntervalLog::Report(const StepFigures& f) {
+  const Clock::time_point now = Clock::now();
+  const double interval = Seconds(now - interval_start_);
+  const double images_per_sec =
+      interval > 0 ? (steps_ - interval_first_step_) * options_.images_per_step / interval : 0;
+  // The first step waits for the other shards and warms up; the ones after it show the pace.
+  const double per_step =
+      steps_ > 1 ? Seconds(now - first_step_end_) / (steps_ - 1) : Seconds(now - start_) / steps_;
+  const int64_t epoch_left = options_.iterations_per_epoch - f.iteration;
+  const int64_t run_left = epoch_left + (options_.num_epochs - f.epoch) * options_.iterations_per_epoch;
+  const double epoch_eta = epoch_left * per_step, run_eta = run_left * per_step;
+  if (options_.to_stderr) {
+    std::string line = fmt::format(
+        "{}{} epoch {}/{} iter {}/{}: {:.1f} img/s, loss {:.4f}, accuracy {:.4f}, lr {:.6g}, ETA epoch {}, "
+        "run "
+        "{}\n",
+        options_.line_prefix, UtcNow(), f.epoch, options_.num_epochs, f.iteration,
+        options_.iterations_per_epoch, images_per_sec, f.loss, f.accuracy, f.learning_rate,
+        DurationText(epoch_eta), DurationText(run_eta));
+    std::fputs(line.c_str(), stderr);
+    std::fflush(stderr);
+  }
+  if (csv_) {
+    const double unix_time =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::string row =
+        fmt::format("{:.3f},{:.3f},{},{},{},{:.4f},{:.6f},{:.6f},{:.6g},{:.1f},{:.1f}\n", unix_time,
+                    Seconds(now - start_), f.epoch, f.iteration, options_.iterations_per_epoch,
+                    images_per_sec, f.loss, f.accuracy, f.learning_rate, epoch_eta, run_eta);
+    if (std::fputs(row.c_str(), csv_) < 0 || std::fflush(csv_) != 0)
+      throw IoError(
+          fmt::format("--iter_log {}: cannot write it: {}", options_.csv_path, std::strerror(errno)));
+  }
+  interval_start_ = now;
+  interval_first_step_ = steps_;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,132 @@
+// Defaults that depend on the machine, the data and the launcher, and the checks of a whole configuration.
+#include "lockstep/train/trainer_config.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "lockstep/comm/launcher.h"
+#include "lockstep/core/device_backend.h"
+#include "lockstep/core/enforce.h"
+#include "lockstep/data/image.h"
+#include "lockstep/model/zoo.h"
+#include "lockstep/train/trainer_options.h"
+
+namespace lockstep {
+
+void ResolveDevices(const GivenOptions& given, TrainerConfig* c) {
+  if (!c->use_cpu) {
+    DeviceBackend* cuda = FindDeviceBackend(DeviceType::kCuda);
+    if (!cuda) throw InvalidInput("this build has no CUDA backend: pass --use_cpu to run on CPU devices");
+    if (cuda->DeviceCount() == 0)
+      throw InvalidInput("this machine has no CUDA GPU (or no driver): pass --use_cpu to run on CPU devices");
+    c->device_type = DeviceType::kCuda;
+  }
+  if (given.count("gpus")) {
+    std::vector<int> sorted = c->gpus;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted.empty() || sorted[0] < 0 || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      throw InvalidInput("--gpus takes distinct device ids >= 0, e.g. --gpus 0,1");
+    if (given.count("num_gpus") && c->num_devices != static_cast<int>(c->gpus.size()))
+      throw InvalidInput(fmt::format("--gpus lists {} devices but --num_gpus is {}; give one of them",
+                                     c->gpus.size(), c->num_devices));
+    c->num_devices = static_cast<int>(c->gpus.size());
+  }
+}
+
+void ResolveDataDefaults(const std::string& data, const GivenOptions& given, TrainerConfig* c) {
+  if (data != "fashion-mnist") return;
+  const std::pair<const char*, int*> geometry[] = {
+      {"num_channels", &c->num_channels}, {"image_size", &c->image_size}, {"num_labels", &c->num_labels}};
+  const int expected[] = {1, 28, 10};
+  for (int i = 0; i < 3; ++i) {
+    if (given.count(geometry[i].first) && *geometry[i].second != expected[i])
+      throw InvalidInput(fmt::format("--{} {} does not match fashion-mnist ({}); drop the flag",
+                                     geometry[i].first, *geometry[i].second, expected[i]));
+    *geometry[i].second = expected[i];
+  }
+  if (!given.count("epoch_size")) c->epoch_size = 0;  // one pass over its 60000 images
+}
+
+void ResolveLauncher(const GivenOptions& given, TrainerConfig* c) {
+  std::optional<LauncherShards> launcher = ShardsFromLauncher();
+  if (!launcher) return;
+  const std::pair<const char*, int*> flags[] = {{"num_shards", &c->num_shards}, {"shard_id", &c->shard_id}};
+  const int values[] = {launcher->num_shards, launcher->shard_id};
+  for (int i = 0; i < 2; ++i) {
+    if (given.count(flags[i].first) && *flags[i].second != values[i])
+      throw InvalidInput(fmt::format("--{} {} contradicts {}, which gives {}; drop the flag", flags[i].first,
+                                     *flags[i].second, launcher->launcher, values[i]));
+    *flags[i].second = values[i];
+  }
+  if (c->run_id.empty()) c->run_id = launcher->job_id;
+}
+
+void ResolveTrainerConfig(const GivenOptions& given, TrainerConfig* c) {
+  ResolveDevices(given, c);
+  ResolveDataDefaults(c->train_data, given, c);
+  ResolveLauncher(given, c);
+  ValidateTrainerConfig(*c);
+}
+
+namespace {
+
+void CheckData(const TrainerConfig& c) {
+  if (c.train_data.empty())
+    throw InvalidInput(
+        "--train_data is required: a database path, fashion-mnist, or null for synthetic data");
+  if (c.test_data == "null") throw InvalidInput("--test_data null: give a database path or fashion-mnist");
+  if (c.test_data == "fashion-mnist" && c.train_data != "fashion-mnist")
+    throw InvalidInput("--test_data fashion-mnist needs --train_data fashion-mnist (same input geometry)");
+  if (c.db_type != "lmdb" && c.db_type != "leveldb")
+    throw InvalidInput(fmt::format("--db_type '{}': use lmdb or leveldb", c.db_type));
+  ParseColorOrder(c.color_order);
+}
+
+// Replicas of model_parallel devices each, every one's batch split into micro-batches.
+void CheckDeviceSplit(const TrainerConfig& c) {
+  if (c.num_devices % c.model_parallel != 0)
+    throw InvalidInput(fmt::format(
+        "--num_gpus {} does not divide into replicas of --model_parallel {} devices; use a multiple of "
+        "it",
+        c.num_devices, c.model_parallel));
+  const int replicas = c.num_devices / c.model_parallel;
+  if (c.batch_size % (replicas * c.micro_batches) != 0)
+    throw InvalidInput(fmt::format(
+        "--batch_size {} does not divide evenly among {} replicas x {} micro-batches; use a multiple of {}",
+        c.batch_size, replicas, c.micro_batches, replicas * c.micro_batches));
+}
+
+void CheckPrecision(const TrainerConfig& c) {
+  if (c.dtype != "float" && c.dtype != "float16" && c.dtype != "bfloat16")
+    throw InvalidInput(fmt::format("--dtype '{}': use float, float16 or bfloat16", c.dtype));
+  if (c.device_type == DeviceType::kCpu && (c.dtype != "float" || c.float16_compute || c.enable_tensor_core))
+    throw InvalidInput(
+        "--dtype float16, --float16_compute and --enable_tensor_core need a GPU; CPU training is float");
+  if (c.float16_compute && c.dtype != "float16")
+    throw InvalidInput("--float16_compute needs --dtype float16");
+}
+
+void CheckShards(const TrainerConfig& c) {
+  if (c.shard_id >= c.num_shards)
+    throw InvalidInput(fmt::format("--shard_id {}: must be below --num_shards {}; accepted range [0, {}]",
+                                   c.shard_id, c.num_shards, c.num_shards - 1));
+  if (c.num_shards > 1 && c.run_id.empty())
+    throw InvalidInput(
+        "--run_id is required with --num_shards > 1: pass the same unique id (e.g. from uuidgen) to every "
+        "shard");
+}
+
+}  // namespace
+
+void ValidateTrainerConfig(const TrainerConfig& c) {
+  if (!IsKnownModel(c.model))
+    throw InvalidInput(fmt::format("unknown --model '{}'; choose one of: {}", c.model, KnownModelsText()));
+  CheckOptionRanges(c);
+  CheckData(c);
+  CheckDeviceSplit(c);
+  CheckPrecision(c);
+  CheckShards(c);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,368 @@
+// The table of the trainer's options, and setting, printing and range-checking them by name.
+#include "lockstep/train/trainer_options.h"
+
+#include <fmt/ranges.h>
+
+#include <cerrno>
+#include <cfloat>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <type_traits>
+
+#include "lockstep/core/enforce.h"
+
+namespace lockstep {
+
+namespace {
+
+OptionRange Between(long double min, long double max) { return {min, max, false, false}; }
+OptionRange Positive(long double max) { return {0, max, true, false}; }
+constexpr OptionRange kText{};
+constexpr long double kMaxUint64 = 18446744073709551615.0L;
+constexpr auto kNone = ShardAgreement::kNone;
+constexpr auto kSame = ShardAgreement::kValue;
+using C = TrainerConfig;
+
+// The limits past which a value is a typo rather than a setting: generous bounds that keep every size, count
+// and product the trainer computes from them within int64.
+const std::vector<TrainerOption>& Table() {
+  static const std::vector<TrainerOption> table = {
+      // The model, its data and the devices: shared by `lockstep train` and `lockstep eval`.
+      {"model", &C::model, "Network: lenet, resnet18, resnet34, resnet50, resnet101, wrn-D-K", kText, kSame,
+       true},
+      {"db_type", &C::db_type, "Database type of --train_data / --test_data: lmdb or leveldb", kText, kNone,
+       true},
+      {"record_format", &C::record_format,
+       "Record format in the database: auto, datum (Caffe) or tensorprotos (Caffe2)", kText, kNone, true},
+      {"color_order", &C::color_order,
+       "Channel order of colour images as the network sees them: bgr (Caffe's and Caffe2's) or rgb; raw "
+       "records "
+       "are taken to be stored BGR, as convert_imageset and make_image_db write them, and encoded ones are "
+       "decoded into the same order",
+       kText, kNone, true},
+      {"scale", &C::scale,
+       "Images are resized so their shortest side is this (at least --image_size), then cropped",
+       Between(0, 65536), kNone, true},
+      {"decode_threads", &C::decode_threads, "Threads that decode and augment database images",
+       Between(1, 1024), kNone, true},
+      {"num_channels", &C::num_channels, "Color channels of the input", Between(1, 4096), kNone, true},
+      {"image_size", &C::image_size, "Height and width of the input images", Between(1, 65536), kNone, true},
+      {"num_labels", &C::num_labels, "Number of classes", Between(2, 1 << 24), kNone, true},
+      {"batch_size", &C::batch_size, "Batch size, total over the machine's devices", Positive(1 << 20), kSame,
+       true},
+      {"use_cpu", &C::use_cpu, "Run on CPU devices (without it: the GPUs of --gpus / --num_gpus)", kText,
+       kNone, true},
+      {"gpus", &C::gpus, "Device ids, comma-separated (an alternative to --num_gpus)", Between(0, 1023),
+       kNone, true},
+      {"num_gpus", &C::num_devices,
+       "Number of devices (with --use_cpu: CPU devices, concurrent replicas that share --threads)",
+       Between(1, 1024), kNone, true},
+      {"threads", &C::threads, "CPU threads for the kernels, divided among the devices (0: all cores)",
+       Between(0, 4096), kNone, true},
+      {"test_data", &C::test_data,
+       "Test data: the path of an image database like --train_data, or fashion-mnist; train evaluates it "
+       "after "
+       "each epoch, eval evaluates every record once",
+       kText, kNone, true},
+      {"load_model_path", &C::load_model_path,
+       "A checkpoint (.safetensors) the trainer saved: train resumes from it, eval evaluates it (and only "
+       "reads "
+       "it)",
+       kText, kNone, true},
+
+      // Training.
+      {"train_data", &C::train_data,
+       "Training data (required): the path of an image database (LMDB or LevelDB of Caffe Datum or Caffe2 TensorProtos "
+       "records), fashion-mnist, or null for synthetic images",
+       kText, kSame, false},
+      {"prefetch", &C::prefetch, "Batches each device's reader prepares ahead of the step", Between(0, 1024),
+       kNone, false},
+      {"skip_bad_records", &C::skip_bad_records,
+       "Skip database records that do not parse or decode (counted on the console) instead of stopping",
+       kText, kNone, false},
+      {"dtype", &C::dtype,
+       "Data type the GPU network computes in: float, float16 or bfloat16 (with float32 master parameters; "
+       "CPU "
+       "training is float)",
+       kText, kSame, false},
+      {"float16_compute", &C::float16_compute, "With --dtype float16: compute in float16 too (GPU)", kText,
+       kNone, false},
+      {"enable_tensor_core", &C::enable_tensor_core, "Use tensor cores where cuDNN offers them (GPU)", kText,
+       kNone, false},
+      {"loss_scale", &C::loss_scale,
+       "Static loss scale of mixed precision (0: 128 for float16, 1 for bfloat16 and float)",
+       Between(0, 1 << 24), kSame, false},
+      {"cudnn_workspace_limit_mb", &C::cudnn_workspace_limit_mb,
+       "Workspace cuDNN may use per convolution, in MB (GPU)", Between(0, 1 << 20), kNone, false},
+      {"model_parallel", &C::model_parallel,
+       "Split the model into this many stages of balanced cost, each on its own device: every replica spans "
+       "this "
+       "many devices (--num_gpus must be a multiple)",
+       Between(1, 1024), kSame, false},
+      {"micro_batches", &C::micro_batches,
+       "Pipeline each replica's batch as this many micro-batches: with --model_parallel, stage s runs "
+       "micro-batch j while stage s+1 runs j-1; one update per batch",
+       Between(1, 1 << 16), kSame, false},
+      {"combine_spatial_bn", &C::combine_spatial_bn,
+       "Batch normalization uses the statistics of all devices' batches, not each device's own", kText, kSame,
+       false},
+      {"optimize_gradient_memory", &C::optimize_gradient_memory,
+       "Let gradient blobs share buffers (less memory, same results)", kText, kNone, false},
+      {"epoch_size", &C::epoch_size,
+       "Images per epoch over all shards; 0: one pass over the training data, the default with --train_data "
+       "fashion-mnist",
+       Between(0, 1LL << 40), kSame, false},
+      {"num_epochs", &C::num_epochs, "Number of epochs", Between(1, 1000000), kSame, false},
+      {"base_learning_rate", &C::base_learning_rate, "Learning rate", Positive(1000), kSame, false},
+      {"momentum", &C::momentum, "SGD momentum (0 for plain SGD)", {0, 1, false, true}, kSame, false},
+      {"nesterov", &C::nesterov, "Use Nesterov momentum", kText, kSame, false},
+      {"weight_decay", &C::weight_decay, "L2 weight decay on weights (not biases or BN)", Between(0, 1),
+       kSame, false},
+      {"seed", &C::seed, "Seed of initialisation and data order", Between(0, kMaxUint64), kSame, false},
+      {"save_model_name", &C::save_model_name,
+       "Save a checkpoint {file_store_path}/{save_model_name}_{epoch}.safetensors after each epoch", kText,
+       kNone, false},
+      {"file_store_path", &C::file_store_path,
+       "Directory for checkpoints; with --num_shards > 1 and no --redis_host also where the shards meet (a "
+       "directory every shard can write, e.g. on NFS)",
+       kText, kNone, false},
+      {"num_shards", &C::num_shards,
+       "Number of machines (processes) in the run; default 1, or the launcher's (mpirun, srun)",
+       Between(1, 65536), kNone, false},
+      {"shard_id", &C::shard_id, "This machine's index in [0, num_shards); default the launcher's",
+       Between(0, 65535), kNone, false},
+      {"run_id", &C::run_id,
+       "Unique run identifier (e.g. from uuidgen), the same on every shard; keys in the store are prefixed "
+       "with "
+       "it. Default with srun/mpirun: the launcher's job id",
+       kText, kNone, false},
+      {"redis_host", &C::redis_host, "Host of a Redis server where the shards meet", kText, kNone, false},
+      {"redis_port", &C::redis_port, "Port of that Redis server", Between(1, 65535), kNone, false},
+      {"distributed_transport", &C::distributed_transport,
+       "Transport between shards: tcp, or ibverbs on InfiniBand", kText, kNone, false},
+      {"distributed_interfaces", &C::distributed_interfaces,
+       "Network interfaces (tcp) or InfiniBand devices to use, comma-separated; each carries a share of "
+       "every "
+       "collective (default: the address the host name resolves to)",
+       kText, ShardAgreement::kLength, false},
+      {"allreduce_algorithm", &C::allreduce_algorithm,
+       "Gloo allreduce across shards: auto (halving_doubling), ring, ring_chunked, halving_doubling, bcube "
+       "(even "
+       "shard counts)",
+       kText, kSame, false},
+      {"timeout", &C::timeout,
+       "Seconds a shard waits for the others in a collective after the first iteration; a dead or stalled "
+       "shard "
+       "ends the run within it",
+       Positive(1e6), kNone, false},
+      {"first_iter_timeout", &C::first_iter_timeout,
+       "Seconds a shard waits for the others to join, agree on the model and finish the first iteration",
+       Positive(1e6), kNone, false},
+      {"log_dir", &C::log_dir, "Directory of the CSV log", kText, kNone, false},
+      {"log_every_secs", &C::log_every_secs,
+       "When stderr is not a terminal (a cluster job's log), print a progress line there every this many "
+       "seconds "
+       "(0: never): epoch, iteration, images/s, loss, accuracy, learning rate, time left",
+       Between(0, 1e6), kNone, false},
+      {"log_every_iters", &C::log_every_iters,
+       "Also print that progress line every this many iterations (0: never)", Between(0, 1LL << 40), kNone,
+       false},
+      {"iter_log", &C::iter_log,
+       "Append the progress rows (at --log_every_secs / --log_every_iters) to this CSV file; shard k > 0 "
+       "adds "
+       "_shard{k} to the name",
+       kText, kNone, false},
+  };
+  return table;
+}
+
+template <typename T>
+constexpr bool kIsList = std::is_same_v<T, std::vector<int>> || std::is_same_v<T, std::vector<std::string>>;
+
+template <typename T>
+constexpr bool kIsNumber = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
+
+[[noreturn]] void BadValue(const TrainerOption& option, const std::string& text, const std::string& what) {
+  throw InvalidInput(
+      fmt::format("--{} {}: {}; accepted range {}", option.name, text, what, RangeText(option)));
+}
+
+template <typename T>
+T ParseNumber(const TrainerOption& option, const std::string& text) {
+  if constexpr (std::is_integral_v<T>) {
+    T value{};
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    const bool negative_unsigned = std::is_unsigned_v<T> && !text.empty() && text[0] == '-';
+    if (error == std::errc::result_out_of_range || negative_unsigned) BadValue(option, text, "out of range");
+    if (error != std::errc() || end != text.data() + text.size()) BadValue(option, text, "not an integer");
+    return value;
+  } else {
+    char* end = nullptr;
+    errno = 0;
+    const double value = std::strtod(text.c_str(), &end);
+    if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])) || *end != '\0' ||
+        std::isnan(value))
+      BadValue(option, text, "not a number");
+    const double largest = std::is_same_v<T, float> ? FLT_MAX : DBL_MAX;
+    if ((errno == ERANGE && std::abs(value) > 1) || std::abs(value) > largest)
+      BadValue(option, text, "out of range");
+    return static_cast<T>(value);
+  }
+}
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  if (text.empty()) return items;
+  for (size_t start = 0;;) {
+    size_t comma = text.find(',', start);
+    items.push_back(text.substr(start, comma - start));
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
+template <typename T>
+void Parse(const TrainerOption& option, const std::string& text, T* value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (text == "true" || text == "1")
+      *value = true;
+    else if (text == "false" || text == "0")
+      *value = false;
+    else
+      throw InvalidInput(fmt::format("--{} {}: not a truth value; use true or false", option.name, text));
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    *value = text;
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    *value = SplitList(text);
+  } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+    value->clear();
+    for (const std::string& item : SplitList(text)) value->push_back(ParseNumber<int>(option, item));
+  } else {
+    *value = ParseNumber<T>(option, text);
+  }
+}
+
+template <typename T>
+std::string Text(const T& value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return value ? "true" : "false";
+  } else if constexpr (kIsList<T>) {
+    return fmt::format("{}", fmt::join(value, ","));
+  } else {
+    return fmt::format("{}", value);
+  }
+}
+
+// Integers show their ends as integers, an excluded end moved inwards: "(0, 1048576]" reads [1, 1048576].
+std::string EndText(const TrainerOption& option, long double end) {
+  return std::visit(
+      [&](auto member) -> std::string {
+        using T = std::decay_t<decltype(std::declval<TrainerConfig>().*member)>;
+        if constexpr (std::is_floating_point_v<T>) return fmt::format("{}", static_cast<double>(end));
+        return fmt::format("{}", static_cast<uint64_t>(end));
+      },
+      option.member);
+}
+
+bool IntegerOption(const TrainerOption& option) {
+  return std::visit(
+      [](auto member) {
+        using T = std::decay_t<decltype(std::declval<TrainerConfig>().*member)>;
+        return std::is_integral_v<T> || std::is_same_v<T, std::vector<int>>;
+      },
+      option.member);
+}
+
+// Why `value` is out of the option's range, or "" when it is within.
+std::string OutOfRange(const TrainerOption& option, long double value) {
+  const OptionRange& r = option.range;
+  if (!(value >= r.min) || (r.min_excluded && value == r.min)) {
+    if (r.min_excluded && r.min == 0) return "must be positive";
+    if (r.min_excluded) return fmt::format("must be above {}", EndText(option, r.min));
+    if (r.min == 0) return "must be >= 0";
+    return fmt::format("must be at least {}", EndText(option, r.min));
+  }
+  if (value > r.max || (r.max_excluded && value == r.max))
+    return fmt::format("must be {} {}", r.max_excluded ? "below" : "at most", EndText(option, r.max));
+  return "";
+}
+
+template <typename T>
+void CheckRange(const TrainerOption& option, const T& value) {
+  if constexpr (std::is_same_v<T, std::vector<int>>) {
+    for (int item : value) CheckRange(option, item);
+  } else if constexpr (kIsNumber<T>) {
+    std::string why = OutOfRange(option, static_cast<long double>(value));
+    if (!why.empty())
+      throw InvalidInput(fmt::format("--{} {}, got {}; accepted range {}", option.name, why, Text(value),
+                                     RangeText(option)));
+  }
+}
+
+}  // namespace
+
+const std::vector<TrainerOption>& TrainerOptions() { return Table(); }
+
+const TrainerOption& FindTrainerOption(const std::string& name) {
+  for (const TrainerOption& option : Table())
+    if (name == option.name) return option;
+  std::vector<std::string> names;
+  for (const TrainerOption& option : Table()) names.push_back(option.name);
+  throw InvalidInput(fmt::format("unknown option '{}'; known: {}", name, fmt::join(names, ", ")));
+}
+
+bool IsNumeric(const TrainerOption& option) {
+  return std::visit(
+      [](auto member) {
+        using T = std::decay_t<decltype(std::declval<TrainerConfig>().*member)>;
+        return kIsNumber<T> || std::is_same_v<T, std::vector<int>>;
+      },
+      option.member);
+}
+
+bool IsFlag(const TrainerOption& option) {
+  return std::holds_alternative<bool TrainerConfig::*>(option.member);
+}
+
+bool IsList(const TrainerOption& option) {
+  return std::visit(
+      [](auto member) { return kIsList<std::decay_t<decltype(std::declval<TrainerConfig>().*member)>>; },
+      option.member);
+}
+
+void SetOption(TrainerConfig* config, const std::string& name, const std::string& value) {
+  const TrainerOption& option = FindTrainerOption(name);
+  std::visit([&](auto member) { Parse(option, value, &(config->*member)); }, option.member);
+}
+
+std::string OptionText(const TrainerConfig& config, const TrainerOption& option) {
+  return std::visit([&](auto member) { return Text(config.*member); }, option.member);
+}
+
+std::string RangeText(const TrainerOption& option) {
+  const OptionRange& r = option.range;
+  if (IntegerOption(option))
+    return fmt::format("[{}, {}]", EndText(option, r.min + (r.min_excluded ? 1 : 0)),
+                       EndText(option, r.max - (r.max_excluded ? 1 : 0)));
+  return fmt::format("{}{}, {}{}", r.min_excluded ? "(" : "[", EndText(option, r.min), EndText(option, r.max),
+                     r.max_excluded ? ")" : "]");
+}
+
+void CheckOptionRanges(const TrainerConfig& config) {
+  for (const TrainerOption& option : Table())
+    std::visit([&](auto member) { CheckRange(option, config.*member); }, option.member);
+}
+
+std::vector<std::pair<std::string, std::string>> ShardAgreementEntries(const TrainerConfig& config) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (const TrainerOption& option : Table()) {
+    const std::string flag = std::string("--") + option.name;
+    if (option.agreement == ShardAgreement::kValue) entries.emplace_back(flag, OptionText(config, option));
+    if (option.agreement == ShardAgreement::kLength)
+      entries.emplace_back(flag, fmt::format("{} values", SplitList(OptionText(config, option)).size()));
+  }
+  return entries;
+}
+
+}  // namespace lockstep
