@@ -37,11 +37,6 @@ std::string ErrorOf(F fn) {
   return "";
 }
 
-bool IsInteger(const TrainerOption& option) {
-  return IsNumeric(option) && !std::holds_alternative<float TrainerConfig::*>(option.member) &&
-         !std::holds_alternative<double TrainerConfig::*>(option.member);
-}
-
 // Values just outside the option's range, as text; an unsigned option's "-1" fails to parse, which must name
 // the flag and the range as well.
 std::vector<std::string> OutOfRangeTexts(const TrainerOption& option) {

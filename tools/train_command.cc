@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <cstdio>
-#include <type_traits>
 #include <utility>
 
 #include "lockstep/core/enforce.h"
@@ -14,17 +13,11 @@ namespace lockstep {
 
 namespace {
 
+// CLI11 adds " ..." for lists.
 std::string TypeName(const TrainerOption& option) {
-  return std::visit(
-      [](auto member) -> std::string {
-        using T = std::decay_t<decltype(std::declval<TrainerConfig>().*member)>;
-        if constexpr (std::is_same_v<T, std::vector<int>>) return "INT";  // CLI11 adds " ..." for lists
-        if constexpr (std::is_same_v<T, std::vector<std::string>>) return "TEXT";
-        if constexpr (std::is_floating_point_v<T>) return "FLOAT";
-        if constexpr (std::is_integral_v<T>) return "INT";
-        return "TEXT";
-      },
-      option.member);
+  if (IsInteger(option)) return "INT";
+  if (IsNumeric(option)) return "FLOAT";
+  return "TEXT";
 }
 
 void AddFlag(CLI::App* app, TrainerConfig* config, const TrainerOption& option) {

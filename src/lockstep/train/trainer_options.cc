@@ -73,7 +73,8 @@ const std::vector<TrainerOption>& Table() {
 
       // Training.
       {"train_data", &C::train_data,
-       "Training data (required): the path of an image database (LMDB or LevelDB of Caffe Datum or Caffe2 TensorProtos "
+       "Training data (required): the path of an image database (LMDB or LevelDB of Caffe Datum or Caffe2 "
+       "TensorProtos "
        "records), fashion-mnist, or null for synthetic images",
        kText, kSame, false},
       {"prefetch", &C::prefetch, "Batches each device's reader prepares ahead of the step", Between(0, 1024),
@@ -183,6 +184,19 @@ constexpr bool kIsList = std::is_same_v<T, std::vector<int>> || std::is_same_v<T
 template <typename T>
 constexpr bool kIsNumber = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
 
+// Whether the type of the option's field (a list's element for a list) satisfies `predicate`, which is called
+// with a value of that type: TypeIs(option, [](auto v) { return kIsNumber<decltype(v)>; }).
+template <typename Predicate>
+bool TypeIs(const TrainerOption& option, Predicate predicate) {
+  return std::visit(
+      [&](auto member) {
+        using T = std::decay_t<decltype(std::declval<TrainerConfig>().*member)>;
+        if constexpr (kIsList<T>) return predicate(typename T::value_type{});
+        return predicate(T{});
+      },
+      option.member);
+}
+
 [[noreturn]] void BadValue(const TrainerOption& option, const std::string& text, const std::string& what) {
   throw InvalidInput(
       fmt::format("--{} {}: {}; accepted range {}", option.name, text, what, RangeText(option)));
@@ -254,24 +268,10 @@ std::string Text(const T& value) {
   }
 }
 
-// Integers show their ends as integers, an excluded end moved inwards: "(0, 1048576]" reads [1, 1048576].
+// Every range of the table lies within [0, 2^64).
 std::string EndText(const TrainerOption& option, long double end) {
-  return std::visit(
-      [&](auto member) -> std::string {
-        using T = std::decay_t<decltype(std::declval<TrainerConfig>().*member)>;
-        if constexpr (std::is_floating_point_v<T>) return fmt::format("{}", static_cast<double>(end));
-        return fmt::format("{}", static_cast<uint64_t>(end));
-      },
-      option.member);
-}
-
-bool IntegerOption(const TrainerOption& option) {
-  return std::visit(
-      [](auto member) {
-        using T = std::decay_t<decltype(std::declval<TrainerConfig>().*member)>;
-        return std::is_integral_v<T> || std::is_same_v<T, std::vector<int>>;
-      },
-      option.member);
+  if (IsInteger(option)) return fmt::format("{}", static_cast<uint64_t>(end));
+  return fmt::format("{}", static_cast<double>(end));
 }
 
 // Why `value` is out of the option's range, or "" when it is within.
@@ -313,12 +313,12 @@ const TrainerOption& FindTrainerOption(const std::string& name) {
 }
 
 bool IsNumeric(const TrainerOption& option) {
-  return std::visit(
-      [](auto member) {
-        using T = std::decay_t<decltype(std::declval<TrainerConfig>().*member)>;
-        return kIsNumber<T> || std::is_same_v<T, std::vector<int>>;
-      },
-      option.member);
+  return TypeIs(option, [](auto value) { return kIsNumber<decltype(value)>; });
+}
+
+bool IsInteger(const TrainerOption& option) {
+  return TypeIs(option,
+                [](auto value) { return kIsNumber<decltype(value)> && std::is_integral_v<decltype(value)>; });
 }
 
 bool IsFlag(const TrainerOption& option) {
@@ -341,8 +341,9 @@ std::string OptionText(const TrainerConfig& config, const TrainerOption& option)
 }
 
 std::string RangeText(const TrainerOption& option) {
+  // Integers show their ends as integers, an excluded end moved inwards: (0, 1048576] reads [1, 1048576].
   const OptionRange& r = option.range;
-  if (IntegerOption(option))
+  if (IsInteger(option))
     return fmt::format("[{}, {}]", EndText(option, r.min + (r.min_excluded ? 1 : 0)),
                        EndText(option, r.max - (r.max_excluded ? 1 : 0)));
   return fmt::format("{}{}, {}{}", r.min_excluded ? "(" : "[", EndText(option, r.min), EndText(option, r.max),

@@ -44,9 +44,10 @@ const std::vector<TrainerOption>& TrainerOptions();
 // Throws InvalidInput listing the known options when there is none of that name.
 const TrainerOption& FindTrainerOption(const std::string& name);
 
-bool IsNumeric(const TrainerOption& option);
-bool IsFlag(const TrainerOption& option);  // a bool: given without a value on the command line
-bool IsList(const TrainerOption& option);  // comma-separated values
+bool IsNumeric(const TrainerOption& option);  // a number, or a list of numbers
+bool IsInteger(const TrainerOption& option);  // an integer, or a list of integers
+bool IsFlag(const TrainerOption& option);     // a bool: given without a value on the command line
+bool IsList(const TrainerOption& option);     // comma-separated values
 
 // Sets an option from text as a command line gives it ("64", "0.1", "true", "0,1"); throws InvalidInput
 // naming the flag when the text is not a value of the option's type. Ranges are checked by
