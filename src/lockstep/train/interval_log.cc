@@ -53,30 +53,34 @@ bool IntervalLog::StepDone() {
   const Clock::time_point now = Clock::now();
   if (++steps_ == 1) first_step_end_ = now;
   if (!options_.to_stderr && !csv_) return false;
-  const int64_t in_interval = steps_ - interval_first_step_;
-  return (options_.every_iters > 0 && in_interval >= options_.every_iters) ||
+  return (options_.every_iters > 0 && steps_ % options_.every_iters == 0) ||
          (options_.every_secs > 0 && Seconds(now - interval_start_) >= options_.every_secs);
 }
 
-void IntervalLog::Report(const StepFigures& f) {
-  const Clock::time_point now = Clock::now();
+IntervalLog::Pace IntervalLog::PaceAt(const StepFigures& f, Clock::time_point now) const {
+  Pace pace;
   const double interval = Seconds(now - interval_start_);
-  const double images_per_sec =
-      interval > 0 ? (steps_ - interval_first_step_) * options_.images_per_step / interval : 0;
+  if (interval > 0)
+    pace.images_per_sec = (steps_ - interval_first_step_) * options_.images_per_step / interval;
   // The first step waits for the other shards and warms up; the ones after it show the pace.
   const double per_step =
       steps_ > 1 ? Seconds(now - first_step_end_) / (steps_ - 1) : Seconds(now - start_) / steps_;
   const int64_t epoch_left = options_.iterations_per_epoch - f.iteration;
-  const int64_t run_left = epoch_left + (options_.num_epochs - f.epoch) * options_.iterations_per_epoch;
-  const double epoch_eta = epoch_left * per_step, run_eta = run_left * per_step;
+  pace.epoch_eta = epoch_left * per_step;
+  pace.run_eta = (epoch_left + (options_.num_epochs - f.epoch) * options_.iterations_per_epoch) * per_step;
+  return pace;
+}
+
+void IntervalLog::Report(const StepFigures& f) {
+  const Clock::time_point now = Clock::now();
+  const Pace pace = PaceAt(f, now);
   if (options_.to_stderr) {
     std::string line = fmt::format(
         "{}{} epoch {}/{} iter {}/{}: {:.1f} img/s, loss {:.4f}, accuracy {:.4f}, lr {:.6g}, ETA epoch {}, "
-        "run "
-        "{}\n",
+        "run {}\n",
         options_.line_prefix, UtcNow(), f.epoch, options_.num_epochs, f.iteration,
-        options_.iterations_per_epoch, images_per_sec, f.loss, f.accuracy, f.learning_rate,
-        DurationText(epoch_eta), DurationText(run_eta));
+        options_.iterations_per_epoch, pace.images_per_sec, f.loss, f.accuracy, f.learning_rate,
+        DurationText(pace.epoch_eta), DurationText(pace.run_eta));
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
   }
@@ -86,7 +90,7 @@ void IntervalLog::Report(const StepFigures& f) {
     std::string row =
         fmt::format("{:.3f},{:.3f},{},{},{},{:.4f},{:.6f},{:.6f},{:.6g},{:.1f},{:.1f}\n", unix_time,
                     Seconds(now - start_), f.epoch, f.iteration, options_.iterations_per_epoch,
-                    images_per_sec, f.loss, f.accuracy, f.learning_rate, epoch_eta, run_eta);
+                    pace.images_per_sec, f.loss, f.accuracy, f.learning_rate, pace.epoch_eta, pace.run_eta);
     if (std::fputs(row.c_str(), csv_) < 0 || std::fflush(csv_) != 0)
       throw IoError(
           fmt::format("--iter_log {}: cannot write it: {}", options_.csv_path, std::strerror(errno)));

@@ -1,5 +1,5 @@
-// Progress of a long run for job logs: every `every_secs` seconds or `every_iters` steps, a line on stderr
-// and a row of a CSV file, each with the images/s of the interval, the last step's loss, accuracy and
+// Progress of a long run for job logs: every `every_secs` seconds and every `every_iters`-th step, a line on
+// stderr and a row of a CSV file, each with the images/s of the interval, the last step's loss, accuracy and
 // learning rate, and the time left in the epoch and in the run.
 #pragma once
 
@@ -47,6 +47,13 @@ class IntervalLog {
 
  private:
   using Clock = std::chrono::steady_clock;
+  // Images/s over the interval; seconds left in the epoch and the run at the average pace since the first
+  // step.
+  struct Pace {
+    double images_per_sec = 0, epoch_eta = 0, run_eta = 0;
+  };
+  Pace PaceAt(const StepFigures& figures, Clock::time_point now) const;
+
   IntervalLogOptions options_;
   FILE* csv_ = nullptr;
   Clock::time_point start_, first_step_end_, interval_start_;
