@@ -18,29 +18,29 @@ namespace {
 
 OptionRange Between(long double min, long double max) { return {min, max, false, false}; }
 OptionRange Positive(long double max) { return {0, max, true, false}; }
-constexpr OptionRange kText{};
+constexpr OptionRange kNoRange{};
 constexpr long double kMaxUint64 = 18446744073709551615.0L;
 constexpr auto kNone = ShardAgreement::kNone;
 constexpr auto kSame = ShardAgreement::kValue;
-using C = TrainerConfig;
+using C = TrainerConfig;  // keeps the table one row per option
 
-// The limits past which a value is a typo rather than a setting: generous bounds that keep every size, count
-// and product the trainer computes from them within int64.
+// The ranges are generous: a value past them is a typo (or a unit mistake) rather than a setting, and is
+// refused before any work instead of failing late or overflowing a count.
 const std::vector<TrainerOption>& Table() {
   static const std::vector<TrainerOption> table = {
       // The model, its data and the devices: shared by `lockstep train` and `lockstep eval`.
-      {"model", &C::model, "Network: lenet, resnet18, resnet34, resnet50, resnet101, wrn-D-K", kText, kSame,
-       true},
-      {"db_type", &C::db_type, "Database type of --train_data / --test_data: lmdb or leveldb", kText, kNone,
-       true},
+      {"model", &C::model, "Network: lenet, resnet18, resnet34, resnet50, resnet101, wrn-D-K", kNoRange,
+       kSame, true},
+      {"db_type", &C::db_type, "Database type of --train_data / --test_data: lmdb or leveldb", kNoRange,
+       kNone, true},
       {"record_format", &C::record_format,
-       "Record format in the database: auto, datum (Caffe) or tensorprotos (Caffe2)", kText, kNone, true},
+       "Record format in the database: auto, datum (Caffe) or tensorprotos (Caffe2)", kNoRange, kNone, true},
       {"color_order", &C::color_order,
        "Channel order of colour images as the network sees them: bgr (Caffe's and Caffe2's) or rgb; raw "
        "records "
        "are taken to be stored BGR, as convert_imageset and make_image_db write them, and encoded ones are "
        "decoded into the same order",
-       kText, kNone, true},
+       kNoRange, kNone, true},
       {"scale", &C::scale,
        "Images are resized so their shortest side is this (at least --image_size), then cropped",
        Between(0, 65536), kNone, true},
@@ -51,7 +51,7 @@ const std::vector<TrainerOption>& Table() {
       {"num_labels", &C::num_labels, "Number of classes", Between(2, 1 << 24), kNone, true},
       {"batch_size", &C::batch_size, "Batch size, total over the machine's devices", Positive(1 << 20), kSame,
        true},
-      {"use_cpu", &C::use_cpu, "Run on CPU devices (without it: the GPUs of --gpus / --num_gpus)", kText,
+      {"use_cpu", &C::use_cpu, "Run on CPU devices (without it: the GPUs of --gpus / --num_gpus)", kNoRange,
        kNone, true},
       {"gpus", &C::gpus, "Device ids, comma-separated (an alternative to --num_gpus)", Between(0, 1023),
        kNone, true},
@@ -64,33 +64,33 @@ const std::vector<TrainerOption>& Table() {
        "Test data: the path of an image database like --train_data, or fashion-mnist; train evaluates it "
        "after "
        "each epoch, eval evaluates every record once",
-       kText, kNone, true},
+       kNoRange, kNone, true},
       {"load_model_path", &C::load_model_path,
        "A checkpoint (.safetensors) the trainer saved: train resumes from it, eval evaluates it (and only "
        "reads "
        "it)",
-       kText, kNone, true},
+       kNoRange, kNone, true},
 
       // Training.
       {"train_data", &C::train_data,
        "Training data (required): the path of an image database (LMDB or LevelDB of Caffe Datum or Caffe2 "
        "TensorProtos "
        "records), fashion-mnist, or null for synthetic images",
-       kText, kSame, false},
+       kNoRange, kSame, false},
       {"prefetch", &C::prefetch, "Batches each device's reader prepares ahead of the step", Between(0, 1024),
        kNone, false},
       {"skip_bad_records", &C::skip_bad_records,
        "Skip database records that do not parse or decode (counted on the console) instead of stopping",
-       kText, kNone, false},
+       kNoRange, kNone, false},
       {"dtype", &C::dtype,
        "Data type the GPU network computes in: float, float16 or bfloat16 (with float32 master parameters; "
        "CPU "
        "training is float)",
-       kText, kSame, false},
-      {"float16_compute", &C::float16_compute, "With --dtype float16: compute in float16 too (GPU)", kText,
+       kNoRange, kSame, false},
+      {"float16_compute", &C::float16_compute, "With --dtype float16: compute in float16 too (GPU)", kNoRange,
        kNone, false},
-      {"enable_tensor_core", &C::enable_tensor_core, "Use tensor cores where cuDNN offers them (GPU)", kText,
-       kNone, false},
+      {"enable_tensor_core", &C::enable_tensor_core, "Use tensor cores where cuDNN offers them (GPU)",
+       kNoRange, kNone, false},
       {"loss_scale", &C::loss_scale,
        "Static loss scale of mixed precision (0: 128 for float16, 1 for bfloat16 and float)",
        Between(0, 1 << 24), kSame, false},
@@ -106,10 +106,10 @@ const std::vector<TrainerOption>& Table() {
        "micro-batch j while stage s+1 runs j-1; one update per batch",
        Between(1, 1 << 16), kSame, false},
       {"combine_spatial_bn", &C::combine_spatial_bn,
-       "Batch normalization uses the statistics of all devices' batches, not each device's own", kText, kSame,
-       false},
+       "Batch normalization uses the statistics of all devices' batches, not each device's own", kNoRange,
+       kSame, false},
       {"optimize_gradient_memory", &C::optimize_gradient_memory,
-       "Let gradient blobs share buffers (less memory, same results)", kText, kNone, false},
+       "Let gradient blobs share buffers (less memory, same results)", kNoRange, kNone, false},
       {"epoch_size", &C::epoch_size,
        "Images per epoch over all shards; 0: one pass over the training data, the default with --train_data "
        "fashion-mnist",
@@ -117,17 +117,17 @@ const std::vector<TrainerOption>& Table() {
       {"num_epochs", &C::num_epochs, "Number of epochs", Between(1, 1000000), kSame, false},
       {"base_learning_rate", &C::base_learning_rate, "Learning rate", Positive(1000), kSame, false},
       {"momentum", &C::momentum, "SGD momentum (0 for plain SGD)", {0, 1, false, true}, kSame, false},
-      {"nesterov", &C::nesterov, "Use Nesterov momentum", kText, kSame, false},
+      {"nesterov", &C::nesterov, "Use Nesterov momentum", kNoRange, kSame, false},
       {"weight_decay", &C::weight_decay, "L2 weight decay on weights (not biases or BN)", Between(0, 1),
        kSame, false},
       {"seed", &C::seed, "Seed of initialisation and data order", Between(0, kMaxUint64), kSame, false},
       {"save_model_name", &C::save_model_name,
-       "Save a checkpoint {file_store_path}/{save_model_name}_{epoch}.safetensors after each epoch", kText,
+       "Save a checkpoint {file_store_path}/{save_model_name}_{epoch}.safetensors after each epoch", kNoRange,
        kNone, false},
       {"file_store_path", &C::file_store_path,
        "Directory for checkpoints; with --num_shards > 1 and no --redis_host also where the shards meet (a "
        "directory every shard can write, e.g. on NFS)",
-       kText, kNone, false},
+       kNoRange, kNone, false},
       {"num_shards", &C::num_shards,
        "Number of machines (processes) in the run; default 1, or the launcher's (mpirun, srun)",
        Between(1, 65536), kNone, false},
@@ -137,21 +137,21 @@ const std::vector<TrainerOption>& Table() {
        "Unique run identifier (e.g. from uuidgen), the same on every shard; keys in the store are prefixed "
        "with "
        "it. Default with srun/mpirun: the launcher's job id",
-       kText, kNone, false},
-      {"redis_host", &C::redis_host, "Host of a Redis server where the shards meet", kText, kNone, false},
+       kNoRange, kNone, false},
+      {"redis_host", &C::redis_host, "Host of a Redis server where the shards meet", kNoRange, kNone, false},
       {"redis_port", &C::redis_port, "Port of that Redis server", Between(1, 65535), kNone, false},
       {"distributed_transport", &C::distributed_transport,
-       "Transport between shards: tcp, or ibverbs on InfiniBand", kText, kNone, false},
+       "Transport between shards: tcp, or ibverbs on InfiniBand", kNoRange, kNone, false},
       {"distributed_interfaces", &C::distributed_interfaces,
        "Network interfaces (tcp) or InfiniBand devices to use, comma-separated; each carries a share of "
        "every "
        "collective (default: the address the host name resolves to)",
-       kText, ShardAgreement::kLength, false},
+       kNoRange, ShardAgreement::kLength, false},
       {"allreduce_algorithm", &C::allreduce_algorithm,
        "Gloo allreduce across shards: auto (halving_doubling), ring, ring_chunked, halving_doubling, bcube "
        "(even "
        "shard counts)",
-       kText, kSame, false},
+       kNoRange, kSame, false},
       {"timeout", &C::timeout,
        "Seconds a shard waits for the others in a collective after the first iteration; a dead or stalled "
        "shard "
@@ -160,7 +160,7 @@ const std::vector<TrainerOption>& Table() {
       {"first_iter_timeout", &C::first_iter_timeout,
        "Seconds a shard waits for the others to join, agree on the model and finish the first iteration",
        Positive(1e6), kNone, false},
-      {"log_dir", &C::log_dir, "Directory of the CSV log", kText, kNone, false},
+      {"log_dir", &C::log_dir, "Directory of the CSV log", kNoRange, kNone, false},
       {"log_every_secs", &C::log_every_secs,
        "When stderr is not a terminal (a cluster job's log), print a progress line there every this many "
        "seconds "
@@ -173,7 +173,7 @@ const std::vector<TrainerOption>& Table() {
        "Append the progress rows (at --log_every_secs / --log_every_iters) to this CSV file; shard k > 0 "
        "adds "
        "_shard{k} to the name",
-       kText, kNone, false},
+       kNoRange, kNone, false},
   };
   return table;
 }
