@@ -48,6 +48,9 @@ void ResolveDataDefaults(const std::string& data, const GivenOptions& given, Tra
   if (!given.count("epoch_size")) c->epoch_size = 0;  // one pass over its 60000 images
 }
 
+namespace {
+
+// mpirun and srun say which shard a process is.
 void ResolveLauncher(const GivenOptions& given, TrainerConfig* c) {
   std::optional<LauncherShards> launcher = ShardsFromLauncher();
   if (!launcher) return;
@@ -61,6 +64,8 @@ void ResolveLauncher(const GivenOptions& given, TrainerConfig* c) {
   }
   if (c->run_id.empty()) c->run_id = launcher->job_id;
 }
+
+}  // namespace
 
 void ResolveTrainerConfig(const GivenOptions& given, TrainerConfig* c) {
   ResolveDevices(given, c);

@@ -75,9 +75,8 @@ using GivenOptions = std::set<std::string>;
 void ResolveDevices(const GivenOptions& given, TrainerConfig* config);
 // fashion-mnist fixes the input geometry (given values must match it) and defaults to one pass per epoch.
 void ResolveDataDefaults(const std::string& data, const GivenOptions& given, TrainerConfig* config);
-// mpirun and srun say which shard a process is (given values must agree) and give a run id.
-void ResolveLauncher(const GivenOptions& given, TrainerConfig* config);
-// All of the above for training on config.train_data, then ValidateTrainerConfig.
+// The two above for training on config.train_data, the shard and run id that mpirun or srun give (given
+// values must agree), then ValidateTrainerConfig.
 void ResolveTrainerConfig(const GivenOptions& given, TrainerConfig* config);
 
 // Every option within its accepted range, then the checks across options; throws InvalidInput with a one-line
