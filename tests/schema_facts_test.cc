@@ -2,7 +2,10 @@
 // cost, 16-bit inputs, GPU options, reading across devices, sums across replicas. An operator that only a test
 // registers gets the same treatment as the built-in ones, which shows that no pass knows types by name.
 #include "lockstep/core/operator.h"
+#include "lockstep/model/layers.h"
 #include "lockstep/model/mixed_precision.h"
+#include "lockstep/model/optimizer.h"
+#include "lockstep/model/zoo.h"
 #include "lockstep/parallel/placement.h"
 #include "test_util.h"
 
@@ -22,6 +25,44 @@ TEST(SchemaFacts, EveryOperatorHasAShapeFunction) {
     const OpSchema* schema = SchemaRegistry::Find(type);
     ASSERT_NE(schema, nullptr) << type << " has no schema";
     EXPECT_TRUE(schema->HasShapeFunction()) << type << " has no shape function";
+  }
+}
+
+// A whole training step (forward, backward, update) is inferred from the input shapes alone, and every blob a
+// run writes has the inferred shape and dtype.
+TEST(SchemaFacts, ShapesOfAWholeTrainingStepAreInferredAsARunMakesThem) {
+  for (const char* name : {"lenet", "resnet18"}) {
+    SCOPED_TRACE(name);
+    const bool lenet = std::string(name) == "lenet";
+    const ModelConfig config{lenet ? 1 : 3, lenet ? 28 : 32, 10, false};
+    ModelHelper model(name);
+    std::string logits = BuildModel(name, model, "data", config);
+    auto [softmax, loss] = layers::SoftmaxWithLoss(model, logits, "label", "softmax", "loss");
+    model.AddGradientOperators({loss});
+    AddMomentumSgd(model, SgdOptions{});
+
+    std::map<std::string, TensorShape> shapes = InferNetShapes(model.param_init_net(), {});
+    shapes["data"] = {{2, config.num_channels, config.image_size, config.image_size}};
+    shapes["label"] = {{2}, DataType::kInt32};
+    shapes = InferNetShapes(model.net(), shapes);
+
+    Workspace ws;
+    Feed(&ws, "data", RandomTensor(shapes["data"].dims, 3));
+    Feed(&ws, "label", Int32Tensor({2}, {1, 7}));
+    ws.RunNetOnce(model.param_init_net());
+    ws.RunNetOnce(model.net());
+    int checked = 0;
+    for (const auto& blob : ws.BlobNames()) {
+      auto it = shapes.find(blob);
+      ASSERT_NE(it, shapes.end()) << blob << " was written but not inferred";
+      // A fused BN-ReLU's mask is oneDNN's opaque workspace: its size follows the layout the kernel picks at
+      // run time (blocked), the inferred one the plain layout.
+      if (it->second.dtype == DataType::kUInt8) continue;
+      EXPECT_EQ(ShapeToString(ws.Blob(blob).shape()), ShapeToString(it->second.dims)) << blob;
+      EXPECT_EQ(ws.Blob(blob).dtype(), it->second.dtype) << blob;
+      ++checked;
+    }
+    EXPECT_GT(checked, lenet ? 30 : 150);
   }
 }
 
