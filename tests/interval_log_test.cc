@@ -18,13 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path FreshDir(const std::string& name) {
-  fs::path dir = fs::path(::testing::TempDir()) / ("lockstep_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);

@@ -5,12 +5,30 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
+#include <string>
 
 #include "lockstep/ops/dnnl_utils.h"
 
 namespace lockstep::testing {
+namespace {
+
+// ctest runs tests as processes side by side, and several test files keep fixed names under TempDir() (a
+// trained checkpoint, a CLI's stderr): each process gets a directory of its own, removed when it exits.
+// GoogleTest's TempDir() follows TEST_TMPDIR, and so do the CLIs the tests start.
+[[maybe_unused]] const bool kPrivateTempDir = [] {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string pattern = std::string(base && *base ? base : "/tmp") + "/lockstep_tests_XXXXXX";
+  if (!::mkdtemp(pattern.data())) return false;
+  ::setenv("TEST_TMPDIR", (pattern + "/").c_str(), 1);
+  static const std::string dir = pattern;
+  std::atexit([] { std::filesystem::remove_all(dir); });
+  return true;
+}();
+
+}  // namespace
 
 Tensor RandomTensor(const Shape& shape, unsigned seed, float low, float high) {
   Tensor tensor(shape, DataType::kFloat);
@@ -145,6 +163,13 @@ std::string FromEnvironment(const char* name, const char* fallback) {
   return value && *value ? value : fallback;
 }
 }  // namespace
+
+std::filesystem::path FreshDir(const std::string& name) {
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("lockstep_" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
 
 std::string CliPath() { return FromEnvironment("LOCKSTEP_CLI_PATH", LOCKSTEP_CLI_PATH); }
 std::string SourceDir() { return FromEnvironment("LOCKSTEP_SOURCE_DIR", LOCKSTEP_SOURCE_DIR); }

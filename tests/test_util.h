@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,6 +33,8 @@ void RunOp(Workspace* ws, const OperatorDef& def);
 // (LOCKSTEP_CLI_PATH, LOCKSTEP_SOURCE_DIR, LOCKSTEP_FASHION_MNIST_DIR) first, so that a bundled test binary
 // runs on another machine, else this build's paths.
 std::string CliPath();
+// An empty directory TempDir()/lockstep_<name>, made afresh.
+std::filesystem::path FreshDir(const std::string& name);
 std::string SourceDir();
 bool HaveFashionMnist();
 // ||a - b|| / ||b|| (Euclidean norms).

@@ -21,13 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path FreshDir(const std::string& name) {
-  fs::path dir = fs::path(::testing::TempDir()) / ("lockstep_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
 TrainerConfig SmallLeNet(const fs::path& dir) {
   TrainerConfig config;
   config.model = "lenet";
