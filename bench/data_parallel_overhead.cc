@@ -48,8 +48,7 @@ std::unique_ptr<Job> MakeJob(const Workload& w, int devices, int threads_per_dev
     return std::vector<std::string>{layers::Scale(m, loss, "scaled_loss", loss_scale)};
   };
   o.param_update_builder = [](ModelHelper& m) { AddMomentumSgd(m, SgdOptions{}); };
-  DataParallelModel dp = Parallelize(job->model, o);
-  dp.Install(&job->ws);
+  Parallelize(job->model, o);
   auto source = std::make_shared<SyntheticSource>(w.channels, w.image_size, w.labels, 1);
   job->ws.SetObject("reader", std::make_shared<BatchReader>(source, w.batch / devices, devices));
   job->ws.RunNetOnce(job->model.param_init_net());

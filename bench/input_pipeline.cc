@@ -100,9 +100,8 @@ double TrainingImagesPerSecond(int threads, int steps, int rounds) {
     return std::vector<std::string>{layers::Scale(m, loss, "scaled_loss", loss_scale)};
   };
   o.param_update_builder = [](ModelHelper& m) { AddMomentumSgd(m, SgdOptions{}); };
-  DataParallelModel dp = Parallelize(model, o);
+  Parallelize(model, o);
   Workspace ws;
-  dp.Install(&ws);
   ws.SetObject("reader", std::make_shared<BatchReader>(std::make_shared<SyntheticSource>(3, 224, 1000, 1), batch, 1));
   ws.RunNetOnce(model.param_init_net());
   Net* net = ws.CreateNet(model.net());

@@ -79,7 +79,6 @@ Result Step(const Variant& variant, const Result& unshared) {
     net = ShareBlobs(net, options);
   }
   Workspace ws;
-  m.parallel.Install(&ws);
   ws.SetObject("reader",
                std::make_shared<BatchReader>(
                    std::make_shared<SyntheticSource>(3, kImageSize, kNumLabels, /*seed=*/1), kBatchSize, 1));

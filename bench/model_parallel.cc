@@ -66,8 +66,7 @@ std::unique_ptr<Job> MakeJob(const Workload& w, int stages, int micro_batches) {
     return std::vector<std::string>{scaled};
   };
   o.param_update_builder = [](ModelHelper& m) { AddMomentumSgd(m, SgdOptions{}); };
-  DataParallelModel dp = Parallelize(job->model, o);
-  dp.Install(&job->ws);
+  Parallelize(job->model, o);
   auto source = std::make_shared<SyntheticSource>(3, w.image_size, w.labels, 1);
   job->ws.SetObject("reader", std::make_shared<BatchReader>(source, w.batch, 1));
   job->ws.RunNetOnce(job->model.param_init_net());

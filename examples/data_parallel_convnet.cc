@@ -62,7 +62,6 @@ int main(int argc, char** argv) try {
   auto train_data = std::make_shared<ImageDataset>(LoadFashionMnist(/*train=*/true));
   DatasetSource test_data(std::make_shared<ImageDataset>(LoadFashionMnist(/*train=*/false)), false, 0);
   Workspace ws;
-  parallel.Install(&ws);
   ws.SetObject("train_reader",
                std::make_shared<BatchReader>(std::make_shared<DatasetSource>(train_data, true, 1),
                                              batch_per_device, devices));

@@ -49,7 +49,6 @@ int main(int argc, char** argv) try {
   auto train = std::make_shared<ImageDataset>(LoadFashionMnist(/*train=*/true));
   DatasetSource source(train, /*train=*/true, /*seed=*/1);
   Workspace ws;
-  table.parallel.Install(&ws);
   ws.RunNetOnce(model.param_init_net());
   Net* net = ws.CreateNet(model.net());
   const int64_t steps = train->size() / batch_size;

@@ -6,10 +6,11 @@
 namespace lockstep::testing {
 namespace {
 
-OperatorDef Collective(const std::string& type, const std::vector<std::string>& inputs,
+OperatorDef Collective(const std::string& type, const std::vector<std::string>& blobs,
                        const std::vector<std::string>& outputs, int devices) {
-  return MakeOperatorDef(type, inputs, outputs,
-                         {Arg("communicator", "local"), Arg("num_devices", int64_t{devices})});
+  std::vector<std::string> inputs{"local"};
+  inputs.insert(inputs.end(), blobs.begin(), blobs.end());
+  return MakeOperatorDef(type, inputs, outputs, {Arg("num_devices", int64_t{devices})});
 }
 
 }  // namespace

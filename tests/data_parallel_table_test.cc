@@ -42,7 +42,6 @@ Run TrainTable(const Table& spec, int steps) {
       options);
   SeedFillsByName(&model.param_init_net());
   Workspace ws;
-  table.parallel.Install(&ws);
   ws.RunNetOnce(model.param_init_net());
   Net* net = ws.CreateNet(model.net());
   Run run;
@@ -84,7 +83,6 @@ TEST(DataParallelTable, ABatchThatDoesNotSplitIsAClearError) {
   ModelHelper model("table");
   DataParallelTable table = MakeDataParallelTable(model, BuildConvNet, options);
   Workspace ws;
-  table.parallel.Install(&ws);
   ws.RunNetOnce(model.param_init_net());
   Feed(&ws, "data", RandomTensor({3, 1, 8, 8}, 1));
   Feed(&ws, "label", Int32Tensor({3}, {0, 1, 2}));

@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "lockstep/comm/local_communicator.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/data/batch_reader.h"
 #include "lockstep/model/layers.h"
@@ -69,7 +70,6 @@ ParallelOptions SmallNetOptions(const SmallNet& net, int devices) {
   return o;
 }
 
-
 struct Trained {
   std::vector<std::map<std::string, std::vector<float>>> state;  // per device: unscoped float state
   size_t allocated_bytes = 0;
@@ -81,7 +81,6 @@ Trained TrainSmallNet(const SmallNet& net, int devices, int steps, bool seed_by_
   DataParallelModel dp = Parallelize(model, SmallNetOptions(net, devices));
   if (seed_by_name) SeedFillsByName(&model.param_init_net());
   Workspace ws;
-  dp.Install(&ws);
   auto source = std::make_shared<SyntheticSource>(1, 8, 5, /*seed=*/7);
   ws.SetObject("reader", std::make_shared<BatchReader>(source, kBatch / devices, devices));
   ws.RunNetOnce(model.param_init_net());
@@ -102,7 +101,6 @@ Trained TrainSmallNet(const SmallNet& net, int devices, int steps, bool seed_by_
   result.allocated_bytes = ws.AllocatedBytes();
   return result;
 }
-
 
 void ExpectEquivalentToOneDevice(const SmallNet& net) {
   Trained one = TrainSmallNet(net, 1, 20);
@@ -179,19 +177,114 @@ TEST(DataParallel, BucketsFollowReverseCreationOrderAndStartWhenTheirLastGradien
     if (op.type() != "Allreduce") continue;
     if (first_allreduce < 0) first_allreduce = i;
     ++allreduces;
-    // Inputs: the gradient on device 0, then on device 1; the last compute op before it wrote one of them.
-    ASSERT_EQ(op.input_size(), 2);
-    EXPECT_EQ(op.input(0).substr(0, 6), "cpu_0/");
-    EXPECT_EQ(op.input(1).substr(0, 6), "cpu_1/");
+    // Inputs: the communicator, the gradient on device 0, then on device 1; the last compute op before it
+    // wrote one of them.
+    ASSERT_EQ(op.input_size(), 3);
+    EXPECT_EQ(op.input(1).substr(0, 6), "cpu_0/");
+    EXPECT_EQ(op.input(2).substr(0, 6), "cpu_1/");
     int before = i - 1;
     while (def.op(before).type() == "Allreduce") --before;
     const auto& previous = def.op(before);
     bool wrote = false;
-    for (const auto& out : previous.output()) wrote |= out == op.input(0) || out == op.input(1);
+    for (const auto& out : previous.output()) wrote |= out == op.input(1) || out == op.input(2);
     EXPECT_TRUE(wrote) << DescribeOperator(op) << " follows " << DescribeOperator(previous);
   }
   EXPECT_EQ(allreduces, 4);
   EXPECT_LT(first_allreduce, last_gradient) << "the first bucket is reduced while backward goes on";
+}
+
+TEST(DataParallel, BucketsReportTheBuffersTheirAllreduceAllocates) {
+  ModelHelper model("small");
+  DataParallelModel dp = Parallelize(model, SmallNetOptions({}, 2));
+  ASSERT_EQ(dp.buckets.size(), 1u);
+  const GradientBucket& bucket = dp.buckets[0];
+  EXPECT_EQ(bucket.params, (std::vector<std::string>{"fc_b", "fc_w", "conv_b", "conv_w"}));
+  // fc_b (5 floats) and conv_b (4) each take a 64-byte slice; fc_w is 5 x 64 floats, conv_w 4 x 1 x 3 x 3.
+  EXPECT_EQ(bucket.offsets, (std::vector<size_t>{0, 64, 64 + 1280, 64 + 1280 + 64}));
+  EXPECT_EQ(bucket.bytes, 64 + 1280 + 64 + 192u);
+}
+
+// The common world is a blob of the graph: param_init_net's CreateCommonWorld writes it, and every collective
+// (the training net's Allreduces, the broadcasts) reads it as input 0.
+TEST(DataParallel, CollectivesReadTheCommunicatorThatParamInitNetCreates) {
+  SmallNet net;
+  net.bn = true;
+  net.combine_spatial_bn = true;
+  ModelHelper model("small");
+  DataParallelModel dp = Parallelize(model, SmallNetOptions(net, 2));
+  std::vector<std::string> worlds;
+  int first_broadcast = -1, last_world = -1;
+  const NetDef& init = model.param_init_net();
+  for (int i = 0; i < init.op_size(); ++i) {
+    if (init.op(i).type() == "CreateCommonWorld") {
+      EXPECT_EQ(init.op(i).input_size(), 0) << "one shard: the devices' own communicator";
+      worlds.push_back(init.op(i).output(0));
+      last_world = i;
+    }
+    if (init.op(i).type() == "Broadcast" && first_broadcast < 0) first_broadcast = i;
+  }
+  ASSERT_EQ(worlds.size(), 1u);
+  EXPECT_LT(last_world, first_broadcast);
+  int collectives = 0;
+  for (const NetDef* def : std::vector<const NetDef*>{&model.net(), &init, &dp.broadcast_net})
+    for (const auto& op : def->op())
+      if (IsCollective(op)) {
+        EXPECT_EQ(op.input(0), worlds[0]) << DescribeOperator(op);
+        ++collectives;
+      }
+  // One bucket, the BN statistics of the forward and the backward pass, the broadcasts of param_init_net and
+  // broadcast_net.
+  EXPECT_EQ(collectives, 5);
+
+  // The trainer's order: param_init_net, a checkpoint loaded into device 0, then broadcast_net, which finds
+  // the communicator that param_init_net created.
+  Workspace ws;
+  ws.RunNetOnce(init);
+  Tensor changed;
+  changed.CopyFrom(ws.Blob("cpu_0/fc_b"));
+  changed.data<float>()[0] += 1;
+  Feed(&ws, "cpu_0/fc_b", changed);
+  ws.RunNetOnce(dp.broadcast_net);
+  EXPECT_EQ(Values(ws.Blob("cpu_1/fc_b")), Values(changed));
+}
+
+// With a communicator that spans the shards, the job's world extends it, and the combined BN statistics
+// (over this machine's devices only) go through a world of their own.
+TEST(DataParallel, TheShardsCommunicatorIsAWorkspaceObjectThatTheCallerSets) {
+  SmallNet net;
+  net.bn = true;
+  net.combine_spatial_bn = true;
+  ParallelOptions o = SmallNetOptions(net, 2);
+  o.shard_communicator = "shards";
+  ModelHelper model("small");
+  Parallelize(model, o);
+  std::map<std::string, std::vector<std::string>> world_inputs;
+  for (const auto& op : model.param_init_net().op())
+    if (op.type() == "CreateCommonWorld") world_inputs[op.output(0)] = {op.input().begin(), op.input().end()};
+  ASSERT_EQ(world_inputs.size(), 2u);
+  // The gradients are summed in place; the BN statistics into "<blob>_combined".
+  std::set<std::string> read_by_bn, read_by_gradients;
+  for (const auto& op : model.net().op())
+    if (op.type() == "Allreduce")
+      (op.output(0) == op.input(1) ? read_by_gradients : read_by_bn).insert(op.input(0));
+  ASSERT_EQ(read_by_gradients.size(), 1u);
+  ASSERT_EQ(read_by_bn.size(), 1u);
+  EXPECT_EQ(world_inputs.at(*read_by_gradients.begin()), (std::vector<std::string>{"shards"}));
+  EXPECT_EQ(world_inputs.at(*read_by_bn.begin()), (std::vector<std::string>{}));
+
+  Workspace ws;
+  auto source = std::make_shared<SyntheticSource>(1, 8, 5, /*seed=*/7);
+  ws.SetObject("reader", std::make_shared<BatchReader>(source, kBatch / 2, 2));
+  try {
+    ws.RunNetOnce(model.param_init_net());
+    ADD_FAILURE() << "param_init_net ran without the shards' communicator";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("ws.SetObject<Communicator>(\"shards\""), std::string::npos)
+        << e.what();
+  }
+  ws.SetObject<Communicator>("shards", std::make_shared<LocalCommunicator>());  // a job of one shard
+  ws.RunNetOnce(model.param_init_net());
+  ws.CreateNet(model.net())->Run();
 }
 
 namespace {
@@ -287,6 +380,8 @@ TEST(DataParallel, BadSetupsFailBeforeTraining) {
         };
       },
       "is written by two replicas");
+  expect_error([](ParallelOptions& o) { o.num_shards = 2; },
+               "num_shards > 1 needs a communicator that spans the shards");
   EXPECT_THROW(BatchPerDevice(10, 3), InvalidInput);
   EXPECT_EQ(BatchPerDevice(12, 3), 4);
   EXPECT_EQ(BatchPerDevice(16, 2, 2), 4);

@@ -74,7 +74,6 @@ std::map<std::string, std::vector<float>> Train(const Split& split, int steps, N
   SeedFillsByName(&model.param_init_net());
   if (net) *net = model.net();
   Workspace ws;
-  dp.Install(&ws);
   auto source = std::make_shared<SyntheticSource>(1, 8, 5, /*seed=*/7);
   ws.SetObject("reader", std::make_shared<BatchReader>(source, kBatch / split.replicas, split.replicas));
   ws.RunNetOnce(model.param_init_net());

@@ -1,6 +1,7 @@
 // CUDA communicators (skipped without a GPU): the factory's choice sums 1, 2 and 4 logical devices exactly
 // and broadcasts; NCCL itself on the distinct GPUs there are; staging through a host communicator, in one
-// process and across two shards over Gloo; the Allreduce and Broadcast ops on device buffers.
+// process and across two shards over Gloo; the Allreduce and Broadcast ops on device buffers, through the
+// communicator that CreateCommonWorld makes.
 #include "lockstep/comm/cuda/nccl_communicator.h"
 
 #include <iterator>
@@ -217,10 +218,11 @@ TEST(CudaCommunicator, StagingAcrossTwoShardsOverGlooSumsEveryDevice) {
   });
 }
 
-OperatorDef CudaCollective(const std::string& type, const std::vector<std::string>& inputs,
+OperatorDef CudaCollective(const std::string& type, const std::vector<std::string>& blobs,
                            const std::vector<std::string>& outputs, int devices) {
-  OperatorDef op = MakeOperatorDef(type, inputs, outputs,
-                                   {Arg("communicator", "gpus"), Arg("num_devices", int64_t{devices})});
+  std::vector<std::string> inputs{"gpus"};
+  inputs.insert(inputs.end(), blobs.begin(), blobs.end());
+  OperatorDef op = MakeOperatorDef(type, inputs, outputs, {Arg("num_devices", int64_t{devices})});
   SetDevice(&op, {DeviceType::kCuda, 0});
   return op;
 }
@@ -287,6 +289,30 @@ TEST(CudaCollectiveOps, AllreduceSumsBucketsInDeviceMemoryAndBroadcastCopiesDevi
   ws.SetObject<Communicator>("gpus", std::make_shared<LocalCommunicator>());
   EXPECT_THROW(RunOp(&ws, CudaCollective("Allreduce", {"a0", "a1"}, {"a0", "a1"}, 2)), InvalidInput)
       << "a communicator of host memory";
+}
+
+TEST(CudaCollectiveOps, CreateCommonWorldMakesTheCommunicatorOfTheDevicesOrStagesTheShards) {
+  if (GpuCount() == 0) GTEST_SKIP() << "no GPU";
+  Workspace ws;
+  for (int d = 0; d < 2; ++d) FeedOn(&ws, fmt::format("a{}", d), d, TensorFromValues({2}, {1.0f + d, 2}));
+  OperatorDef world =
+      MakeOperatorDef("CreateCommonWorld", {}, {"gpus"}, {Arg("devices", std::vector<int64_t>{0, 1})});
+  SetDevice(&world, {DeviceType::kCuda, 0});
+  NetDef def;
+  def.set_name("reduce");
+  *def.add_op() = world;
+  *def.add_op() = CudaCollective("Allreduce", {"a0", "a1"}, {"a0", "a1"}, 2);
+  ws.RunNetOnce(def);
+  EXPECT_EQ(Values(ws.Blob("a1")), (std::vector<float>{3, 4}));
+
+  // A job of one shard: staging through its host communicator adds nothing.
+  ws.SetObject<Communicator>("shards", std::make_shared<LocalCommunicator>());
+  def.mutable_op(0)->add_input("shards");
+  ws.RunNetOnce(def);
+  EXPECT_EQ(Values(ws.Blob("a1")), (std::vector<float>{6, 8}));
+
+  ws.SetObject<Communicator>("shards", MakeCudaCommunicator(FirstDevices(1)));
+  EXPECT_THROW(ws.RunNetOnce(def), InvalidInput) << "a CudaCommunicator over other devices";
 }
 
 }  // namespace

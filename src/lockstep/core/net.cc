@@ -146,6 +146,7 @@ DagNet::DagNet(const NetDef& def, Workspace* ws) : Net(def, ws), state_(std::mak
   int n = static_cast<int>(operators_.size());
   parents_.resize(n);
   children_.resize(n);
+  // By name, whether a name is a tensor or a workspace object (a communicator that CreateCommonWorld writes).
   std::map<std::string, int> last_writer;
   std::map<std::string, std::vector<int>> readers_since_write;
   for (int i = 0; i < n; ++i) {

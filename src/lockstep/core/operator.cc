@@ -20,12 +20,17 @@ Operator::Operator(const OperatorDef& def, Workspace* ws) : def_(def), ws_(ws), 
   const OpSchema* schema = SchemaRegistry::Find(def.type());
   LOCKSTEP_ENFORCE(schema != nullptr, "operator '{}' has an implementation but no schema", def.type());
   schema->Verify(def);
-  for (const auto& name : def.input()) inputs_.push_back(ws->CreateBlob(name));
-  for (const auto& name : def.output()) outputs_.push_back(ws->CreateBlob(name));
+  // Objects live in the workspace's object store; the op looks them up itself (Workspace::FindObject).
+  for (int i = 0; i < def.input_size(); ++i)
+    inputs_.push_back(schema->IsObjectInput(i) ? nullptr : ws->CreateBlob(def.input(i)));
+  for (int i = 0; i < def.output_size(); ++i)
+    outputs_.push_back(schema->IsObjectOutput(i) ? nullptr : ws->CreateBlob(def.output(i)));
 }
 
 const Tensor& Operator::InputAsStored(int i) const {
   const Tensor* tensor = inputs_.at(i);
+  LOCKSTEP_ENFORCE(tensor != nullptr, "{}: input {} names a workspace object, not a tensor",
+                   DescribeOperator(def_), i);
   if (!tensor->defined())
     throw InvalidInput(
         fmt::format("{}: input '{}' has not been set (feed it or run the net that fills it first)",

@@ -38,11 +38,13 @@ class Operator {
   // Outputs live in the memory of the operator's device.
   Tensor* Output(int i) {
     Tensor* output = outputs_.at(i);
+    LOCKSTEP_ENFORCE(output != nullptr, "{}: output {} names a workspace object, not a tensor",
+                     DescribeOperator(def_), i);
     output->PlaceOn(device());
     return output;
   }
   const std::string& InputName(int i) const { return def_.input(i); }
-  bool IsInplace(int input, int output) const { return inputs_.at(input) == outputs_.at(output); }
+  bool IsInplace(int input, int output) const { return def_.input(input) == def_.output(output); }
   const Device& device() const { return device_; }
 
   int64_t IntArg(const std::string& name, int64_t default_value) const {
@@ -64,8 +66,8 @@ class Operator {
 
  private:
   Device device_;
-  std::vector<Tensor*> inputs_;
-  std::vector<Tensor*> outputs_;
+  std::vector<Tensor*> inputs_;   // nullptr for an object input (OpSchema::ObjectInputs)
+  std::vector<Tensor*> outputs_;  // nullptr for an object output
   bool accepts_layouts_ = false;
   std::vector<Tensor> plain_inputs_;  // conversion buffers, kept across runs
 };

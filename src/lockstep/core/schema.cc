@@ -109,6 +109,16 @@ bool IsCollective(const OperatorDef& op) {
   return schema && schema->collective();
 }
 
+bool IsObjectInput(const OperatorDef& op, int i) {
+  const OpSchema* schema = SchemaRegistry::Find(op.type());
+  return schema && schema->IsObjectInput(i);
+}
+
+bool IsObjectOutput(const OperatorDef& op, int i) {
+  const OpSchema* schema = SchemaRegistry::Find(op.type());
+  return schema && schema->IsObjectOutput(i);
+}
+
 void OpSchema::Verify(const OperatorDef& def) const {
   auto fail = [&](const std::string& what) {
     throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
@@ -123,7 +133,7 @@ void OpSchema::Verify(const OperatorDef& def) const {
   }
   for (int in = 0; in < def.input_size(); ++in) {
     for (int out = 0; out < def.output_size(); ++out) {
-      if (def.input(in) != def.output(out) || (inplace_same_index_ && in == out)) continue;
+      if (def.input(in) != def.output(out) || (inplace_shift_ >= 0 && in == out + inplace_shift_)) continue;
       if (!allow_inplace_.count({in, out}) && !enforce_inplace_.count({in, out}))
         fail(fmt::format("output {} may not overwrite input {} ('{}'): use another blob name", out, in,
                          def.input(in)));
@@ -164,7 +174,12 @@ std::map<std::string, TensorShape> InferNetShapes(const NetDef& net,
   for (const auto& op : net.op()) {
     const OpSchema* schema = &SchemaRegistry::Of(op);
     std::vector<TensorShape> inputs;
-    for (const auto& name : op.input()) {
+    for (int i = 0; i < op.input_size(); ++i) {
+      const std::string& name = op.input(i);
+      if (schema->IsObjectInput(i)) {
+        inputs.push_back({{}, DataType::kUndefined});
+        continue;
+      }
       auto it = shapes.find(name);
       if (it == shapes.end())
         throw InvalidInput(fmt::format("{}: shape of input '{}' is unknown", DescribeOperator(op), name));

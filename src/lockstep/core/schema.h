@@ -1,8 +1,9 @@
 // Operator schemas: declared once per type next to the operator, checked once when an operator is created.
 // A schema states every fact about an operator that code outside ops/ relies on: arity, which outputs may
 // overwrite which inputs, how output shapes follow from inputs, its cost, which inputs may be 16-bit, which
-// GPU library options it takes, where it may read from, and what the data-parallel planner must do with it.
-// Passes read these facts; none of them matches an operator type by name.
+// GPU library options it takes, where it may read from, which inputs and outputs name workspace objects
+// rather than tensors, and what the data-parallel planner must do with it. Passes read these facts; none of
+// them matches an operator type by name.
 #pragma once
 
 #include <climits>
@@ -63,9 +64,10 @@ class OpSchema {
   OpSchema& NumOutputs(int min, int max);
   // Output `output` may be the same blob as input `input` (computed in place).
   OpSchema& AllowInplace(std::set<std::pair<int, int>> pairs);
-  // Output i may be the same blob as input i, for every i (ops with any number of inputs).
-  OpSchema& AllowInplaceSameIndex() {
-    inplace_same_index_ = true;
+  // Output i may be the same blob as input i + shift, for every i (ops with any number of inputs after
+  // `shift` fixed ones).
+  OpSchema& AllowInplaceShifted(int shift) {
+    inplace_shift_ = shift;
     return *this;
   }
   // Output `output` must be the same blob as input `input` (e.g. parameter updates).
@@ -115,6 +117,19 @@ class OpSchema {
   const ReplicaRewrite& combine_across_replicas() const { return combine_; }
 
   OpSchema& Role(OpRole role);
+  // The first `count` inputs (outputs) name workspace objects (Workspace::SetObject), not tensors: a
+  // communicator that one op creates and others use. Executors order ops by them as by any blob; the passes
+  // that copy, share or shape tensors leave them alone.
+  OpSchema& ObjectInputs(int count) {
+    object_inputs_ = count;
+    return *this;
+  }
+  OpSchema& ObjectOutputs(int count) {
+    object_outputs_ = count;
+    return *this;
+  }
+  bool IsObjectInput(int i) const { return i < object_inputs_; }
+  bool IsObjectOutput(int i) const { return i < object_outputs_; }
 
   // Throws InvalidInput naming the operator when the def breaks this schema.
   void Verify(const OperatorDef& def) const;
@@ -135,7 +150,8 @@ class OpSchema {
   bool collective_ = false;
   bool reads_any_device_ = false;
   bool summed_across_replicas_ = false;
-  bool inplace_same_index_ = false;
+  int inplace_shift_ = -1;  // none
+  int object_inputs_ = 0, object_outputs_ = 0;
 };
 
 class SchemaRegistry {
@@ -150,12 +166,16 @@ class SchemaRegistry {
 
 // True when the op's type is registered with OpSchema::Collective().
 bool IsCollective(const OperatorDef& op);
+// True when input (output) i of the op names a workspace object (OpSchema::ObjectInputs).
+bool IsObjectInput(const OperatorDef& op, int i);
+bool IsObjectOutput(const OperatorDef& op, int i);
 
 // Sets the GPU options as arguments on every op of the net whose schema takes them.
 void SetGpuOptions(const GpuOptions& options, NetDef* net);
 
 // Runs the shape functions of a whole net from the shapes of its external inputs; every blob the net writes
-// gets an entry. Throws if an op has no shape function or its inputs are unknown.
+// gets an entry (an object: DataType::kUndefined). Throws if an op has no shape function or its inputs are
+// unknown; object inputs have no shape to know.
 std::map<std::string, TensorShape> InferNetShapes(const NetDef& net,
                                                   std::map<std::string, TensorShape> shapes);
 

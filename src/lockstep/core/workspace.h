@@ -30,20 +30,27 @@ class Workspace {
   // Bytes allocated by all blobs: the step's peak tensor memory, since buffers are kept across runs.
   size_t AllocatedBytes() const;
 
-  // Shared objects that operators find by name (a communicator, a data reader); set before creating the nets
-  // that use them.
+  // Shared objects that operators find by name (a communicator, a data reader): set by the caller before the
+  // nets that use them run, or by an operator whose output names one (CreateCommonWorld). An object is found
+  // under the exact type it was set as: SetObject<Communicator>(name, gloo) for GetObject<Communicator>.
   template <typename T>
   void SetObject(const std::string& name, std::shared_ptr<T> object) {
     objects_[name] = std::move(object);
   }
+  // nullptr when there is no object of that name and type.
+  template <typename T>
+  std::shared_ptr<T> FindObject(const std::string& name) const {
+    auto it = objects_.find(name);
+    const auto* object = it == objects_.end() ? nullptr : std::any_cast<std::shared_ptr<T>>(&it->second);
+    return object ? *object : nullptr;
+  }
   // Throws InvalidInput when there is no object of that name and type.
   template <typename T>
   std::shared_ptr<T> GetObject(const std::string& name) const {
-    auto it = objects_.find(name);
-    const auto* object = it == objects_.end() ? nullptr : std::any_cast<std::shared_ptr<T>>(&it->second);
+    std::shared_ptr<T> object = FindObject<T>(name);
     if (!object)
       throw InvalidInput(fmt::format("the workspace holds no object '{}' of the expected type", name));
-    return *object;
+    return object;
   }
 
   // Instantiates the net's operators once; RunNet then only runs them.

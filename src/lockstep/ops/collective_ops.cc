@@ -1,15 +1,16 @@
-// Collective operators over the devices of a data-parallel model, through the Communicator the workspace
-// holds under the name in arg `communicator`. Inputs are grouped by device: with num_devices = k and m blobs
-// per device, input d * m + j is blob j of device d; output i is where input i's result goes (the same blob
-// when computed in place).
+// Collective operators over the devices of a data-parallel model, through the Communicator that input 0
+// names: a workspace object that CreateCommonWorld writes (common_world_op.cc), so that the graph shows
+// which op each collective depends on. The other inputs are grouped by device: with num_devices = k and m
+// blobs per device, input 1 + d * m + j is blob j of device d; output d * m + j is where its result goes (the
+// same blob when computed in place).
 //   Allreduce: every output gets the sum of blob j over all devices (and all processes). A device's m blobs
-//              travel as one contiguous bucket, so one collective serves many small gradients.
+//              travel as one contiguous bucket (parallel/gradient_buckets.h), so one collective serves many
+//              small gradients.
 //   Broadcast: every output gets device 0's blob j (of the communicator's rank 0).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
-#include "lockstep/comm/communicator.h"
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/collective_op.h"
@@ -17,59 +18,71 @@
 namespace lockstep {
 
 int CollectiveBlobsPerDevice(const OperatorDef& def, int num_devices) {
-  const int inputs = def.input_size(), outputs = def.output_size();
-  if (num_devices < 1 || inputs % num_devices != 0 || inputs != outputs)
+  const int blobs = def.input_size() - 1, outputs = def.output_size();
+  if (num_devices < 1 || blobs % num_devices != 0 || blobs != outputs)
     throw InvalidInput(
-        fmt::format("{}: needs the same number of inputs and outputs, a multiple of "
-                    "num_devices={}, got {} and {}",
-                    DescribeOperator(def), num_devices, inputs, outputs));
-  return inputs / num_devices;
+        fmt::format("{}: needs a communicator, then as many blobs as outputs, a multiple of num_devices={}; "
+                    "got {} blobs and {} outputs",
+                    DescribeOperator(def), num_devices, blobs, outputs));
+  return blobs / num_devices;
+}
+
+std::shared_ptr<Communicator> CommunicatorInput(const OperatorDef& def, const Workspace& ws,
+                                                const std::string& what_to_do) {
+  std::shared_ptr<Communicator> communicator = ws.FindObject<Communicator>(def.input(0));
+  if (!communicator)
+    throw InvalidInput(fmt::format("{}: the workspace holds no communicator '{}'; {}", DescribeOperator(def),
+                                   def.input(0), what_to_do));
+  return communicator;
 }
 
 void CheckReplicaMatches(const OperatorDef& def, int j, const Tensor& first, int i, const Tensor& replica) {
   if (replica.shape() != first.shape() || replica.dtype() != first.dtype())
     throw InvalidInput(fmt::format("{}: '{}' is {} {} but '{}' is {} {}; replicas must match",
-                                   DescribeOperator(def), def.input(j), DataTypeName(first.dtype()),
-                                   ShapeToString(first.shape()), def.input(i), DataTypeName(replica.dtype()),
-                                   ShapeToString(replica.shape())));
+                                   DescribeOperator(def), def.input(1 + j), DataTypeName(first.dtype()),
+                                   ShapeToString(first.shape()), def.input(1 + i),
+                                   DataTypeName(replica.dtype()), ShapeToString(replica.shape())));
 }
 
-BucketLayout PlanBucketLayout(const OperatorDef& def, const std::vector<const Tensor*>& outputs) {
-  BucketLayout layout;
-  for (size_t j = 0; j < outputs.size(); ++j) {
-    const Tensor& blob = *outputs[j];
+GradientBucket PlanDeviceBucket(const OperatorDef& def, const std::vector<const Tensor*>& blobs) {
+  std::vector<std::pair<std::string, Shape>> packed;
+  for (size_t j = 0; j < blobs.size(); ++j) {
+    const Tensor& blob = *blobs[j];
     if (blob.dtype() != DataType::kFloat || !blob.is_plain())
       throw InvalidInput(fmt::format("{}: '{}' is {}{}; Allreduce sums plain float tensors",
-                                     DescribeOperator(def), def.input(j), DataTypeName(blob.dtype()),
+                                     DescribeOperator(def), def.output(j), DataTypeName(blob.dtype()),
                                      blob.is_plain() ? "" : " in a blocked layout"));
-    layout.shapes.push_back(blob.shape());
-    layout.offsets.push_back(layout.bytes);
-    layout.bytes += (blob.nbytes() + 63) / 64 * 64;
+    packed.emplace_back(def.output(j), blob.shape());
   }
-  return layout;
+  return PlanGradientBuckets(packed).at(0);
 }
 
-void CheckBucketBlob(const OperatorDef& def, const BucketLayout& layout, int j, const Tensor& blob) {
-  if (blob.shape() != layout.shapes[j] || blob.dtype() != DataType::kFloat || !blob.is_plain())
+void CheckBucketBlob(const OperatorDef& def, const GradientBucket& bucket, int j, const Tensor& blob) {
+  if (blob.shape() != bucket.shapes[j] || blob.dtype() != DataType::kFloat || !blob.is_plain())
     throw InvalidInput(fmt::format("{}: '{}' changed from plain float {} to {} {} between steps",
-                                   DescribeOperator(def), def.input(j), ShapeToString(layout.shapes[j]),
+                                   DescribeOperator(def), bucket.params[j], ShapeToString(bucket.shapes[j]),
                                    DataTypeName(blob.dtype()), ShapeToString(blob.shape())));
 }
 
 void CheckBroadcastBlob(const OperatorDef& def, int j, const Tensor& blob) {
   if (!blob.is_plain())
     throw InvalidInput(fmt::format("{}: '{}' is not plain; broadcast parameters and state only",
-                                   DescribeOperator(def), def.input(j)));
+                                   DescribeOperator(def), def.output(j)));
 }
 
 namespace {
 
+// Output i is blob i: its shape and dtype are those of input 1 + i.
+std::vector<TensorShape> CollectiveShapes(const OperatorDef& def, const std::vector<TensorShape>& inputs) {
+  std::vector<TensorShape> outputs;
+  for (int i = 0; i < def.output_size(); ++i) outputs.push_back(inputs.at(1 + i));
+  return outputs;
+}
+
 class CollectiveOp : public Operator {
  public:
   CollectiveOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws),
-        communicator_(ws->GetObject<Communicator>(StringArg("communicator", ""))),
-        num_devices_(static_cast<int>(IntArg("num_devices", 1))) {
+      : Operator(def, ws), num_devices_(static_cast<int>(IntArg("num_devices", 1))) {
     per_device_ = CollectiveBlobsPerDevice(def, num_devices_);
   }
 
@@ -77,17 +90,16 @@ class CollectiveOp : public Operator {
   // Checks that blob j has the same shape and dtype on every device and makes each output its input's shape.
   void PrepareOutputs() {
     for (int j = 0; j < per_device_; ++j) {
-      const Tensor& first = Input(j);
+      const Tensor& first = Input(1 + j);
       for (int d = 0; d < num_devices_; ++d) {
         int i = d * per_device_ + j;
-        const Tensor& in = Input(i);
+        const Tensor& in = Input(1 + i);
         CheckReplicaMatches(def_, j, first, i, in);
-        if (!IsInplace(i, i)) Output(i)->CopyFrom(in);
+        if (!IsInplace(1 + i, i)) Output(i)->CopyFrom(in);
       }
     }
   }
 
-  std::shared_ptr<Communicator> communicator_;
   int num_devices_, per_device_ = 0;
 };
 
@@ -99,37 +111,38 @@ class AllreduceOp : public CollectiveOp {
   using CollectiveOp::CollectiveOp;
 
   void Run() override {
+    std::shared_ptr<Communicator> communicator = CommunicatorInput(def_, *ws_);
     PrepareOutputs();
-    if (buckets_.empty()) PlanBuckets();
+    if (buckets_.empty()) AllocateBuckets();
     for (int d = 0; d < num_devices_; ++d) {
       for (int j = 0; j < per_device_; ++j) {
         Tensor* blob = Output(d * per_device_ + j);
-        CheckBucketBlob(def_, layout_, j, *blob);
-        uint8_t* slice = buckets_[d].get() + layout_.offsets[j];
+        CheckBucketBlob(def_, bucket_, j, *blob);
+        uint8_t* slice = buckets_[d].get() + bucket_.offsets[j];
         if (blob->raw_data() != slice) {
           std::memcpy(slice, blob->raw_data(), blob->nbytes());
-          blob->ShareStorage(buckets_[d], layout_.offsets[j], blob->nbytes());
+          blob->ShareStorage(buckets_[d], bucket_.offsets[j], blob->nbytes());
         }
       }
     }
-    communicator_->Allreduce(buffers_, layout_.bytes / sizeof(float));
+    communicator->Allreduce(buffers_, bucket_.bytes / sizeof(float));
   }
 
  private:
-  void PlanBuckets() {
+  void AllocateBuckets() {
     std::vector<const Tensor*> blobs;
     for (int j = 0; j < per_device_; ++j) blobs.push_back(Output(j));
-    layout_ = PlanBucketLayout(def_, blobs);
+    bucket_ = PlanDeviceBucket(def_, blobs);
     for (int d = 0; d < num_devices_; ++d) {
-      auto* memory = static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(layout_.bytes, 64)));
-      LOCKSTEP_ENFORCE(memory != nullptr, "out of memory for a {}-byte gradient bucket", layout_.bytes);
-      std::memset(memory, 0, layout_.bytes);
+      auto* memory = static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(bucket_.bytes, 64)));
+      LOCKSTEP_ENFORCE(memory != nullptr, "out of memory for a {}-byte gradient bucket", bucket_.bytes);
+      std::memset(memory, 0, bucket_.bytes);
       buckets_.emplace_back(memory, [](uint8_t* p) { std::free(p); });
       buffers_.push_back(reinterpret_cast<float*>(memory));
     }
   }
 
-  BucketLayout layout_;
+  GradientBucket bucket_;                          // the layout, the same on every device
   std::vector<std::shared_ptr<uint8_t>> buckets_;  // one contiguous buffer per device
   std::vector<float*> buffers_;                    // the same, as the communicator takes them
 };
@@ -139,6 +152,7 @@ class BroadcastOp : public CollectiveOp {
   using CollectiveOp::CollectiveOp;
 
   void Run() override {
+    std::shared_ptr<Communicator> communicator = CommunicatorInput(def_, *ws_);
     PrepareOutputs();
     for (int j = 0; j < per_device_; ++j) {
       std::vector<void*> buffers(num_devices_);
@@ -147,7 +161,7 @@ class BroadcastOp : public CollectiveOp {
         CheckBroadcastBlob(def_, j, *blob);
         buffers[d] = blob->raw_data();
       }
-      communicator_->Broadcast(buffers, Output(j)->nbytes(), 0);
+      communicator->Broadcast(buffers, Output(j)->nbytes(), 0);
     }
   }
 };
@@ -155,16 +169,18 @@ class BroadcastOp : public CollectiveOp {
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(Allreduce)
-    .NumInputs(1, INT_MAX)
+    .NumInputs(2, INT_MAX)
     .NumOutputs(1, INT_MAX)
-    .AllowInplaceSameIndex()
-    .IdentityShape()
+    .ObjectInputs(1)
+    .AllowInplaceShifted(1)
+    .ShapeFunction(CollectiveShapes)
     .Collective();
 LOCKSTEP_OPERATOR_SCHEMA(Broadcast)
-    .NumInputs(1, INT_MAX)
+    .NumInputs(2, INT_MAX)
     .NumOutputs(1, INT_MAX)
-    .AllowInplaceSameIndex()
-    .IdentityShape()
+    .ObjectInputs(1)
+    .AllowInplaceShifted(1)
+    .ShapeFunction(CollectiveShapes)
     .Collective();
 LOCKSTEP_REGISTER_CPU_OPERATOR(Allreduce, AllreduceOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Broadcast, BroadcastOp);

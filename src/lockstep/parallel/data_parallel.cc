@@ -1,4 +1,5 @@
-// Data-parallel planning: replicas, interleaving, combined BN statistics, gradient buckets, broadcast.
+// Data-parallel planning: replicas, interleaving, combined BN statistics, gradient buckets, common worlds,
+// broadcast.
 #include "lockstep/parallel/data_parallel.h"
 
 #include <omp.h>
@@ -7,16 +8,11 @@
 #include <map>
 #include <set>
 
-#include "lockstep/comm/local_communicator.h"
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/schema.h"
-#include "lockstep/core/workspace.h"
 #include "lockstep/parallel/memonger.h"
 #include "lockstep/parallel/micro_batches.h"
 #include "lockstep/parallel/placement.h"
-#if LOCKSTEP_WITH_CUDA
-#include "lockstep/comm/cuda/cuda_communicator.h"  // declarations only: no CUDA header
-#endif
 
 namespace lockstep {
 namespace {
@@ -42,7 +38,10 @@ void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
   if (o.micro_batches < 1) Fail(fmt::format("micro_batches must be at least 1, got {}", o.micro_batches));
   if (o.num_shards < 1 || o.shard_id < 0 || o.shard_id >= o.num_shards)
     Fail(fmt::format("shard_id {} must be in [0, num_shards = {})", o.shard_id, o.num_shards));
-  if (o.num_shards > 1 && !o.communicator) Fail("num_shards > 1 needs a communicator that spans the shards");
+  if (o.num_shards > 1 && o.shard_communicator.empty())
+    Fail(
+        "num_shards > 1 needs a communicator that spans the shards: set shard_communicator to the name of "
+        "the workspace object that holds it (a connected GlooCommunicator)");
   if (o.device_type == DeviceType::kCuda && o.devices_per_replica > 1 &&
       (o.devices.size() > static_cast<size_t>(o.devices_per_replica) || o.num_shards > 1))
     Fail(
@@ -108,39 +107,13 @@ std::vector<int> ReplicaOfEachOp(const NetDef& net, const ParallelOptions& o,
   return device_of;
 }
 
-using Communicators = std::vector<std::pair<std::string, std::shared_ptr<Communicator>>>;
-
-// CUDA devices sum in device memory, through the communicators of the CUDA library
-// (comm/cuda/cuda_communicator.h): the replicas' first devices' NCCL or copy-and-sum communicator, staged
-// through o.communicator across shards. This file names them only in builds that have that library, so that a
-// build without CUDA still links; there no CUDA backend is registered, and ValidateOptions refuses CUDA
-// devices before this point (unless a test registers a backend of its own).
-Communicators CudaCommunicators(const ParallelOptions& o, const std::string& gradient_comm,
-                                const std::string& device_comm) {
-#if LOCKSTEP_WITH_CUDA
-  std::vector<int> first_devices;
-  for (size_t i = 0; i < o.devices.size(); i += o.devices_per_replica) first_devices.push_back(o.devices[i]);
-  std::shared_ptr<CudaCommunicator> local = MakeCudaCommunicator(first_devices);
-  std::shared_ptr<Communicator> gradients = local;
-  if (auto given = std::dynamic_pointer_cast<CudaCommunicator>(o.communicator)) {
-    if (given->devices() != first_devices)
-      Fail(fmt::format("the communicator serves CUDA devices {} but the replicas are on {}",
-                       fmt::join(given->devices(), ", "), fmt::join(first_devices, ", ")));
-    gradients = given;
-  } else if (o.communicator) {
-    gradients = MakeCudaCommunicator(local, o.communicator);
-  }
-  return {{gradient_comm, gradients}, {device_comm, local}};
-#else
-  Fail("this build has no CUDA communicators; build with the CUDA backend (cmake -DLOCKSTEP_CUDA=ON)");
-#endif
-}
-
-OperatorDef Collective(const std::string& type, const std::vector<std::string>& inputs,
-                       const std::vector<std::string>& outputs, const std::string& communicator, int devices,
-                       const Device& device) {
-  OperatorDef op = MakeOperatorDef(type, inputs, outputs,
-                                   {Arg("communicator", communicator), Arg("num_devices", int64_t{devices})});
+// A collective over `blobs` through the communicator that the workspace object `world` holds (input 0).
+OperatorDef Collective(const std::string& type, const std::string& world,
+                       const std::vector<std::string>& blobs, const std::vector<std::string>& outputs,
+                       int devices, const Device& device) {
+  std::vector<std::string> inputs{world};
+  inputs.insert(inputs.end(), blobs.begin(), blobs.end());
+  OperatorDef op = MakeOperatorDef(type, inputs, outputs, {Arg("num_devices", int64_t{devices})});
   SetDevice(&op, device);
   return op;
 }
@@ -148,7 +121,7 @@ OperatorDef Collective(const std::string& type, const std::vector<std::string>& 
 // Orders the ops as op 0 of every replica, op 1 of every replica, ... so that the replicas advance together
 // (and a cross-replica collective can sit between two groups), and inserts after every group of ops whose
 // outputs are summed across replicas (ChannelStats, ChannelBackpropStats) their Allreduce into CombinedName.
-void Interleave(NetDef* net, const std::vector<int>& replica_of, int replicas, const std::string& communicator,
+void Interleave(NetDef* net, const std::vector<int>& replica_of, int replicas, const std::string& world,
                 const Device& first_device) {
   std::vector<std::vector<const OperatorDef*>> replica(replicas);
   for (int i = 0; i < net->op_size(); ++i) replica[replica_of[i]].push_back(&net->op(i));
@@ -179,27 +152,26 @@ void Interleave(NetDef* net, const std::vector<int>& replica_of, int replicas, c
       }
     }
     if (!inputs.empty())
-      *interleaved.add_op() = Collective("Allreduce", inputs, outputs, communicator, replicas, first_device);
+      *interleaved.add_op() = Collective("Allreduce", world, inputs, outputs, replicas, first_device);
   }
   *net = interleaved;
 }
 
+// The replica's trainable parameters, unscoped, in reverse creation order: about the order in which backward
+// computes their gradients.
 std::vector<GradientBucket> PlanBuckets(const ModelHelper& model, const std::string& scope,
                                         size_t bucket_bytes) {
-  std::vector<GradientBucket> buckets;
-  auto params = model.GetTrainableParams(scope);
-  for (auto it = params.rbegin(); it != params.rend(); ++it) {
-    if (buckets.empty() || buckets.back().bytes >= bucket_bytes) buckets.emplace_back();
-    buckets.back().params.push_back(it->substr(scope.size()));
-    buckets.back().bytes += NumElements(model.Param(*it).shape) * sizeof(float);
-  }
-  return buckets;
+  std::vector<std::pair<std::string, Shape>> params;
+  auto scoped = model.GetTrainableParams(scope);
+  for (auto it = scoped.rbegin(); it != scoped.rend(); ++it)
+    params.emplace_back(it->substr(scope.size()), model.Param(*it).shape);
+  return PlanGradientBuckets(params, bucket_bytes);
 }
 
 // Inserts each bucket's Allreduce right after the last backward op that writes one of its gradients (the
 // updates that come later read the sums).
 void AddBucketAllreduces(NetDef* net, const ModelHelper& model, const std::vector<GradientBucket>& buckets,
-                         const std::vector<std::string>& scopes, const std::string& communicator,
+                         const std::vector<std::string>& scopes, const std::string& world,
                          const Device& first_device) {
   std::map<std::string, int> last_writer;
   for (int i = 0; i < net->op_size(); ++i)
@@ -220,8 +192,8 @@ void AddBucketAllreduces(NetDef* net, const ModelHelper& model, const std::vecto
         LOCKSTEP_ENFORCE(writer != last_writer.end(), "gradient '{}' is never written", grad->second);
         position = std::max(position, writer->second);
       }
-    after.emplace(position, Collective("Allreduce", grads, grads, communicator,
-                                       static_cast<int>(scopes.size()), first_device));
+    after.emplace(position, Collective("Allreduce", world, grads, grads, static_cast<int>(scopes.size()),
+                                       first_device));
   }
   NetDef planned = *net;
   planned.clear_op();
@@ -231,6 +203,27 @@ void AddBucketAllreduces(NetDef* net, const ModelHelper& model, const std::vecto
     for (auto it = begin; it != end; ++it) *planned.add_op() = it->second;
   }
   *net = planned;
+}
+
+// Appends to init the CreateCommonWorld of each world that a collective of `nets` reads: the job's
+// (extending the shards' communicator when there is one) before the devices' own.
+void AddCommonWorlds(NetDef* init, const std::vector<const NetDef*>& nets, const std::string& job_world,
+                     const std::string& device_world, const ParallelOptions& o) {
+  std::set<std::string> read;
+  for (const NetDef* net : nets)
+    for (const auto& op : net->op())
+      if (IsCollective(op)) read.insert(op.input(0));
+  std::vector<int64_t> first_devices;
+  for (size_t i = 0; i < o.devices.size(); i += o.devices_per_replica) first_devices.push_back(o.devices[i]);
+  auto add = [&](const std::vector<std::string>& inputs, const std::string& world) {
+    OperatorDef* op = init->add_op();
+    *op = MakeOperatorDef("CreateCommonWorld", inputs, {world}, {Arg("devices", first_devices)});
+    SetDevice(op, {o.device_type, o.devices[0]});
+  };
+  if (read.count(job_world))
+    add(o.shard_communicator.empty() ? std::vector<std::string>{} : std::vector{o.shard_communicator},
+        job_world);
+  if (device_world != job_world && read.count(device_world)) add({}, device_world);
 }
 
 // The state every replica initialises: what param_init_net writes under the scope, unscoped.
@@ -261,24 +254,17 @@ int BatchPerDevice(int batch_size, int devices, int shards) {
   return batch_size / replicas;
 }
 
-void DataParallelModel::Install(Workspace* ws) const {
-  for (const auto& [name, communicator] : communicators) ws->SetObject(name, communicator);
-}
-
 DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
   ValidateOptions(model, o);
   const int replicas = static_cast<int>(o.devices.size()) / o.devices_per_replica;
   const Device first_device{o.device_type, o.devices[0]};
   const bool single = replicas == 1 && o.num_shards == 1;
   DataParallelModel dp;
-  const std::string gradient_comm = model.net().name() + "/gradients";
-  const std::string device_comm = model.net().name() + "/devices";
-  if (o.device_type == DeviceType::kCuda)
-    dp.communicators = CudaCommunicators(o, gradient_comm, device_comm);
-  else
-    dp.communicators = {
-        {gradient_comm, o.communicator ? o.communicator : std::make_shared<LocalCommunicator>()},
-        {device_comm, std::make_shared<LocalCommunicator>()}};
+  // The workspace objects that the collectives read: the job's communicator (gradients, broadcast) and the
+  // devices' (combined BN statistics, over this machine only), one and the same without the shards'.
+  const std::string job_world = model.net().name() + "/common_world";
+  const std::string device_world =
+      o.shard_communicator.empty() ? job_world : model.net().name() + "/device_common_world";
 
   const float loss_scale = 1.0f / static_cast<float>(replicas * o.num_shards * o.micro_batches);
   auto for_each_replica = [&](const std::function<void(int)>& build) {
@@ -300,9 +286,10 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     const int forward_begin = model.net().op_size();
     auto losses = o.forward_builder(model, loss_scale);
     if (losses.empty())
-      Fail(fmt::format("forward_builder returned no loss for the replica on device {}; return the loss blobs "
-                       "to train",
-                       o.devices[r * o.devices_per_replica]));
+      Fail(
+          fmt::format("forward_builder returned no loss for the replica on device {}; return the loss blobs "
+                      "to train",
+                      o.devices[r * o.devices_per_replica]));
     if (o.micro_batches > 1) {
       // The batch blobs: what the input ops write and the forward pass reads.
       std::set<std::string> read;
@@ -335,9 +322,9 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
                       "the same replica on every device",
                       o.devices[r * o.devices_per_replica]));
 
-  Interleave(&model.net(), ReplicaOfEachOp(model.net(), o, dp.scopes), replicas, device_comm, first_device);
+  Interleave(&model.net(), ReplicaOfEachOp(model.net(), o, dp.scopes), replicas, device_world, first_device);
   dp.buckets = PlanBuckets(model, dp.scopes[0], o.bucket_bytes);
-  if (!single) AddBucketAllreduces(&model.net(), model, dp.buckets, dp.scopes, gradient_comm, first_device);
+  if (!single) AddBucketAllreduces(&model.net(), model, dp.buckets, dp.scopes, job_world, first_device);
 
   if (o.optimize_gradient_memory) {
     std::set<std::string> keep(dp.losses.begin(), dp.losses.end());
@@ -359,9 +346,10 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     std::vector<std::string> blobs;
     for (const auto& scope : dp.scopes)
       for (const auto& name : dp.state_blobs) blobs.push_back(scope + name);
-    *dp.broadcast_net.add_op() = Collective("Broadcast", blobs, blobs, gradient_comm, replicas, first_device);
-    *model.param_init_net().add_op() = dp.broadcast_net.op(0);
+    *dp.broadcast_net.add_op() = Collective("Broadcast", job_world, blobs, blobs, replicas, first_device);
   }
+  AddCommonWorlds(&model.param_init_net(), {&model.net(), &dp.broadcast_net}, job_world, device_world, o);
+  if (!single) *model.param_init_net().add_op() = dp.broadcast_net.op(0);
 
   const int cores = o.max_threads > 0 ? o.max_threads : omp_get_num_procs();
   if (o.threads_per_device > cores)

@@ -1,21 +1,20 @@
-// Parallelize: synchronous data parallelism on the devices of one machine (and, through the communicator, of
-// many), as Caffe2's data_parallel_model. The builder functions describe one replica; Parallelize calls them
-// once per device under the device's scope ("cpu_0/", "cpu_1/", ...), adds the backward pass, allreduces
-// the gradients in buckets that start as soon as their last gradient is computed, and adds each replica's
-// update. Every replica then holds the same parameters after every step.
+// Parallelize: synchronous data parallelism on the devices of one machine (and, through the shards'
+// communicator, of many), as Caffe2's data_parallel_model. The builder functions describe one replica;
+// Parallelize calls them once per device under the device's scope ("cpu_0/", "cpu_1/", ...), adds the
+// backward pass, allreduces the gradients in buckets that start as soon as their last gradient is computed,
+// and adds each replica's update. Every replica then holds the same parameters after every step. The
+// collectives read their communicator as input 0, a workspace object that the CreateCommonWorld ops
+// Parallelize adds to param_init_net create: run param_init_net before the other nets, in their workspace.
 #pragma once
 
 #include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "lockstep/comm/communicator.h"
 #include "lockstep/model/model_helper.h"
+#include "lockstep/parallel/gradient_buckets.h"
 
 namespace lockstep {
-
-class Workspace;
 
 struct ParallelOptions {
   // Adds the ops that produce this replica's input (e.g. layers::ReadBatch; model.replica() tells which
@@ -38,16 +37,16 @@ struct ParallelOptions {
   // (see micro_batches.h); the losses are scaled by 1 / micro_batches as well.
   int micro_batches = 1;
 
-  int num_shards = 1, shard_id = 0;  // processes of the job; the communicator spans them
-  // Sums gradients over every device of every shard; a LocalCommunicator when null. On CUDA devices a
-  // CudaCommunicator (comm/cuda/cuda_communicator.h) over the replicas' devices is used as given; any other
-  // communicator (a connected GlooCommunicator) is taken to span the shards in host memory, and each
-  // collective is staged through it: the devices' sum on device 0, to host memory, across the shards, back
-  // and out to the devices. When null, the devices' own communicator: NCCL on distinct GPUs, else
-  // copy-and-sum.
-  std::shared_ptr<Communicator> communicator;
+  int num_shards = 1, shard_id = 0;  // processes of the job; shard_communicator spans them
+  // The name of the workspace object, a Communicator that spans the shards (a connected GlooCommunicator),
+  // which the caller sets before running param_init_net: ws.SetObject<Communicator>(name, gloo). Its
+  // CreateCommonWorld extends it over the devices (see ops/common_world_op.cc). When empty, the devices' own
+  // communicator: LocalCommunicator on the CPU; NCCL on distinct GPUs, else copy-and-sum.
+  std::string shard_communicator;
 
-  size_t bucket_bytes = 8 << 20;          // gradients allreduced together, in reverse creation order
+  // Gradients allreduced together, in reverse creation order: a bucket takes parameters until its buffer
+  // holds at least this many bytes (gradient_buckets.h).
+  size_t bucket_bytes = 8 << 20;
   bool combine_spatial_bn = false;        // BN batch statistics over all devices of the machine
   bool optimize_gradient_memory = false;  // gradient blobs share buffers (memonger)
   bool share_activations = false;         // with optimize_gradient_memory: forward blobs too
@@ -58,28 +57,22 @@ struct ParallelOptions {
   int max_threads = 0;
 };
 
-struct GradientBucket {
-  std::vector<std::string> params;  // unscoped, in the order they are packed
-  size_t bytes = 0;
-};
-
 struct DataParallelModel {
   std::vector<std::string> scopes;  // name scope of each replica, "cpu_0/", ...
   std::vector<std::string> losses;  // all replicas' losses (each already scaled), micro-batch clones included
-  std::vector<GradientBucket> buckets;
+  std::vector<GradientBucket> buckets;  // unscoped parameter names, as each device's Allreduce packs them
   // Unscoped names of a replica's state: parameters, BN statistics, optimizer state. A checkpoint holds
   // device 0's; after loading one into device 0, run broadcast_net.
   std::vector<std::string> state_blobs;
-  NetDef broadcast_net;  // device 0's state -> every device (and shard 0's -> every shard)
-
-  // The workspace objects the nets use (the communicators); call before creating the nets.
-  void Install(Workspace* ws) const;
-  std::vector<std::pair<std::string, std::shared_ptr<Communicator>>> communicators;
+  // Device 0's state -> every device (and shard 0's -> every shard), through the communicator that
+  // param_init_net created in the same workspace.
+  NetDef broadcast_net;
 };
 
 // Builds the data-parallel training net into model.net() (which must be empty) and appends to
-// model.param_init_net() the broadcast of device 0's state. Throws InvalidInput on a bad setup: no devices,
-// a builder missing or returning no loss, replicas that differ, an op on a device of another replica.
+// model.param_init_net() the CreateCommonWorld ops of the collectives and the broadcast of device 0's state.
+// Throws InvalidInput on a bad setup: no devices, a builder missing or returning no loss, replicas that
+// differ, an op on a device of another replica.
 DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& options);
 
 // The per-device batch of a global batch; throws when it does not divide evenly.

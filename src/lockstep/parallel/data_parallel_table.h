@@ -30,7 +30,7 @@ struct DataParallelTableOptions {
 using ReplicaBuilder = std::function<std::string(ModelHelper& model, const std::string& input)>;
 
 struct DataParallelTable {
-  DataParallelModel parallel;       // scopes, losses, state blobs, broadcast; Install() it into the workspace
+  DataParallelModel parallel;       // scopes, losses, state blobs, broadcast
   std::string output;               // options.output
   std::vector<std::string> losses;  // each replica's (unscaled) average loss over its slice
 };

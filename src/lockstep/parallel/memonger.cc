@@ -18,6 +18,7 @@ struct Lifetime {
   int last_use = -1;
   bool written_by_gradient_op = false;
   bool collective = false;  // read or written by a collective op: it belongs to several devices' traffic
+  bool object = false;      // names a workspace object (a communicator), not a tensor
   Device device;
 };
 
@@ -35,7 +36,7 @@ std::map<std::string, Lifetime> Lifetimes(const NetDef& net, std::vector<std::st
   for (int i = 0; i < net.op_size(); ++i) {
     const OperatorDef& op = net.op(i);
     const bool collective = IsCollective(op);
-    auto use = [&](const std::string& name, bool write) {
+    auto use = [&](const std::string& name, bool write, bool object) {
       auto [it, fresh] = lifetimes.try_emplace(name);
       Lifetime& life = it->second;
       if (fresh) {
@@ -48,10 +49,11 @@ std::map<std::string, Lifetime> Lifetimes(const NetDef& net, std::vector<std::st
       }
       life.last_use = i;
       life.collective |= collective;
+      life.object |= object;
     };
     // Inputs first: an op that reads and writes a blob no earlier op wrote (Iter) reads its state.
-    for (const auto& name : op.input()) use(name, false);
-    for (const auto& name : op.output()) use(name, true);
+    for (int k = 0; k < op.input_size(); ++k) use(op.input(k), false, IsObjectInput(op, k));
+    for (int k = 0; k < op.output_size(); ++k) use(op.output(k), true, IsObjectOutput(op, k));
   }
   return lifetimes;
 }
@@ -89,7 +91,7 @@ NetDef ShareBlobs(const NetDef& net, const MemongerOptions& options) {
   pinned.insert(net.external_output().begin(), net.external_output().end());
   auto renamable = [&](const std::string& name, const Lifetime& life) {
     return name.compare(0, options.namescope.size(), options.namescope) == 0 && !pinned.count(name) &&
-           life.first_write >= 0 && !life.collective &&
+           life.first_write >= 0 && !life.collective && !life.object &&
            (options.share_activations || life.written_by_gradient_op);
   };
 

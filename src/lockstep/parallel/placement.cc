@@ -28,6 +28,7 @@ class BlobLocations {
     const bool reads_anywhere = SchemaRegistry::Of(*op).reads_any_device();
     for (int i = 0; i < op->input_size(); ++i) {
       const std::string blob = op->input(i);
+      if (IsObjectInput(*op, i)) continue;  // a workspace object (a communicator) is in no device's memory
       auto found = location_.emplace(blob, device).first;  // unwritten blobs live with their first reader
       if (reads_anywhere || found->second == device) continue;
       if (std::find(op->output().begin(), op->output().end(), blob) != op->output().end())
@@ -55,7 +56,9 @@ class BlobLocations {
   // The op's outputs now live on its device (a collective leaves every blob where it was); copies made of
   // their previous values are stale.
   void Record(const OperatorDef& op) {
-    for (const auto& blob : op.output()) {
+    for (int i = 0; i < op.output_size(); ++i) {
+      if (IsObjectOutput(op, i)) continue;
+      const std::string& blob = op.output(i);
       if (!IsCollective(op) || !location_.count(blob)) location_[blob] = DeviceOf(op);
       for (auto it = copies_.begin(); it != copies_.end();)
         it = it->first.first == blob ? copies_.erase(it) : std::next(it);

@@ -2,7 +2,8 @@
 // its fill in the init net); an op may only read blobs that live on its own device, so a placed net carries a
 // Copy at every boundary. Placement comes from DeviceScope while building, from a map of layer names to
 // devices, or from a split of the forward pass into stages of balanced cost. A Copy runs on the device it
-// writes to; collective ops read every device's blobs themselves.
+// writes to; collective ops read every device's blobs themselves. Workspace objects (a communicator,
+// OpSchema::ObjectInputs) are in no device's memory and never copied.
 #pragma once
 
 #include <map>

@@ -37,6 +37,7 @@ namespace {
 constexpr const char* kData = "data";
 constexpr const char* kLabel = "label";
 constexpr const char* kTrainReader = "train_reader";
+constexpr const char* kShardCommunicator = "shards";  // the workspace object of the Gloo communicator
 
 struct Models {
   ModelHelper train{"train"};
@@ -70,7 +71,7 @@ void SetGpuOptions(const TrainerConfig& c, NetDef* net) {
   lockstep::SetGpuOptions(gpu, net);
 }
 
-void BuildModels(const TrainerConfig& config, std::shared_ptr<Communicator> communicator, Models* m) {
+void BuildModels(const TrainerConfig& config, const std::string& shard_communicator, Models* m) {
   ModelConfig model_config{config.num_channels, config.image_size, config.num_labels, false};
   std::vector<std::string> losses, accuracies, lrs;
   ParallelOptions options;
@@ -85,7 +86,7 @@ void BuildModels(const TrainerConfig& config, std::shared_ptr<Communicator> comm
   options.micro_batches = config.micro_batches;
   options.num_shards = config.num_shards;
   options.shard_id = config.shard_id;
-  options.communicator = std::move(communicator);
+  options.shard_communicator = shard_communicator;
   options.input_builder = [](ModelHelper& model) { layers::ReadBatch(model, kTrainReader, kData, kLabel); };
   options.forward_builder = [&](ModelHelper& model, float loss_scale) {
     const int first_op = model.net().op_size();
@@ -290,15 +291,15 @@ struct Session {
   TrainerState state;
 };
 
-// Builds the models, checks that every shard built the same, creates the blobs and the training reader and
-// initialises the parameters.
+// Builds the models, checks that every shard built the same, puts the shards' communicator and the training
+// reader into the workspace and initialises the parameters.
 void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicator> gloo,
                      Rendezvous* rendezvous, const Sources& sources, Session* session) {
   Models& models = session->models;
   Workspace& ws = session->ws;
-  BuildModels(config, gloo, &models);
+  BuildModels(config, gloo ? kShardCommunicator : "", &models);
   if (rendezvous) AgreeOnModel(rendezvous, TrainingFingerprint(config, models));
-  models.parallel.Install(&ws);
+  if (gloo) ws.SetObject<Communicator>(kShardCommunicator, gloo);
   const int replicas = Replicas(config) * config.num_shards;
   session->reader =
       std::make_shared<BatchReader>(sources.train, config.batch_size / Replicas(config), replicas,
@@ -505,9 +506,8 @@ EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::stri
   // The trainer's model on the same devices, its parameters from the checkpoint on device 0 and broadcast;
   // the training net is never created, so nothing trains and nothing is written back.
   Models models;
-  BuildModels(config, nullptr, &models);
+  BuildModels(config, "", &models);
   Workspace ws;
-  models.parallel.Install(&ws);
   ws.RunNetOnce(models.train.param_init_net());
   const std::string& scope = models.parallel.scopes[0];
   std::vector<std::string> names;

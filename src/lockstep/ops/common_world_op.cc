@@ -1,0 +1,52 @@
+// CreateCommonWorld: the communicator that the collectives of a data-parallel model read as their input 0, as
+// in Caffe2, where Allreduce takes the common world as input 0. Its output names a workspace object, not a
+// tensor: running the op (Parallelize adds it to param_init_net) puts the communicator there, and the graph
+// shows every collective that depends on it.
+//   CreateCommonWorld() -> world: the communicator of this process's devices; on the CPU a LocalCommunicator.
+//   CreateCommonWorld(shards) -> world: the job's communicator. `shards` names the workspace object that the
+//     caller sets before running the net, a connected GlooCommunicator that spans the shards (Caffe2's
+//     rendezvous kv_handler); on the CPU it is the world itself, since Gloo sums each shard's devices too.
+// Argument `devices`: the logical devices the world serves, in the order of the collectives' buffers; the
+// CUDA implementation (cuda/common_world_op.cc) needs them, each buffer being in its device's memory.
+#include "lockstep/comm/local_communicator.h"
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/operator.h"
+#include "lockstep/ops/collective_op.h"
+
+namespace lockstep {
+
+std::shared_ptr<Communicator> ShardCommunicatorInput(const OperatorDef& def, const Workspace& ws) {
+  return CommunicatorInput(
+      def, ws,
+      fmt::format("before running the net, set the communicator that spans the shards (a connected "
+                  "GlooCommunicator): ws.SetObject<Communicator>(\"{}\", gloo)",
+                  def.input(0)));
+}
+
+namespace {
+
+class CreateCommonWorldOp : public Operator {
+ public:
+  using Operator::Operator;
+
+  void Run() override {
+    std::shared_ptr<Communicator> world =
+        InputSize() > 0 ? ShardCommunicatorInput(def_, *ws_) : std::make_shared<LocalCommunicator>();
+    ws_->SetObject(def_.output(0), world);
+  }
+};
+
+}  // namespace
+
+LOCKSTEP_OPERATOR_SCHEMA(CreateCommonWorld)
+    .NumInputs(0, 1)
+    .NumOutputs(1)
+    .ObjectInputs(1)
+    .ObjectOutputs(1)
+    .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>&) {
+      return std::vector<TensorShape>{{{}, DataType::kUndefined}};  // an object, not a tensor
+    });
+LOCKSTEP_REGISTER_CPU_OPERATOR(CreateCommonWorld, CreateCommonWorldOp);
+LOCKSTEP_NO_GRADIENT(CreateCommonWorld);
+
+}  // namespace lockstep

@@ -1,0 +1,30 @@
+// Gradient buckets: float blobs packed into one contiguous buffer per device, so that one collective serves
+// many small gradients. Parallelize groups the parameters with PlanGradientBuckets and the Allreduce
+// operators lay out their buffers with it, so both agree on what a bucket holds and how large it is.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lockstep/core/tensor.h"
+
+namespace lockstep {
+
+// Slices start 64-byte aligned (a cache line, and what vector loads want); the zero padding between them is
+// summed harmlessly.
+struct GradientBucket {
+  std::vector<std::string> params;  // the blobs in packing order (Parallelize: unscoped parameter names)
+  std::vector<Shape> shapes;        // params[j]'s shape
+  std::vector<size_t> offsets;      // params[j]'s byte offset in the bucket
+  size_t bytes = 0;                 // the bucket's size, padding included
+};
+
+// Packs float blobs (name, shape), in the order given, into consecutive buckets: a bucket takes blobs until
+// it holds at least bucket_bytes. Without a limit every blob goes into one bucket.
+std::vector<GradientBucket> PlanGradientBuckets(const std::vector<std::pair<std::string, Shape>>& blobs,
+                                                size_t bucket_bytes = SIZE_MAX);
+
+}  // namespace lockstep
