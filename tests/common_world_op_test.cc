@@ -3,19 +3,14 @@
 // communicator no op created, and a missing shards' communicator, are one-line errors saying what to do.
 #include "lockstep/comm/local_communicator.h"
 #include "lockstep/core/schema.h"
+#include "lockstep/ops/op_defs.h"
 #include "test_util.h"
 
 namespace lockstep::testing {
 namespace {
 
-OperatorDef Allreduce(const std::string& world, const std::vector<std::string>& blobs, int devices) {
-  std::vector<std::string> inputs{world};
-  inputs.insert(inputs.end(), blobs.begin(), blobs.end());
-  return MakeOperatorDef("Allreduce", inputs, blobs, {Arg("num_devices", int64_t{devices})});
-}
-
-OperatorDef CreateCommonWorld(const std::vector<std::string>& shards, const std::string& world) {
-  return MakeOperatorDef("CreateCommonWorld", shards, {world}, {Arg("devices", std::vector<int64_t>{0, 1})});
+OperatorDef Allreduce(const std::string& world, const std::vector<std::string>& blobs) {
+  return AllreduceDef(world, blobs, blobs, static_cast<int>(blobs.size()));
 }
 
 // The message of the InvalidInput that running `def` throws.
@@ -38,8 +33,8 @@ TEST(CommonWorld, CreateCommonWorldThenAllreduceInOneNetSums) {
   NetDef def;
   def.set_name("reduce");
   def.set_type("dag");  // ordered by the name "world" alone
-  *def.add_op() = CreateCommonWorld({}, "world");
-  *def.add_op() = Allreduce("world", {"a0", "a1"}, 2);
+  *def.add_op() = CreateCommonWorldDef("world", {0, 1});
+  *def.add_op() = Allreduce("world", {"a0", "a1"});
   ws.RunNetOnce(def);
   EXPECT_EQ(Values(ws.Blob("a0")), (std::vector<float>{11, 22}));
   EXPECT_EQ(Values(ws.Blob("a1")), (std::vector<float>{11, 22}));
@@ -57,7 +52,7 @@ TEST(CommonWorld, AllreduceWithoutItsCommonWorldSaysWhichBlobAndWhatToDo) {
   Feed(&ws, "a1", TensorFromValues({2}, {10, 20}));
   NetDef def;
   def.set_name("reduce");
-  *def.add_op() = Allreduce("train/common_world", {"a0", "a1"}, 2);
+  *def.add_op() = Allreduce("train/common_world", {"a0", "a1"});
   const std::string error = ErrorOf(&ws, def);
   EXPECT_NE(error.find("no communicator 'train/common_world'"), std::string::npos) << error;
   EXPECT_NE(error.find("run the net whose CreateCommonWorld writes it first"), std::string::npos) << error;
@@ -69,7 +64,7 @@ TEST(CommonWorld, TheShardsCommunicatorIsTheCallersObject) {
   Workspace ws;
   NetDef def;
   def.set_name("init");
-  *def.add_op() = CreateCommonWorld({"shards"}, "world");
+  *def.add_op() = CreateCommonWorldDef("world", {0, 1}, "shards");
   const std::string error = ErrorOf(&ws, def);
   EXPECT_NE(error.find("no communicator 'shards'"), std::string::npos) << error;
   EXPECT_NE(error.find("ws.SetObject<Communicator>(\"shards\", gloo)"), std::string::npos) << error;

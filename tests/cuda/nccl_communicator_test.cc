@@ -12,6 +12,7 @@
 #include "lockstep/comm/local_communicator.h"
 #include "lockstep/comm/rendezvous.h"
 #include "lockstep/core/device_backend.h"
+#include "lockstep/ops/op_defs.h"
 #include "shards.h"
 #include "test_util.h"
 
@@ -295,19 +296,20 @@ TEST(CudaCollectiveOps, CreateCommonWorldMakesTheCommunicatorOfTheDevicesOrStage
   if (GpuCount() == 0) GTEST_SKIP() << "no GPU";
   Workspace ws;
   for (int d = 0; d < 2; ++d) FeedOn(&ws, fmt::format("a{}", d), d, TensorFromValues({2}, {1.0f + d, 2}));
-  OperatorDef world =
-      MakeOperatorDef("CreateCommonWorld", {}, {"gpus"}, {Arg("devices", std::vector<int64_t>{0, 1})});
-  SetDevice(&world, {DeviceType::kCuda, 0});
+  auto on_gpu0 = [](OperatorDef op) {
+    SetDevice(&op, {DeviceType::kCuda, 0});
+    return op;
+  };
   NetDef def;
   def.set_name("reduce");
-  *def.add_op() = world;
+  *def.add_op() = on_gpu0(CreateCommonWorldDef("gpus", {0, 1}));
   *def.add_op() = CudaCollective("Allreduce", {"a0", "a1"}, {"a0", "a1"}, 2);
   ws.RunNetOnce(def);
   EXPECT_EQ(Values(ws.Blob("a1")), (std::vector<float>{3, 4}));
 
   // A job of one shard: staging through its host communicator adds nothing.
   ws.SetObject<Communicator>("shards", std::make_shared<LocalCommunicator>());
-  def.mutable_op(0)->add_input("shards");
+  *def.mutable_op(0) = on_gpu0(CreateCommonWorldDef("gpus", {0, 1}, "shards"));
   ws.RunNetOnce(def);
   EXPECT_EQ(Values(ws.Blob("a1")), (std::vector<float>{6, 8}));
 

@@ -14,6 +14,7 @@
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/collective_op.h"
+#include "lockstep/ops/op_defs.h"
 
 namespace lockstep {
 
@@ -167,6 +168,19 @@ class BroadcastOp : public CollectiveOp {
 };
 
 }  // namespace
+
+OperatorDef AllreduceDef(const std::string& world, const std::vector<std::string>& blobs,
+                         const std::vector<std::string>& outputs, int num_devices) {
+  std::vector<std::string> inputs{world};
+  inputs.insert(inputs.end(), blobs.begin(), blobs.end());
+  return MakeOperatorDef("Allreduce", inputs, outputs, {Arg("num_devices", int64_t{num_devices})});
+}
+
+OperatorDef BroadcastDef(const std::string& world, const std::vector<std::string>& blobs, int num_devices) {
+  std::vector<std::string> inputs{world};
+  inputs.insert(inputs.end(), blobs.begin(), blobs.end());
+  return MakeOperatorDef("Broadcast", inputs, blobs, {Arg("num_devices", int64_t{num_devices})});
+}
 
 LOCKSTEP_OPERATOR_SCHEMA(Allreduce)
     .NumInputs(2, INT_MAX)

@@ -12,6 +12,7 @@
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/collective_op.h"
+#include "lockstep/ops/op_defs.h"
 
 namespace lockstep {
 
@@ -37,6 +38,13 @@ class CreateCommonWorldOp : public Operator {
 };
 
 }  // namespace
+
+OperatorDef CreateCommonWorldDef(const std::string& world, const std::vector<int64_t>& devices,
+                                 const std::string& shards) {
+  return MakeOperatorDef("CreateCommonWorld",
+                         shards.empty() ? std::vector<std::string>{} : std::vector{shards}, {world},
+                         {Arg("devices", devices)});
+}
 
 LOCKSTEP_OPERATOR_SCHEMA(CreateCommonWorld)
     .NumInputs(0, 1)

@@ -1,5 +1,6 @@
 // Constructors of the operators that code outside ops/ adds to a graph (placement's copies, the splits of
-// micro-batches and replicas, mixed precision's casts, the optimizer's update ops). Each is defined next to
+// micro-batches and replicas, mixed precision's casts, the optimizer's update ops, data parallelism's
+// collectives and their communicators). Each is defined next to
 // its operator, so that an operator's type and argument names are written in its own file only.
 #pragma once
 
@@ -28,5 +29,16 @@ OperatorDef LearningRateDef(const std::string& iter, const std::string& lr, cons
 // param -= lr * (grad + weight_decay * param) with momentum, in place on grad, moment and param.
 OperatorDef MomentumSgdUpdateDef(const std::string& grad, const std::string& moment, const std::string& lr,
                                  const std::string& param, float momentum, bool nesterov, float weight_decay);
+// Writes into the workspace object `world` the communicator of `devices` (the replicas' first devices, in the
+// order of the collectives' buffers); with `shards`, the name of the caller's communicator that spans the
+// shards, the job's communicator through it.
+OperatorDef CreateCommonWorldDef(const std::string& world, const std::vector<int64_t>& devices,
+                                 const std::string& shards = "");
+// Collectives through the communicator `world`: `blobs` are grouped by device, blob j of device d at
+// d * m + j for m blobs per device. Allreduce writes the sums over all devices of blob i into outputs[i];
+// Broadcast copies device 0's blobs to the others, in place.
+OperatorDef AllreduceDef(const std::string& world, const std::vector<std::string>& blobs,
+                         const std::vector<std::string>& outputs, int num_devices);
+OperatorDef BroadcastDef(const std::string& world, const std::vector<std::string>& blobs, int num_devices);
 
 }  // namespace lockstep

@@ -10,6 +10,7 @@
 
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/schema.h"
+#include "lockstep/ops/op_defs.h"
 #include "lockstep/parallel/memonger.h"
 #include "lockstep/parallel/micro_batches.h"
 #include "lockstep/parallel/placement.h"
@@ -107,13 +108,7 @@ std::vector<int> ReplicaOfEachOp(const NetDef& net, const ParallelOptions& o,
   return device_of;
 }
 
-// A collective over `blobs` through the communicator that the workspace object `world` holds (input 0).
-OperatorDef Collective(const std::string& type, const std::string& world,
-                       const std::vector<std::string>& blobs, const std::vector<std::string>& outputs,
-                       int devices, const Device& device) {
-  std::vector<std::string> inputs{world};
-  inputs.insert(inputs.end(), blobs.begin(), blobs.end());
-  OperatorDef op = MakeOperatorDef(type, inputs, outputs, {Arg("num_devices", int64_t{devices})});
+OperatorDef OnDevice(OperatorDef op, const Device& device) {
   SetDevice(&op, device);
   return op;
 }
@@ -152,7 +147,7 @@ void Interleave(NetDef* net, const std::vector<int>& replica_of, int replicas, c
       }
     }
     if (!inputs.empty())
-      *interleaved.add_op() = Collective("Allreduce", world, inputs, outputs, replicas, first_device);
+      *interleaved.add_op() = OnDevice(AllreduceDef(world, inputs, outputs, replicas), first_device);
   }
   *net = interleaved;
 }
@@ -192,8 +187,8 @@ void AddBucketAllreduces(NetDef* net, const ModelHelper& model, const std::vecto
         LOCKSTEP_ENFORCE(writer != last_writer.end(), "gradient '{}' is never written", grad->second);
         position = std::max(position, writer->second);
       }
-    after.emplace(position, Collective("Allreduce", world, grads, grads, static_cast<int>(scopes.size()),
-                                       first_device));
+    after.emplace(position,
+                  OnDevice(AllreduceDef(world, grads, grads, static_cast<int>(scopes.size())), first_device));
   }
   NetDef planned = *net;
   planned.clear_op();
@@ -215,15 +210,12 @@ void AddCommonWorlds(NetDef* init, const std::vector<const NetDef*>& nets, const
       if (IsCollective(op)) read.insert(op.input(0));
   std::vector<int64_t> first_devices;
   for (size_t i = 0; i < o.devices.size(); i += o.devices_per_replica) first_devices.push_back(o.devices[i]);
-  auto add = [&](const std::vector<std::string>& inputs, const std::string& world) {
-    OperatorDef* op = init->add_op();
-    *op = MakeOperatorDef("CreateCommonWorld", inputs, {world}, {Arg("devices", first_devices)});
-    SetDevice(op, {o.device_type, o.devices[0]});
-  };
+  const Device first_device{o.device_type, o.devices[0]};
   if (read.count(job_world))
-    add(o.shard_communicator.empty() ? std::vector<std::string>{} : std::vector{o.shard_communicator},
-        job_world);
-  if (device_world != job_world && read.count(device_world)) add({}, device_world);
+    *init->add_op() =
+        OnDevice(CreateCommonWorldDef(job_world, first_devices, o.shard_communicator), first_device);
+  if (device_world != job_world && read.count(device_world))
+    *init->add_op() = OnDevice(CreateCommonWorldDef(device_world, first_devices), first_device);
 }
 
 // The state every replica initialises: what param_init_net writes under the scope, unscoped.
@@ -286,10 +278,9 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     const int forward_begin = model.net().op_size();
     auto losses = o.forward_builder(model, loss_scale);
     if (losses.empty())
-      Fail(
-          fmt::format("forward_builder returned no loss for the replica on device {}; return the loss blobs "
-                      "to train",
-                      o.devices[r * o.devices_per_replica]));
+      Fail(fmt::format("forward_builder returned no loss for the replica on device {}; return the loss blobs "
+                       "to train",
+                       o.devices[r * o.devices_per_replica]));
     if (o.micro_batches > 1) {
       // The batch blobs: what the input ops write and the forward pass reads.
       std::set<std::string> read;
@@ -346,7 +337,7 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     std::vector<std::string> blobs;
     for (const auto& scope : dp.scopes)
       for (const auto& name : dp.state_blobs) blobs.push_back(scope + name);
-    *dp.broadcast_net.add_op() = Collective("Broadcast", job_world, blobs, blobs, replicas, first_device);
+    *dp.broadcast_net.add_op() = OnDevice(BroadcastDef(job_world, blobs, replicas), first_device);
   }
   AddCommonWorlds(&model.param_init_net(), {&model.net(), &dp.broadcast_net}, job_world, device_world, o);
   if (!single) *model.param_init_net().add_op() = dp.broadcast_net.op(0);
