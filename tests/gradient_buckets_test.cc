@@ -1,6 +1,6 @@
 // PlanGradientBuckets: slices start 64-byte aligned, a bucket closes once it holds bucket_bytes, and without
 // a limit everything shares one bucket (the Allreduce operators' layout).
-#include "lockstep/parallel/gradient_buckets.h"
+#include "lockstep/ops/gradient_buckets.h"
 
 #include "test_util.h"
 

@@ -13,7 +13,7 @@
 #include "lockstep/comm/communicator.h"
 #include "lockstep/core/tensor.h"
 #include "lockstep/core/workspace.h"
-#include "lockstep/parallel/gradient_buckets.h"
+#include "lockstep/ops/gradient_buckets.h"
 
 namespace lockstep {
 

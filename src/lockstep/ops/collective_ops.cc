@@ -4,7 +4,7 @@
 // blobs per device, input 1 + d * m + j is blob j of device d; output d * m + j is where its result goes (the
 // same blob when computed in place).
 //   Allreduce: every output gets the sum of blob j over all devices (and all processes). A device's m blobs
-//              travel as one contiguous bucket (parallel/gradient_buckets.h), so one collective serves many
+//              travel as one contiguous bucket (ops/gradient_buckets.h), so one collective serves many
 //              small gradients.
 //   Broadcast: every output gets device 0's blob j (of the communicator's rank 0).
 #include <algorithm>

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "lockstep/model/model_helper.h"
-#include "lockstep/parallel/gradient_buckets.h"
+#include "lockstep/ops/gradient_buckets.h"
 
 namespace lockstep {
 
@@ -45,7 +45,7 @@ struct ParallelOptions {
   std::string shard_communicator;
 
   // Gradients allreduced together, in reverse creation order: a bucket takes parameters until its buffer
-  // holds at least this many bytes (gradient_buckets.h).
+  // holds at least this many bytes (ops/gradient_buckets.h).
   size_t bucket_bytes = 8 << 20;
   bool combine_spatial_bn = false;        // BN batch statistics over all devices of the machine
   bool optimize_gradient_memory = false;  // gradient blobs share buffers (memonger)

@@ -1,5 +1,5 @@
 // Gradient bucket planning.
-#include "lockstep/parallel/gradient_buckets.h"
+#include "lockstep/ops/gradient_buckets.h"
 
 namespace lockstep {
 
