@@ -1,28 +1,19 @@
 // Flatten, Reshape and ResizeLike: the same bytes under another shape. Tensors have no views, so the data is
-// copied unless the op runs in place; gradients reshape dY back to X's shape.
-#include "lockstep/ops/reshape_op.h"
-
+// copied unless the op runs in place; gradients reshape dY back to X's shape. They only copy through Tensor,
+// which crosses memories, so each class serves CPU and CUDA devices.
 #include <algorithm>
 
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 
 namespace lockstep {
-
-void CheckResizeLike(const OperatorDef& def, const Tensor& a, const Tensor& b) {
-  if (a.numel() != b.numel())
-    throw InvalidInput(fmt::format("{}: '{}' {} and '{}' {} differ in element count", DescribeOperator(def),
-                                   def.input(0), ShapeToString(a.shape()), def.input(1),
-                                   ShapeToString(b.shape())));
-}
+namespace {
 
 // Copies x into y under `shape` (same element count); in place only the shape changes.
 void CopyWithShape(const Tensor& x, const Shape& shape, Tensor* y) {
   y->CopyFrom(x);
   y->Resize(shape, x.dtype());
 }
-
-namespace {
 
 // Flatten keeps the dims before axis as one and those from axis on as the other: (N, C, H, W), axis 1 ->
 // (N, C*H*W).
@@ -78,6 +69,7 @@ class FlattenOp : public Operator {
 
 // Reshape(X[, new_shape]) -> Y[, old_shape]: the new shape comes from arg `shape` or from input 1 (int64 or
 // int32); old_shape records X's dims (int64) so that the gradient can reshape back without keeping X alive.
+// Both pass through host memory: the host needs the new shape to size Y.
 class ReshapeOp : public Operator {
  public:
   ReshapeOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), requested_(IntsArg("shape")) {
@@ -91,10 +83,10 @@ class ReshapeOp : public Operator {
     const Tensor& x = Input(0);  // x is any shape
     if (InputSize() == 2) ReadRequestedShape(Input(1));
     Shape shape = ReshapedShape(def_, x.shape(), requested_);
-    if (OutputSize() == 2) {
-      Tensor* old_shape = Output(1);  // old_shape is (x's rank), int64
-      old_shape->Resize({x.ndim()}, DataType::kInt64);
-      std::copy(x.shape().begin(), x.shape().end(), old_shape->data<int64_t>());
+    if (OutputSize() == 2) {  // before Y, which may be X itself
+      old_shape_.Resize({x.ndim()}, DataType::kInt64);
+      std::copy(x.shape().begin(), x.shape().end(), old_shape_.data<int64_t>());
+      Output(1)->CopyFrom(old_shape_);  // old_shape is (x's rank), int64
     }
     CopyWithShape(x, shape, Output(0));  // y is `shape`
   }
@@ -106,13 +98,16 @@ class ReshapeOp : public Operator {
       throw InvalidInput(fmt::format("{}: the new shape '{}' must be a 1-D int64 or int32 tensor, got {} {}",
                                      DescribeOperator(def_), InputName(1), DataTypeName(new_shape.dtype()),
                                      ShapeToString(new_shape.shape())));
-    if (new_shape.dtype() == DataType::kInt64)
-      requested_.assign(new_shape.data<int64_t>(), new_shape.data<int64_t>() + new_shape.numel());
+    new_shape_.CopyFrom(new_shape);  // from a device, this waits for it
+    if (new_shape_.dtype() == DataType::kInt64)
+      requested_.assign(new_shape_.data<int64_t>(), new_shape_.data<int64_t>() + new_shape_.numel());
     else
-      requested_.assign(new_shape.data<int32_t>(), new_shape.data<int32_t>() + new_shape.numel());
+      requested_.assign(new_shape_.data<int32_t>(), new_shape_.data<int32_t>() + new_shape_.numel());
   }
 
   std::vector<int64_t> requested_;
+  Tensor new_shape_;  // input 1, in host memory
+  Tensor old_shape_;  // output 1's values, in host memory
 };
 
 // ResizeLike(A, B) -> C: A's data with B's shape (the gradient of Flatten).
@@ -123,7 +118,10 @@ class ResizeLikeOp : public Operator {
   void Run() override {
     const Tensor& a = Input(0);  // a has as many elements as b
     const Tensor& b = Input(1);  // b is any shape
-    CheckResizeLike(def_, a, b);
+    if (a.numel() != b.numel())
+      throw InvalidInput(fmt::format("{}: '{}' {} and '{}' {} differ in element count",
+                                     DescribeOperator(def_), InputName(0), ShapeToString(a.shape()),
+                                     InputName(1), ShapeToString(b.shape())));
     CopyWithShape(a, b.shape(), Output(0));
   }
 };
@@ -163,11 +161,10 @@ LOCKSTEP_OPERATOR_SCHEMA(ResizeLike)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return std::vector<TensorShape>{{in[1].dims, in[0].dtype}};
     });
-// Flatten and ResizeLike only copy through Tensor, which crosses memories: the same classes serve CUDA
-// devices.
 LOCKSTEP_REGISTER_CPU_OPERATOR(Flatten, FlattenOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(Flatten, FlattenOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Reshape, ReshapeOp);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(Reshape, ReshapeOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ResizeLike, ResizeLikeOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(ResizeLike, ResizeLikeOp);
 LOCKSTEP_REGISTER_GRADIENT(Flatten, FlattenGradient);
