@@ -9,14 +9,12 @@ namespace lockstep {
 int64_t ChannelCount(const OperatorDef& def, const Shape& x,
                      const std::vector<std::pair<int, const Shape*>>& per_channel) {
   if (x.size() < 2 || x.size() > 5)
-    throw InvalidInput(
-        fmt::format("{}: X must be (N, C) or (N, C, H, W), got {}", DescribeOperator(def), ShapeToString(x)));
+    FailOperator(def, fmt::format("X must be (N, C) or (N, C, H, W), got {}", ShapeToString(x)));
   int64_t channels = x[1];
   for (const auto& [input, shape] : per_channel)
     if (*shape != Shape{channels})
-      throw InvalidInput(fmt::format("{}: input '{}' must be ({}) to match the channels of X {}, got {}",
-                                     DescribeOperator(def), def.input(input), channels, ShapeToString(x),
-                                     ShapeToString(*shape)));
+      FailOperator(def, fmt::format("input '{}' must be ({}) to match the channels of X {}, got {}",
+                                    def.input(input), channels, ShapeToString(x), ShapeToString(*shape)));
   return channels;
 }
 

@@ -108,8 +108,8 @@ class ChannelStatsOp : public Operator {
 const float* GradientInLayoutOf(const OperatorDef& def, const Tensor& x, const Tensor& dy,
                                 dnnl::memory* dy_scratch) {
   if (dy.shape() != x.shape())
-    throw InvalidInput(fmt::format("{}: dY {} must have X's shape {}", DescribeOperator(def),
-                                   ShapeToString(dy.shape()), ShapeToString(x.shape())));
+    FailOperator(def, fmt::format("dY {} must have X's shape {}", ShapeToString(dy.shape()),
+                                  ShapeToString(x.shape())));
   return static_cast<const float*>(ReorderIfNeeded(AsMemory(dy), DescOf(x), dy_scratch).get_data_handle());
 }
 
@@ -170,8 +170,7 @@ class SpatialBNCombinedGradientOp : public Operator {
         num_batches_(IntArg("num_batches", 1)) {
     AcceptLayouts();
     if (num_batches_ < 1)
-      throw InvalidInput(
-          fmt::format("{}: num_batches must be at least 1, got {}", DescribeOperator(def), num_batches_));
+      FailOperator(def, fmt::format("num_batches must be at least 1, got {}", num_batches_));
   }
 
   void Run() override {

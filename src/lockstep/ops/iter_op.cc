@@ -8,9 +8,9 @@ namespace lockstep {
 
 void CheckIterCounter(const OperatorDef& def, const Tensor& iter) {
   if (iter.dtype() != DataType::kInt64 || iter.numel() != 1)
-    throw InvalidInput(
-        fmt::format("{}: iter must be one int64 (ConstantFill it with dtype 10), got {} of shape {}",
-                    DescribeOperator(def), DataTypeName(iter.dtype()), ShapeToString(iter.shape())));
+    FailOperator(def,
+                 fmt::format("iter must be one int64 (ConstantFill it with dtype 10), got {} of shape {}",
+                             DataTypeName(iter.dtype()), ShapeToString(iter.shape())));
 }
 
 namespace {

@@ -20,8 +20,7 @@ void CopyWithShape(const Tensor& x, const Shape& shape, Tensor* y) {
 Shape FlattenShape(const OperatorDef& def, const Shape& x) {
   int64_t axis = GetIntArgument(def, "axis", 1);
   if (axis < 0 || axis > static_cast<int64_t>(x.size()))
-    throw InvalidInput(fmt::format("{}: axis {} is out of range for shape {}", DescribeOperator(def), axis,
-                                   ShapeToString(x)));
+    FailOperator(def, fmt::format("axis {} is out of range for shape {}", axis, ShapeToString(x)));
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < static_cast<int64_t>(x.size()); ++i) (i < axis ? outer : inner) *= x[i];
   return {outer, inner};
@@ -35,16 +34,15 @@ Shape ReshapedShape(const OperatorDef& def, const Shape& x, const std::vector<in
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0) {
       if (i >= x.size())
-        throw InvalidInput(fmt::format("{}: dim {} of the new shape is 0 (copy) but X {} has no dim {}",
-                                       DescribeOperator(def), i, ShapeToString(x), i));
+        FailOperator(def, fmt::format("dim {} of the new shape is 0 (copy) but X {} has no dim {}", i,
+                                      ShapeToString(x), i));
       shape[i] = x[i];
     }
     if (shape[i] == -1) {
-      if (infer >= 0)
-        throw InvalidInput(fmt::format("{}: the new shape may have only one -1", DescribeOperator(def)));
+      if (infer >= 0) FailOperator(def, "the new shape may have only one -1");
       infer = static_cast<int>(i);
     } else if (shape[i] < 0) {
-      throw InvalidInput(fmt::format("{}: invalid dim {} in the new shape", DescribeOperator(def), shape[i]));
+      FailOperator(def, fmt::format("invalid dim {} in the new shape", shape[i]));
     } else {
       known *= shape[i];
     }
@@ -52,8 +50,8 @@ Shape ReshapedShape(const OperatorDef& def, const Shape& x, const std::vector<in
   int64_t total = NumElements(x);
   if (infer >= 0 && known > 0 && total % known == 0) shape[infer] = total / known;
   if (infer >= 0 ? (known == 0 || total % known != 0) : known != total)
-    throw InvalidInput(fmt::format("{}: cannot reshape X {} ({} elements) to ({})", DescribeOperator(def),
-                                   ShapeToString(x), total, fmt::join(requested, ", ")));
+    FailOperator(def, fmt::format("cannot reshape X {} ({} elements) to ({})", ShapeToString(x), total,
+                                  fmt::join(requested, ", ")));
   return shape;
 }
 
@@ -75,8 +73,7 @@ class ReshapeOp : public Operator {
   ReshapeOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), requested_(IntsArg("shape")) {
     bool from_arg = HasArgument(def, "shape");
     if (from_arg == (InputSize() == 2))
-      throw InvalidInput(fmt::format("{}: give the new shape either as arg shape or as input 1, exactly once",
-                                     DescribeOperator(def)));
+      FailOperator(def, "give the new shape either as arg shape or as input 1, exactly once");
   }
 
   void Run() override {
@@ -95,9 +92,9 @@ class ReshapeOp : public Operator {
   void ReadRequestedShape(const Tensor& new_shape) {  // new_shape is (rank), int64 or int32
     if (new_shape.ndim() != 1 ||
         (new_shape.dtype() != DataType::kInt64 && new_shape.dtype() != DataType::kInt32))
-      throw InvalidInput(fmt::format("{}: the new shape '{}' must be a 1-D int64 or int32 tensor, got {} {}",
-                                     DescribeOperator(def_), InputName(1), DataTypeName(new_shape.dtype()),
-                                     ShapeToString(new_shape.shape())));
+      FailOperator(
+          def_, fmt::format("the new shape '{}' must be a 1-D int64 or int32 tensor, got {} {}", InputName(1),
+                            DataTypeName(new_shape.dtype()), ShapeToString(new_shape.shape())));
     new_shape_.CopyFrom(new_shape);  // from a device, this waits for it
     if (new_shape_.dtype() == DataType::kInt64)
       requested_.assign(new_shape_.data<int64_t>(), new_shape_.data<int64_t>() + new_shape_.numel());
@@ -119,9 +116,8 @@ class ResizeLikeOp : public Operator {
     const Tensor& a = Input(0);  // a has as many elements as b
     const Tensor& b = Input(1);  // b is any shape
     if (a.numel() != b.numel())
-      throw InvalidInput(fmt::format("{}: '{}' {} and '{}' {} differ in element count",
-                                     DescribeOperator(def_), InputName(0), ShapeToString(a.shape()),
-                                     InputName(1), ShapeToString(b.shape())));
+      FailOperator(def_, fmt::format("'{}' {} and '{}' {} differ in element count", InputName(0),
+                                     ShapeToString(a.shape()), InputName(1), ShapeToString(b.shape())));
     CopyWithShape(a, b.shape(), Output(0));
   }
 };
@@ -138,9 +134,8 @@ std::vector<OperatorDef> ReshapeGradient(const GradientContext& g) {
 
 std::vector<TensorShape> ReshapeShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
   if (in.size() == 2)
-    throw InvalidInput(
-        fmt::format("{}: the output shape depends on the values of '{}'; pass arg shape instead",
-                    DescribeOperator(def), def.input(1)));
+    FailOperator(def, fmt::format("the output shape depends on the values of '{}'; pass arg shape instead",
+                                  def.input(1)));
   std::vector<TensorShape> out{{ReshapedShape(def, in[0].dims, GetIntsArgument(def, "shape")), in[0].dtype}};
   if (def.output_size() == 2) out.push_back({{static_cast<int64_t>(in[0].dims.size())}, DataType::kInt64});
   return out;

@@ -140,8 +140,8 @@ void CheckFloat32(const OperatorDef& def, const std::vector<std::pair<int, const
 // dY must have X's shape (the CPU operator's check) and dtype.
 void CheckGradient(const OperatorDef& def, const Tensor& x, const Tensor& dy) {
   if (dy.shape() != x.shape())
-    throw InvalidInput(fmt::format("{}: dY {} must have X's shape {}", DescribeOperator(def),
-                                   ShapeToString(dy.shape()), ShapeToString(x.shape())));
+    FailOperator(def, fmt::format("dY {} must have X's shape {}", ShapeToString(dy.shape()),
+                                  ShapeToString(x.shape())));
   if (dy.dtype() != x.dtype())
     FailOperator(def, fmt::format("dY is {} but X is {}; they must have one dtype", DataTypeName(dy.dtype()),
                                   DataTypeName(x.dtype())));
@@ -259,8 +259,7 @@ class CudaSpatialBNCombinedGradientOp : public Operator {
         epsilon_(FloatArg("epsilon", kDefaultEpsilon)),
         num_batches_(IntArg("num_batches", 1)) {
     if (num_batches_ < 1)
-      throw InvalidInput(
-          fmt::format("{}: num_batches must be at least 1, got {}", DescribeOperator(def), num_batches_));
+      FailOperator(def, fmt::format("num_batches must be at least 1, got {}", num_batches_));
   }
 
   void Run() override {
