@@ -165,12 +165,8 @@ class ChannelBackpropStatsOp : public Operator {
 class SpatialBNCombinedGradientOp : public Operator {
  public:
   SpatialBNCombinedGradientOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws),
-        epsilon_(FloatArg("epsilon", kDefaultEpsilon)),
-        num_batches_(IntArg("num_batches", 1)) {
+      : Operator(def, ws), epsilon_(FloatArg("epsilon", kDefaultEpsilon)), num_batches_(NumBatchesArg(def)) {
     AcceptLayouts();
-    if (num_batches_ < 1)
-      FailOperator(def, fmt::format("num_batches must be at least 1, got {}", num_batches_));
   }
 
   void Run() override {

@@ -7,10 +7,7 @@
 namespace lockstep {
 
 void CheckIterCounter(const OperatorDef& def, const Tensor& iter) {
-  if (iter.dtype() != DataType::kInt64 || iter.numel() != 1)
-    FailOperator(def,
-                 fmt::format("iter must be one int64 (ConstantFill it with dtype 10), got {} of shape {}",
-                             DataTypeName(iter.dtype()), ShapeToString(iter.shape())));
+  CheckOneValue(def, iter, DataType::kInt64, "iter must be one int64 (ConstantFill it with dtype 10)");
 }
 
 namespace {

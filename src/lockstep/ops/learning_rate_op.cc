@@ -45,9 +45,7 @@ LearningRateArgs ParseLearningRateArgs(const OperatorDef& def) {
 }
 
 void CheckLearningRateIter(const OperatorDef& def, const Tensor& iter) {
-  if (iter.dtype() != DataType::kInt64 || iter.numel() != 1)
-    FailOperator(def, fmt::format("iter must be one int64, got {} of shape {}", DataTypeName(iter.dtype()),
-                                  ShapeToString(iter.shape())));
+  CheckOneValue(def, iter, DataType::kInt64, "iter must be one int64");
 }
 
 namespace {

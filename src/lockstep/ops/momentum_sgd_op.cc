@@ -20,9 +20,7 @@ void CheckMomentumSGDInputs(const OperatorDef& def, const Tensor& grad, const Te
                                     def.input(state == &moment ? 1 : 3), DataTypeName(state->dtype()),
                                     ShapeToString(state->shape()), ShapeToString(grad.shape())));
   }
-  if (lr.dtype() != DataType::kFloat || lr.numel() != 1)
-    FailOperator(def, fmt::format("lr must be one float, got {} of shape {}", DataTypeName(lr.dtype()),
-                                  ShapeToString(lr.shape())));
+  CheckOneValue(def, lr, DataType::kFloat, "lr must be one float");
 }
 
 namespace {

@@ -39,9 +39,7 @@ bool CombinesStatistics(const OperatorDef& def) {
   if (GetIntArgument(def, "relu", 0) != 0)
     FailOperator(def,
                  "relu=1 is not available with combined statistics (7 inputs); follow SpatialBN with Relu");
-  if (GetIntArgument(def, "num_batches", 1) < 1)
-    FailOperator(
-        def, fmt::format("num_batches must be at least 1, got {}", GetIntArgument(def, "num_batches", 1)));
+  NumBatchesArg(def);  // checks that num_batches is at least 1
   return true;
 }
 

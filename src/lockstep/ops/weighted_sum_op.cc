@@ -17,9 +17,7 @@ void CheckWeightedSumPair(const OperatorDef& def, int i, const Tensor& x, const 
   if (x.dtype() != DataType::kFloat || x.shape() != x0.shape())
     FailOperator(def, fmt::format("'{}' is {} {}, expected float32 {}", def.input(i), DataTypeName(x.dtype()),
                                   ShapeToString(x.shape()), ShapeToString(x0.shape())));
-  if (w.dtype() != DataType::kFloat || w.numel() != 1)
-    FailOperator(def, fmt::format("weight '{}' must be one float, got {} of shape {}", def.input(i + 1),
-                                  DataTypeName(w.dtype()), ShapeToString(w.shape())));
+  CheckOneValue(def, w, DataType::kFloat, fmt::format("weight '{}' must be one float", def.input(i + 1)));
 }
 
 namespace {
