@@ -25,6 +25,17 @@ inline void CheckSoftmaxWithLossShapes(const OperatorDef& def, const Shape& logi
   if (logits[0] == 0) FailOperator(def, "the batch is empty; the mean loss is undefined");
 }
 
+// SoftmaxWithLossGradient's inputs: SoftmaxWithLoss's, the softmax it wrote and a scalar dloss.
+inline void CheckSoftmaxWithLossGradientInputs(const OperatorDef& def, const Tensor& logits,
+                                               const Tensor& labels, const Tensor& softmax,
+                                               const Tensor& dloss) {
+  CheckSoftmaxWithLossShapes(def, logits.shape(), labels.shape(), labels.dtype());
+  if (softmax.shape() != logits.shape() || dloss.numel() != 1)
+    FailOperator(def, fmt::format("softmax must be {} and dloss a scalar, got {} and {}",
+                                  ShapeToString(logits.shape()), ShapeToString(softmax.shape()),
+                                  ShapeToString(dloss.shape())));
+}
+
 // Accuracy's arg top_k, at least 1.
 inline int64_t CheckedTopK(const OperatorDef& def) {
   const int64_t top_k = GetIntArgument(def, "top_k", 1);

@@ -61,11 +61,7 @@ class SoftmaxWithLossGradientOp : public Operator {
     const Tensor& labels = Input(1);   // labels is (N) or (N, 1)
     const Tensor& softmax = Input(2);  // softmax is (N, D)
     const Tensor& dloss = Input(3);    // dloss is a scalar
-    CheckSoftmaxWithLossShapes(def_, logits.shape(), labels.shape(), labels.dtype());
-    if (softmax.shape() != logits.shape() || dloss.numel() != 1)
-      FailOperator(def_, fmt::format("softmax must be {} and dloss a scalar, got {} and {}",
-                                     ShapeToString(logits.shape()), ShapeToString(softmax.shape()),
-                                     ShapeToString(dloss.shape())));
+    CheckSoftmaxWithLossGradientInputs(def_, logits, labels, softmax, dloss);
     Tensor* dlogits = Output(0);  // dlogits is (N, D)
     dlogits->CopyFrom(softmax);
     int64_t n = logits.dim(0), d = logits.dim(1);
