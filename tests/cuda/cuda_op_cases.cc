@@ -239,6 +239,13 @@ void AddElementwise(Table& t) {
   OpCase& relu_in_place = t.Add("ReluGradient_InPlace", MakeOperatorDef("ReluGradient", {"y", "dy"}, {"dy"}),
                                 {{"x", a}, {"dy", b}}, kElementwise);
   relu_in_place.setup = {MakeOperatorDef("Relu", {"x"}, {"y"})};
+  const OperatorDef leaky = MakeOperatorDef("LeakyRelu", {"x"}, {"y"}, {Arg("alpha", 0.2f)});
+  t.Add("LeakyRelu", leaky, {{"x", a}}, kElementwise);
+  OpCase& leaky_gradient =
+      t.Add("LeakyReluGradient",
+            MakeOperatorDef("LeakyReluGradient", {"y", "dy"}, {"dx"}, {Arg("alpha", 0.2f)}), {{"x", a}, {"dy", b}},
+            kElementwise);
+  leaky_gradient.setup = {leaky};
 }
 
 // The fills run twice: the second run continues the generator's sequence.

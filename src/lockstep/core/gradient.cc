@@ -77,7 +77,7 @@ std::map<std::string, std::string> AddGradientOperators(NetDef* net, const std::
   std::vector<OperatorDef> backward;
   for (const auto& loss : losses) {
     LOCKSTEP_ENFORCE(written.count(loss), "loss '{}' is not computed by net '{}'", loss, net->name());
-    auto seed = MakeOperatorDef("ConstantFill", {loss}, {GradientName(loss)}, {Arg("value", 1.0f)});
+    auto seed = MakeOperatorDef(SchemaRegistry::TypeFor(OpRole::kGradientSeed), {loss}, {GradientName(loss)}, {Arg("value", 1.0f)});
     for (int i = 0; i < forward_size; ++i)
       for (const auto& out : net->op(i).output())
         if (out == loss) *seed.mutable_device_option() = net->op(i).device_option();
@@ -96,7 +96,7 @@ std::map<std::string, std::string> AddGradientOperators(NetDef* net, const std::
     partials.erase(it);
     if (parts.size() == 1) return parts[0];
     std::string total = GradientName(blob);
-    auto sum = MakeOperatorDef("Sum", parts, {total});
+    auto sum = MakeOperatorDef(SchemaRegistry::TypeFor(OpRole::kGradientSum), parts, {total});
     *sum.mutable_device_option() = partial_device.at(parts[0]);
     sum.set_is_gradient_op(true);
     backward.push_back(sum);

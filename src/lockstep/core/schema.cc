@@ -42,6 +42,62 @@ OpSchema& OpSchema::IdentityShape() {
   });
 }
 
+OpSchema& OpSchema::CostFunction(CostInference function) {
+  cost_ = std::move(function);
+  return *this;
+}
+
+double OpSchema::Cost(const OperatorDef& def, const std::vector<TensorShape>& inputs,
+                      const std::vector<TensorShape>& outputs) const {
+  if (cost_) return cost_(def, inputs, outputs);
+  double written = 0;
+  for (const auto& out : outputs) written += static_cast<double>(NumElements(out.dims));
+  return written;
+}
+
+OpSchema& OpSchema::LowPrecisionInputs(std::set<int> inputs) {
+  low_precision_inputs_ = std::move(inputs);
+  any_low_precision_input_ = false;
+  return *this;
+}
+
+bool OpSchema::AllowsLowPrecisionInput(int input) const {
+  return any_low_precision_input_ || low_precision_inputs_.count(input) > 0;
+}
+
+OpSchema& OpSchema::CombineAcrossReplicas(ReplicaRewrite rewrite) {
+  combine_ = std::move(rewrite);
+  return *this;
+}
+
+static std::map<OpRole, std::string>& Roles() {
+  static std::map<OpRole, std::string> roles;
+  return roles;
+}
+
+OpSchema& OpSchema::Role(OpRole role) {
+  auto [entry, added] = Roles().emplace(role, type_);
+  LOCKSTEP_ENFORCE(added, "operators '{}' and '{}' claim the same role", entry->second, type_);
+  return *this;
+}
+
+const std::string& SchemaRegistry::TypeFor(OpRole role) {
+  auto it = Roles().find(role);
+  LOCKSTEP_ENFORCE(it != Roles().end(), "no operator claims role {}", static_cast<int>(role));
+  return it->second;
+}
+
+std::string CombinedName(const std::string& blob) { return blob + "_combined"; }
+
+void SetGpuOptions(const GpuOptions& options, NetDef* net) {
+  for (auto& op : *net->mutable_op()) {
+    const unsigned takes = SchemaRegistry::Of(op).gpu_options();
+    if (takes & kCudnnWorkspace) SetArgument(&op, Arg(kCudnnWorkspaceArg, options.cudnn_workspace_bytes));
+    if (takes & kTensorCore) SetArgument(&op, Arg(kTensorCoreArg, options.enable_tensor_core));
+    if (takes & kFloat16Compute) SetArgument(&op, Arg(kFloat16ComputeArg, options.float16_compute));
+  }
+}
+
 static std::string Range(int min, int max) {
   if (min == max) return std::to_string(min);
   if (max == INT_MAX) return fmt::format("at least {}", min);
@@ -97,11 +153,16 @@ const OpSchema* SchemaRegistry::Find(const std::string& type) {
   return it == Schemas().end() ? nullptr : it->second.get();
 }
 
+const OpSchema& SchemaRegistry::Of(const OperatorDef& def) {
+  const OpSchema* schema = Find(def.type());
+  if (!schema) throw InvalidInput(fmt::format("unknown operator type '{}'", def.type()));
+  return *schema;
+}
+
 std::map<std::string, TensorShape> InferNetShapes(const NetDef& net,
                                                   std::map<std::string, TensorShape> shapes) {
   for (const auto& op : net.op()) {
-    const OpSchema* schema = SchemaRegistry::Find(op.type());
-    if (!schema) throw InvalidInput(fmt::format("unknown operator type '{}'", op.type()));
+    const OpSchema* schema = &SchemaRegistry::Of(op);
     std::vector<TensorShape> inputs;
     for (const auto& name : op.input()) {
       auto it = shapes.find(name);

@@ -1,5 +1,8 @@
 // Operator schemas: declared once per type next to the operator, checked once when an operator is created.
-// A schema states arity, which outputs may overwrite which inputs, and how output shapes follow from inputs.
+// A schema states every fact about an operator that code outside ops/ relies on: arity, which outputs may
+// overwrite which inputs, how output shapes follow from inputs, its cost, which inputs may be 16-bit, which
+// GPU library options it takes, where it may read from, and what the data-parallel planner must do with it.
+// Passes read these facts; none of them matches an operator type by name.
 #pragma once
 
 #include <climits>
@@ -22,6 +25,33 @@ struct TensorShape {
 
 using ShapeInference =
     std::function<std::vector<TensorShape>(const OperatorDef& def, const std::vector<TensorShape>& inputs)>;
+// Estimated work of one run (as Caffe2's CostInferenceFunction): multiply-adds where the op multiplies.
+using CostInference = std::function<double(const OperatorDef& def, const std::vector<TensorShape>& inputs,
+                                           const std::vector<TensorShape>& outputs)>;
+// How an op is rewritten when the replicas of a data-parallel model share its statistics (Caffe2's combined
+// SpatialBN): the ops that replace it, given the number of replicas. It may return the op unchanged.
+using ReplicaRewrite = std::function<std::vector<OperatorDef>(const OperatorDef& def, int replicas)>;
+
+// Options of the GPU libraries, passed as arguments to the ops whose schemas take them (and to their
+// gradient ops, which copy their arguments).
+struct GpuOptions {
+  static constexpr int64_t kDefaultCudnnWorkspaceBytes = int64_t{64} << 20;
+  int64_t cudnn_workspace_bytes = kDefaultCudnnWorkspaceBytes;  // per convolution
+  bool enable_tensor_core = false;                               // TF32 / tensor-core math where offered
+  bool float16_compute = false;                                  // float16 data accumulates in float16
+};
+enum GpuOption : unsigned { kCudnnWorkspace = 1u, kTensorCore = 2u, kFloat16Compute = 4u };
+// The arguments that carry the GPU options.
+inline constexpr const char* kCudnnWorkspaceArg = "ws_nbytes_limit";
+inline constexpr const char* kTensorCoreArg = "enable_tensor_core";
+inline constexpr const char* kFloat16ComputeArg = "float16_compute";
+
+// What code outside ops/ needs an op for when it adds one itself; one schema claims each role, so that code
+// names the role and never the type.
+enum class OpRole { kGradientSeed, kGradientSum };
+
+// The blob that holds the sum over all replicas of a blob that an op with SummedAcrossReplicas() writes.
+std::string CombinedName(const std::string& blob);
 
 class OpSchema {
  public:
@@ -50,6 +80,41 @@ class OpSchema {
     return *this;
   }
   bool collective() const { return collective_; }
+  // The op may read blobs that live on other devices than its own (a copy, a collective).
+  OpSchema& ReadsAnyDevice() {
+    reads_any_device_ = true;
+    return *this;
+  }
+  bool reads_any_device() const { return reads_any_device_ || collective_; }
+
+  OpSchema& CostFunction(CostInference function);
+  // The op's cost; without a cost function, the elements it writes.
+  double Cost(const OperatorDef& def, const std::vector<TensorShape>& inputs,
+              const std::vector<TensorShape>& outputs) const;
+
+  // Only these inputs may be given in 16 bits under mixed precision (the rest stay float32, e.g. BN's
+  // scale, bias and statistics); without the call, every input may.
+  OpSchema& LowPrecisionInputs(std::set<int> inputs);
+  bool AllowsLowPrecisionInput(int input) const;
+
+  // The GpuOption bits of the options the op takes as arguments.
+  OpSchema& TakesGpuOptions(unsigned options) {
+    gpu_options_ = options;
+    return *this;
+  }
+  unsigned gpu_options() const { return gpu_options_; }
+
+  // Each output is this replica's part of a sum over the replicas: a data-parallel model allreduces it into
+  // CombinedName(output) right after the op.
+  OpSchema& SummedAcrossReplicas() {
+    summed_across_replicas_ = true;
+    return *this;
+  }
+  bool summed_across_replicas() const { return summed_across_replicas_; }
+  OpSchema& CombineAcrossReplicas(ReplicaRewrite rewrite);
+  const ReplicaRewrite& combine_across_replicas() const { return combine_; }
+
+  OpSchema& Role(OpRole role);
 
   // Throws InvalidInput naming the operator when the def breaks this schema.
   void Verify(const OperatorDef& def) const;
@@ -62,18 +127,32 @@ class OpSchema {
   int min_inputs_ = 0, max_inputs_ = INT_MAX, min_outputs_ = 0, max_outputs_ = INT_MAX;
   std::set<std::pair<int, int>> allow_inplace_, enforce_inplace_;
   ShapeInference infer_;
+  CostInference cost_;
+  ReplicaRewrite combine_;
+  std::set<int> low_precision_inputs_;
+  bool any_low_precision_input_ = true;
+  unsigned gpu_options_ = 0;
   bool collective_ = false;
+  bool reads_any_device_ = false;
+  bool summed_across_replicas_ = false;
   bool inplace_same_index_ = false;
 };
-
-// True when the op's type is registered with OpSchema::Collective().
-bool IsCollective(const OperatorDef& op);
 
 class SchemaRegistry {
  public:
   static OpSchema& Register(const std::string& type);  // refuses duplicates
   static const OpSchema* Find(const std::string& type);
+  // The schema of a def's type; throws InvalidInput naming the unknown type.
+  static const OpSchema& Of(const OperatorDef& def);
+  // The type that claims the role; throws when none does.
+  static const std::string& TypeFor(OpRole role);
 };
+
+// True when the op's type is registered with OpSchema::Collective().
+bool IsCollective(const OperatorDef& op);
+
+// Sets the GPU options as arguments on every op of the net whose schema takes them.
+void SetGpuOptions(const GpuOptions& options, NetDef* net);
 
 // Runs the shape functions of a whole net from the shapes of its external inputs; every blob the net writes
 // gets an entry. Throws if an op has no shape function or its inputs are unknown.

@@ -1,7 +1,14 @@
 // Layer helpers: parameters + operators for the common layers.
 #include "lockstep/model/layers.h"
 
-namespace lockstep::layers {
+namespace lockstep {
+
+FillSpec FillSpec::Constant(float value) { return {"ConstantFill", {Arg("value", value)}}; }
+FillSpec FillSpec::Gaussian(float std) { return {"GaussianFill", {Arg("mean", 0.0f), Arg("std", std)}}; }
+FillSpec FillSpec::Xavier() { return {"XavierFill", {}}; }
+FillSpec FillSpec::Msra() { return {"MSRAFill", {}}; }
+
+namespace layers {
 
 std::string Conv(ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
                  int kernel, const ConvOptions& options) {
@@ -122,4 +129,5 @@ std::string Accuracy(ModelHelper& model, const std::string& predictions, const s
   return output;
 }
 
-}  // namespace lockstep::layers
+}  // namespace layers
+}  // namespace lockstep

@@ -3,6 +3,9 @@
 
 #include <map>
 
+#include "lockstep/core/schema.h"
+#include "lockstep/ops/op_defs.h"
+
 namespace lockstep {
 
 std::string ComputeInLowPrecision(ModelHelper& model, int first_op, const std::string& input,
@@ -22,7 +25,7 @@ std::string ComputeInLowPrecision(ModelHelper& model, int first_op, const std::s
     auto [entry, added] = cast_of.emplace(blob, blob + suffix);
     if (added) {
       OperatorDef* op = rewritten.add_op();
-      *op = MakeOperatorDef("Cast", {blob}, {entry->second}, {Arg("to", static_cast<int>(dtype))});
+      *op = CastDef(blob, entry->second, dtype);
       *op->mutable_device_option() = reader.device_option();
     }
     return entry->second;
@@ -30,8 +33,9 @@ std::string ComputeInLowPrecision(ModelHelper& model, int first_op, const std::s
   // The casts of the input and the parameters come first (in order of first use), then the ops.
   std::vector<OperatorDef> ops(net.op().begin() + first_op, net.op().end());
   for (auto& op : ops) {
-    const int castable_inputs = op.type() == "SpatialBN" ? 1 : op.input_size();  // BN: only x
-    for (int k = 0; k < castable_inputs; ++k) {
+    const OpSchema& schema = SchemaRegistry::Of(op);
+    for (int k = 0; k < op.input_size(); ++k) {
+      if (!schema.AllowsLowPrecisionInput(k)) continue;
       const std::string& blob = op.input(k);
       bool is_param = false;
       for (const auto& param : model.params()) is_param |= param.name == blob;
@@ -43,7 +47,7 @@ std::string ComputeInLowPrecision(ModelHelper& model, int first_op, const std::s
   for (const auto& op : ops) *rewritten.add_op() = op;
   const std::string float_output = output + "_float";
   OperatorDef* back = rewritten.add_op();
-  *back = MakeOperatorDef("Cast", {output}, {float_output}, {Arg("to", static_cast<int>(DataType::kFloat))});
+  *back = CastDef(output, float_output, DataType::kFloat);
   *back->mutable_device_option() = ops.back().device_option();
   net = rewritten;
   return float_output;
@@ -55,7 +59,7 @@ void UnscaleGradients(ModelHelper& model, float loss_scale) {
     auto grad = model.param_to_grad().find(param);
     LOCKSTEP_ENFORCE(grad != model.param_to_grad().end(), "parameter '{}' has no gradient", param);
     ModelHelper::DeviceScope scope(model, model.Param(param).device);
-    model.AddOp("Scale", {grad->second}, {grad->second}, {Arg("scale", 1.0f / loss_scale)});
+    model.AddOp(ScaleDef(grad->second, grad->second, 1.0f / loss_scale));
   }
 }
 

@@ -27,10 +27,14 @@ ModelHelper::DeviceScope::~DeviceScope() { model_.device_ = saved_; }
 
 OperatorDef* ModelHelper::AddOp(const std::string& type, const std::vector<std::string>& inputs,
                                 const std::vector<std::string>& outputs, const std::vector<Arg>& args) {
-  OperatorDef* op = net_.add_op();
-  *op = MakeOperatorDef(type, inputs, outputs, args);
-  SetDevice(op, device_);
-  return op;
+  return AddOp(MakeOperatorDef(type, inputs, outputs, args));
+}
+
+OperatorDef* ModelHelper::AddOp(OperatorDef op) {
+  SetDevice(&op, device_);
+  OperatorDef* added = net_.add_op();
+  *added = std::move(op);
+  return added;
 }
 
 std::string ModelHelper::CreateParam(const std::string& name, const Shape& shape, const FillSpec& fill,

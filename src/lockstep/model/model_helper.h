@@ -15,14 +15,15 @@ namespace lockstep {
 // WEIGHT gets weight decay, BIAS does not; COMPUTED params (BN running statistics) are state, not trained.
 enum class ParamTag { kWeight, kBias, kComputed };
 
-// How a parameter is initialised: a fill operator type and its arguments.
+// How a parameter is initialised: a fill operator type and its arguments. The named fills are defined with
+// the layers (layers.cc).
 struct FillSpec {
   std::string type;
   std::vector<Arg> args;
-  static FillSpec Constant(float value) { return {"ConstantFill", {Arg("value", value)}}; }
-  static FillSpec Gaussian(float std) { return {"GaussianFill", {Arg("mean", 0.0f), Arg("std", std)}}; }
-  static FillSpec Xavier() { return {"XavierFill", {}}; }
-  static FillSpec Msra() { return {"MSRAFill", {}}; }
+  static FillSpec Constant(float value);
+  static FillSpec Gaussian(float std);  // mean 0
+  static FillSpec Xavier();
+  static FillSpec Msra();
 };
 
 struct ParamInfo {
@@ -65,6 +66,7 @@ class ModelHelper {
   // Appends an op to the net under the current device; blob names are taken as given (already scoped).
   OperatorDef* AddOp(const std::string& type, const std::vector<std::string>& inputs,
                      const std::vector<std::string>& outputs, const std::vector<Arg>& args = {});
+  OperatorDef* AddOp(OperatorDef op);
   // Creates a parameter named Scoped(name) filled by `fill` in param_init_net (unless init_params is false).
   std::string CreateParam(const std::string& name, const Shape& shape, const FillSpec& fill, ParamTag tag);
 

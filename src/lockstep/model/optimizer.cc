@@ -1,6 +1,8 @@
 // Momentum SGD update ops.
 #include "lockstep/model/optimizer.h"
 
+#include "lockstep/ops/op_defs.h"
+
 namespace lockstep {
 
 SgdBlobs AddMomentumSgd(ModelHelper& model, const SgdOptions& options) {
@@ -8,14 +10,13 @@ SgdBlobs AddMomentumSgd(ModelHelper& model, const SgdOptions& options) {
   blobs.iter = model.Scoped("iter");
   blobs.lr = model.Scoped("lr");
   auto* init_iter = model.param_init_net().add_op();
-  *init_iter = MakeOperatorDef("ConstantFill", {}, {blobs.iter},
-                               {Arg("shape", std::vector<int64_t>{}), Arg("value", 0.0f), Arg("dtype", 10)});
+  *init_iter = ConstantFillDef(blobs.iter, {}, 0.0f, DataType::kInt64);
   SetDevice(init_iter, model.device());
-  model.AddOp("Iter", {blobs.iter}, {blobs.iter});
+  model.AddOp(IterDef(blobs.iter));
   std::vector<Arg> lr_args = {Arg("base_lr", options.base_learning_rate)};
   lr_args.insert(lr_args.end(), options.schedule.begin(), options.schedule.end());
   if (options.schedule.empty()) lr_args.emplace_back("policy", "fixed");
-  model.AddOp("LearningRate", {blobs.iter}, {blobs.lr}, lr_args);
+  model.AddOp(LearningRateDef(blobs.iter, blobs.lr, lr_args));
 
   for (const auto& param : model.GetTrainableParams(model.name_scope())) {
     auto grad = model.param_to_grad().find(param);
@@ -26,13 +27,11 @@ SgdBlobs AddMomentumSgd(ModelHelper& model, const SgdOptions& options) {
     ModelHelper::DeviceScope device_scope(model, model.Param(param).device);
     std::string moment = param + "_momentum";
     auto* init = model.param_init_net().add_op();
-    *init = MakeOperatorDef("ConstantFill", {}, {moment},
-                            {Arg("shape", model.Param(param).shape), Arg("value", 0.0f)});
+    *init = ConstantFillDef(moment, model.Param(param).shape, 0.0f);
     SetDevice(init, model.device());
     float decay = model.Param(param).tag == ParamTag::kWeight ? options.weight_decay : 0.0f;
-    model.AddOp(
-        "MomentumSGDUpdate", {grad->second, moment, blobs.lr, param}, {grad->second, moment, param},
-        {Arg("momentum", options.momentum), Arg("nesterov", options.nesterov), Arg("weight_decay", decay)});
+    model.AddOp(MomentumSgdUpdateDef(grad->second, moment, blobs.lr, param, options.momentum, options.nesterov,
+                                     decay));
     blobs.moments.push_back(moment);
   }
   return blobs;

@@ -5,6 +5,7 @@
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/half.h"
 #include "lockstep/core/operator.h"
+#include "lockstep/ops/op_defs.h"
 
 namespace lockstep {
 namespace {
@@ -81,5 +82,9 @@ LOCKSTEP_OPERATOR_SCHEMA(Cast).NumInputs(1, 2).NumOutputs(1).ShapeFunction(
     });
 LOCKSTEP_REGISTER_CPU_OPERATOR(Cast, CastOp);
 LOCKSTEP_REGISTER_GRADIENT(Cast, CastGradient);
+
+OperatorDef CastDef(const std::string& input, const std::string& output, DataType to) {
+  return MakeOperatorDef("Cast", {input}, {output}, {Arg("to", static_cast<int>(to))});
+}
 
 }  // namespace lockstep

@@ -250,13 +250,15 @@ LOCKSTEP_OPERATOR_SCHEMA(ChannelStats)
     .NumOutputs(2)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return TwoChannelShapes(def, in, {});
-    });
+    })
+    .SummedAcrossReplicas();
 LOCKSTEP_OPERATOR_SCHEMA(ChannelBackpropStats)
     .NumInputs(4)
     .NumOutputs(2)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return TwoChannelShapes(def, in, {1, 2});
-    });
+    })
+    .SummedAcrossReplicas();
 LOCKSTEP_OPERATOR_SCHEMA(SpatialBNCombinedGradient)
     .NumInputs(7)
     .NumOutputs(1)

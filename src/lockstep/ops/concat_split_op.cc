@@ -5,6 +5,7 @@
 
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
+#include "lockstep/ops/op_defs.h"
 
 namespace lockstep {
 namespace {
@@ -191,5 +192,14 @@ LOCKSTEP_OPERATOR_SCHEMA(Split).NumInputs(1, 2).NumOutputs(1, INT_MAX).ShapeFunc
 LOCKSTEP_REGISTER_CPU_OPERATOR(Concat, ConcatOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Split, SplitOp);
 LOCKSTEP_REGISTER_GRADIENT(Concat, ConcatGradient);
+
+OperatorDef SplitDef(const std::string& input, const std::vector<std::string>& pieces) {
+  return MakeOperatorDef("Split", {input}, pieces, {Arg("axis", 0)});
+}
+
+OperatorDef ConcatDef(const std::vector<std::string>& inputs, const std::string& output,
+                      const std::string& split_info) {
+  return MakeOperatorDef("Concat", inputs, {output, split_info}, {Arg("axis", 0)});
+}
 
 }  // namespace lockstep

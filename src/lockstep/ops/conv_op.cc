@@ -216,8 +216,18 @@ std::vector<OperatorDef> ConvGradient(const GradientContext& g) {
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(Conv).NumInputs(2, 3).NumOutputs(1).ShapeFunction(ConvShape);
-LOCKSTEP_OPERATOR_SCHEMA(ConvGradient).NumInputs(3).NumOutputs(1, 3).ShapeFunction(WeightGradientShapes);
+constexpr unsigned kConvGpuOptions = kCudnnWorkspace | kTensorCore | kFloat16Compute;
+LOCKSTEP_OPERATOR_SCHEMA(Conv)
+    .NumInputs(2, 3)
+    .NumOutputs(1)
+    .ShapeFunction(ConvShape)
+    .CostFunction(WeightedLayerCost)
+    .TakesGpuOptions(kConvGpuOptions);
+LOCKSTEP_OPERATOR_SCHEMA(ConvGradient)
+    .NumInputs(3)
+    .NumOutputs(1, 3)
+    .ShapeFunction(WeightGradientShapes)
+    .TakesGpuOptions(kConvGpuOptions);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Conv, ConvOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ConvGradient, ConvGradientOp);
 LOCKSTEP_REGISTER_GRADIENT(Conv, ConvGradient);

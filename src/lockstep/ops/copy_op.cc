@@ -3,6 +3,7 @@
 // copies across memories.
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
+#include "lockstep/ops/op_defs.h"
 
 namespace lockstep {
 namespace {
@@ -25,9 +26,11 @@ std::vector<OperatorDef> CopyGradient(const GradientContext& g) {
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(Copy).NumInputs(1).NumOutputs(1).IdentityShape();
+LOCKSTEP_OPERATOR_SCHEMA(Copy).NumInputs(1).NumOutputs(1).IdentityShape().ReadsAnyDevice();
 LOCKSTEP_REGISTER_CPU_OPERATOR(Copy, CopyOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(Copy, CopyOp);
 LOCKSTEP_REGISTER_GRADIENT(Copy, CopyGradient);
+
+OperatorDef CopyDef(const std::string& from, const std::string& to) { return MakeOperatorDef("Copy", {from}, {to}); }
 
 }  // namespace lockstep

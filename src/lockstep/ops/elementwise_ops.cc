@@ -8,6 +8,7 @@
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/dnnl_utils.h"
+#include "lockstep/ops/op_defs.h"
 
 namespace lockstep {
 
@@ -247,7 +248,8 @@ LOCKSTEP_OPERATOR_SCHEMA(Sum)
     .NumInputs(1, INT_MAX)
     .NumOutputs(1)
     .AllowInplace({{0, 0}})
-    .ShapeFunction(SumShapes);
+    .ShapeFunction(SumShapes)
+    .Role(OpRole::kGradientSum);
 LOCKSTEP_OPERATOR_SCHEMA(Scale).NumInputs(1).NumOutputs(1).AllowInplace({{0, 0}}).IdentityShape();
 LOCKSTEP_OPERATOR_SCHEMA(SumReduceLike)
     .NumInputs(2)
@@ -262,5 +264,9 @@ LOCKSTEP_REGISTER_CPU_OPERATOR(SumReduceLike, SumReduceLikeOp);
 LOCKSTEP_REGISTER_GRADIENT(Add, AddGradient);
 LOCKSTEP_REGISTER_GRADIENT(Sum, SumGradient);
 LOCKSTEP_REGISTER_GRADIENT(Scale, ScaleGradient);
+
+OperatorDef ScaleDef(const std::string& input, const std::string& output, float scale) {
+  return MakeOperatorDef("Scale", {input}, {output}, {Arg("scale", scale)});
+}
 
 }  // namespace lockstep

@@ -173,8 +173,18 @@ std::vector<OperatorDef> FcGradient(const GradientContext& g) {
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(FC).NumInputs(3).NumOutputs(1).ShapeFunction(FcShape);
-LOCKSTEP_OPERATOR_SCHEMA(FCGradient).NumInputs(3).NumOutputs(1, 3).ShapeFunction(WeightGradientShapes);
+constexpr unsigned kFcGpuOptions = kTensorCore | kFloat16Compute;  // cuBLAS needs no workspace limit
+LOCKSTEP_OPERATOR_SCHEMA(FC)
+    .NumInputs(3)
+    .NumOutputs(1)
+    .ShapeFunction(FcShape)
+    .CostFunction(WeightedLayerCost)
+    .TakesGpuOptions(kFcGpuOptions);
+LOCKSTEP_OPERATOR_SCHEMA(FCGradient)
+    .NumInputs(3)
+    .NumOutputs(1, 3)
+    .ShapeFunction(WeightGradientShapes)
+    .TakesGpuOptions(kFcGpuOptions);
 LOCKSTEP_REGISTER_CPU_OPERATOR(FC, FcOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(FCGradient, FcGradientOp);
 LOCKSTEP_REGISTER_GRADIENT(FC, FcGradient);

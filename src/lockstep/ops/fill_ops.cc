@@ -6,6 +6,7 @@
 
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
+#include "lockstep/ops/op_defs.h"
 
 namespace lockstep {
 namespace {
@@ -168,7 +169,11 @@ class MSRAFillOp : public RandomFillOp {
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(ConstantFill).NumInputs(0, 1).NumOutputs(1).ShapeFunction(InferFillShape);
+LOCKSTEP_OPERATOR_SCHEMA(ConstantFill)
+    .NumInputs(0, 1)
+    .NumOutputs(1)
+    .ShapeFunction(InferFillShape)
+    .Role(OpRole::kGradientSeed);
 LOCKSTEP_OPERATOR_SCHEMA(GaussianFill).NumInputs(0, 1).NumOutputs(1).ShapeFunction(InferFillShape);
 LOCKSTEP_OPERATOR_SCHEMA(UniformFill).NumInputs(0, 1).NumOutputs(1).ShapeFunction(InferFillShape);
 LOCKSTEP_OPERATOR_SCHEMA(XavierFill).NumInputs(0, 1).NumOutputs(1).ShapeFunction(InferFillShape);
@@ -183,5 +188,11 @@ LOCKSTEP_NO_GRADIENT(GaussianFill);
 LOCKSTEP_NO_GRADIENT(UniformFill);
 LOCKSTEP_NO_GRADIENT(XavierFill);
 LOCKSTEP_NO_GRADIENT(MSRAFill);
+
+OperatorDef ConstantFillDef(const std::string& output, const Shape& shape, float value, DataType dtype) {
+  std::vector<Arg> args{Arg("shape", shape), Arg("value", value)};
+  if (dtype != DataType::kFloat) args.emplace_back("dtype", static_cast<int>(dtype));
+  return MakeOperatorDef("ConstantFill", {}, {output}, args);
+}
 
 }  // namespace lockstep

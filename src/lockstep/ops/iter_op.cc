@@ -3,6 +3,7 @@
 
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
+#include "lockstep/ops/op_defs.h"
 
 namespace lockstep {
 
@@ -28,5 +29,7 @@ class IterOp : public Operator {
 LOCKSTEP_OPERATOR_SCHEMA(Iter).NumInputs(1).NumOutputs(1).EnforceInplace({{0, 0}}).IdentityShape();
 LOCKSTEP_REGISTER_CPU_OPERATOR(Iter, IterOp);
 LOCKSTEP_NO_GRADIENT(Iter);
+
+OperatorDef IterDef(const std::string& iter) { return MakeOperatorDef("Iter", {iter}, {iter}); }
 
 }  // namespace lockstep

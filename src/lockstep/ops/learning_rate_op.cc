@@ -7,6 +7,7 @@
 
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
+#include "lockstep/ops/op_defs.h"
 
 namespace lockstep {
 
@@ -108,5 +109,9 @@ std::vector<TensorShape> InferLearningRateShape(const OperatorDef&, const std::v
 LOCKSTEP_OPERATOR_SCHEMA(LearningRate).NumInputs(1).NumOutputs(1).ShapeFunction(InferLearningRateShape);
 LOCKSTEP_REGISTER_CPU_OPERATOR(LearningRate, LearningRateOp);
 LOCKSTEP_NO_GRADIENT(LearningRate);
+
+OperatorDef LearningRateDef(const std::string& iter, const std::string& lr, const std::vector<Arg>& args) {
+  return MakeOperatorDef("LearningRate", {iter}, {lr}, args);
+}
 
 }  // namespace lockstep

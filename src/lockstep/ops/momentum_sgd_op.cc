@@ -4,6 +4,7 @@
 
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
+#include "lockstep/ops/op_defs.h"
 
 namespace lockstep {
 
@@ -84,5 +85,12 @@ LOCKSTEP_OPERATOR_SCHEMA(MomentumSGDUpdate)
     .ShapeFunction(InferMomentumSGDShape);
 LOCKSTEP_REGISTER_CPU_OPERATOR(MomentumSGDUpdate, MomentumSGDUpdateOp);
 LOCKSTEP_NO_GRADIENT(MomentumSGDUpdate);
+
+OperatorDef MomentumSgdUpdateDef(const std::string& grad, const std::string& moment, const std::string& lr,
+                                 const std::string& param, float momentum, bool nesterov, float weight_decay) {
+  return MakeOperatorDef(
+      "MomentumSGDUpdate", {grad, moment, lr, param}, {grad, moment, param},
+      {Arg("momentum", momentum), Arg("nesterov", nesterov), Arg("weight_decay", weight_decay)});
+}
 
 }  // namespace lockstep

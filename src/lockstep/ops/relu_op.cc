@@ -1,15 +1,27 @@
-// Relu: y = max(x, 0); its gradient dx = dy * (y > 0) reads y, so both may run in place. Both keep the
-// layout their input comes in.
+// Relu: y = max(x, 0), and LeakyRelu (Caffe2's): y = x > 0 ? x : alpha * x with arg alpha >= 0 (default
+// 0.01); Relu is LeakyRelu with alpha 0. Their gradients dx = dy * (y > 0 ? 1 : alpha) read y, so all may run
+// in place. All keep the layout their input comes in.
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/dnnl_utils.h"
+#include "lockstep/ops/relu_op.h"
 
 namespace lockstep {
+
+float LeakyReluAlpha(const OperatorDef& def) {
+  const float alpha = GetFloatArgument(def, "alpha", 0.01f);
+  if (!(alpha >= 0.0f)) FailOperator(def, fmt::format("alpha must be >= 0, got {}", alpha));
+  return alpha;
+}
+
 namespace {
 
+template <bool kLeaky>
 class ReluOp : public Operator {
  public:
-  ReluOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws) { AcceptLayouts(); }
+  ReluOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), alpha_(kLeaky ? LeakyReluAlpha(def) : 0) {
+    AcceptLayouts();
+  }
 
   void Run() override {
     const Tensor& x = Input(0);  // x is any shape, any layout
@@ -21,27 +33,34 @@ class ReluOp : public Operator {
     if (desc != desc_) {
       desc_ = desc;
       dnnl::eltwise_forward::desc op_desc(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu,
-                                          desc, 0.f);
+                                          desc, alpha_);
       primitive_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(op_desc, CpuEngine()));
     }
     Execute(primitive_, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
   }
 
  private:
+  const float alpha_;
   dnnl::memory::desc desc_;
   dnnl::eltwise_forward primitive_;
 };
 
+// With alpha >= 0, y > 0 exactly where x > 0, so the gradient can be computed from y.
+template <bool kLeaky>
 class ReluGradientOp : public Operator {
  public:
-  ReluGradientOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws) { AcceptLayouts(); }
+  ReluGradientOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws), alpha_(kLeaky ? LeakyReluAlpha(def) : 0) {
+    AcceptLayouts();
+  }
 
   void Run() override {
     const Tensor& y = Input(0);   // y is the forward output
     const Tensor& dy = Input(1);  // dy has y's shape, any layout
     Tensor* dx = Output(0);       // dx has y's shape and layout
-    LOCKSTEP_ENFORCE(y.shape() == dy.shape(), "ReluGradient: y {} vs dy {}", ShapeToString(y.shape()),
-                     ShapeToString(dy.shape()));
+    if (y.shape() != dy.shape())
+      FailOperator(def_, fmt::format("dY {} must have Y's shape {}", ShapeToString(dy.shape()),
+                                     ShapeToString(y.shape())));
     auto desc = DescOf(y);
     dnnl::memory dst = AsMemory(y);
     dnnl::memory diff_dst = ReorderIfNeeded(AsMemory(dy), desc, &dy_scratch_);
@@ -50,15 +69,16 @@ class ReluGradientOp : public Operator {
     if (desc != desc_) {
       desc_ = desc;
       auto algorithm = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
-      dnnl::eltwise_forward::desc forward_desc(dnnl::prop_kind::forward_training, algorithm, desc, 0.f);
+      dnnl::eltwise_forward::desc forward_desc(dnnl::prop_kind::forward_training, algorithm, desc, alpha_);
       dnnl::eltwise_forward::primitive_desc hint(forward_desc, CpuEngine());
-      dnnl::eltwise_backward::desc op_desc(algorithm, desc, desc, 0.f);
+      dnnl::eltwise_backward::desc op_desc(algorithm, desc, desc, alpha_);
       primitive_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(op_desc, CpuEngine(), hint));
     }
     Execute(primitive_, {{DNNL_ARG_DST, dst}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}});
   }
 
  private:
+  const float alpha_;
   dnnl::memory::desc desc_;
   dnnl::memory dy_scratch_;
   dnnl::eltwise_backward primitive_;
@@ -68,18 +88,27 @@ std::vector<OperatorDef> ReluGradient(const GradientContext& g) {
   return {MakeOperatorDef("ReluGradient", {g.O(0), g.GO(0)}, {g.GI(0)})};
 }
 
+std::vector<OperatorDef> LeakyReluGradient(const GradientContext& g) {
+  return {MakeOperatorDef("LeakyReluGradient", {g.O(0), g.GO(0)}, {g.GI(0)}, g.Args())};
+}
+
+std::vector<TensorShape> ShapeOfY(const OperatorDef&, const std::vector<TensorShape>& in) { return {in[0]}; }
+
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(Relu).NumInputs(1).NumOutputs(1).AllowInplace({{0, 0}}).IdentityShape();
-LOCKSTEP_OPERATOR_SCHEMA(ReluGradient)
+LOCKSTEP_OPERATOR_SCHEMA(ReluGradient).NumInputs(2).NumOutputs(1).AllowInplace({{1, 0}}).ShapeFunction(ShapeOfY);
+LOCKSTEP_OPERATOR_SCHEMA(LeakyRelu).NumInputs(1).NumOutputs(1).AllowInplace({{0, 0}}).IdentityShape();
+LOCKSTEP_OPERATOR_SCHEMA(LeakyReluGradient)  // (Y, dY) -> dX
     .NumInputs(2)
     .NumOutputs(1)
     .AllowInplace({{1, 0}})
-    .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>& in) {
-      return std::vector<TensorShape>{in[0]};
-    });
-LOCKSTEP_REGISTER_CPU_OPERATOR(Relu, ReluOp);
-LOCKSTEP_REGISTER_CPU_OPERATOR(ReluGradient, ReluGradientOp);
+    .ShapeFunction(ShapeOfY);
+LOCKSTEP_REGISTER_CPU_OPERATOR(Relu, ReluOp<false>);
+LOCKSTEP_REGISTER_CPU_OPERATOR(ReluGradient, ReluGradientOp<false>);
+LOCKSTEP_REGISTER_CPU_OPERATOR(LeakyRelu, ReluOp<true>);
+LOCKSTEP_REGISTER_CPU_OPERATOR(LeakyReluGradient, ReluGradientOp<true>);
 LOCKSTEP_REGISTER_GRADIENT(Relu, ReluGradient);
+LOCKSTEP_REGISTER_GRADIENT(LeakyRelu, LeakyReluGradient);
 
 }  // namespace lockstep

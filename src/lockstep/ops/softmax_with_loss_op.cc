@@ -93,7 +93,12 @@ LOCKSTEP_OPERATOR_SCHEMA(SoftmaxWithLoss)
       CheckSoftmaxWithLossShapes(def, in[0].dims, in[1].dims, in[1].dtype);
       return std::vector<TensorShape>{in[0], {{}, DataType::kFloat}};
     });
-LOCKSTEP_OPERATOR_SCHEMA(SoftmaxWithLossGradient).NumInputs(4).NumOutputs(1);
+LOCKSTEP_OPERATOR_SCHEMA(SoftmaxWithLossGradient)  // (X, label, softmax, dloss) -> dX
+    .NumInputs(4)
+    .NumOutputs(1)
+    .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>& in) {
+      return std::vector<TensorShape>{in[0]};
+    });
 LOCKSTEP_REGISTER_CPU_OPERATOR(SoftmaxWithLoss, SoftmaxWithLossOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(SoftmaxWithLossGradient, SoftmaxWithLossGradientOp);
 LOCKSTEP_REGISTER_GRADIENT(SoftmaxWithLoss, SoftmaxWithLossGradient);

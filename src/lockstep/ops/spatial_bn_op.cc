@@ -306,7 +306,7 @@ std::vector<OperatorDef> CombinedStatisticsGradient(const GradientContext& g) {
   if (g.NeedsGI(0))
     ops.push_back(MakeOperatorDef(
         "SpatialBNCombinedGradient",
-        {g.I(0), g.I(1), g.GO(0), g.O(3), g.O(4), dscale + "_combined", dbias + "_combined"}, {g.GI(0)},
+        {g.I(0), g.I(1), g.GO(0), g.O(3), g.O(4), CombinedName(dscale), CombinedName(dbias)}, {g.GI(0)},
         {Arg("epsilon", epsilon), Arg("num_batches", GetIntArgument(g.def, "num_batches", 1))}));
   return ops;
 }
@@ -334,14 +334,51 @@ std::vector<OperatorDef> SpatialBNGradient(const GradientContext& g) {
   return {MakeOperatorDef("SpatialBNGradient", inputs, outputs, args)};
 }
 
+// Caffe2's combined SpatialBN: per-replica channel sums (ChannelStats), summed over the replicas into their
+// CombinedName blobs by the data-parallel planner, then normalization with num_batches = replicas. A fused
+// ReLU is split off first, because its mask belongs to the single-replica form. Test mode is left alone.
+std::vector<OperatorDef> CombineStatisticsAcrossReplicas(const OperatorDef& op, int replicas) {
+  if (GetIntArgument(op, "is_test", 0) != 0 || op.input_size() != 5) return {op};
+  const std::string& y = op.output(0);
+  OperatorDef stats = MakeOperatorDef("ChannelStats", {op.input(0)}, {y + "_sum", y + "_sumsq"});
+  *stats.mutable_device_option() = op.device_option();
+  OperatorDef bn = op;
+  bn.add_input(CombinedName(stats.output(0)));
+  bn.add_input(CombinedName(stats.output(1)));
+  SetArgument(&bn, Arg("num_batches", int64_t{replicas}));
+  const bool relu = GetIntArgument(op, "relu", 0) != 0;
+  SetArgument(&bn, Arg("relu", false));
+  if (!relu) return {stats, bn};
+  bn.mutable_output()->RemoveLast();  // the ReLU mask
+  OperatorDef activation = MakeOperatorDef("Relu", {y}, {y});
+  *activation.mutable_device_option() = op.device_option();
+  return {stats, bn, activation};
+}
+
+// (X, scale, dY, mean, inv_std[, mask]) -> the gradients listed in arg `gradients` (default dX, dscale,
+// dbias): dX has X's shape, dscale and dbias scale's.
+std::vector<TensorShape> SpatialBNGradientShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  SpatialBNGradientChannels(def, in[0].dims, in[1].dims, in[3].dims, in[4].dims, in[2].dims);
+  const std::array<int, 3> output_of = SpatialBNGradientOutputs(def);
+  std::vector<TensorShape> out(def.output_size());
+  for (int i = 0; i < 3; ++i)
+    if (output_of[i] >= 0) out[output_of[i]] = i == 0 ? in[0] : TensorShape{in[1].dims, DataType::kFloat};
+  return out;
+}
+
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(SpatialBN)
     .NumInputs(5, 7)
     .NumOutputs(1, 6)
     .EnforceInplace({{3, 1}, {4, 2}})
-    .ShapeFunction(SpatialBNShapes);
-LOCKSTEP_OPERATOR_SCHEMA(SpatialBNGradient).NumInputs(5, 6).NumOutputs(1, 3);
+    .ShapeFunction(SpatialBNShapes)
+    .LowPrecisionInputs({0})  // scale, bias and the statistics stay float32
+    .CombineAcrossReplicas(CombineStatisticsAcrossReplicas);
+LOCKSTEP_OPERATOR_SCHEMA(SpatialBNGradient)
+    .NumInputs(5, 6)
+    .NumOutputs(1, 3)
+    .ShapeFunction(SpatialBNGradientShapes);
 LOCKSTEP_REGISTER_CPU_OPERATOR(SpatialBN, SpatialBNOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(SpatialBNGradient, SpatialBNGradientOp);
 LOCKSTEP_REGISTER_GRADIENT(SpatialBN, SpatialBNGradient);

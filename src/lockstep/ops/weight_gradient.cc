@@ -35,6 +35,15 @@ const Tensor& PlainParameter(const Tensor& parameter, Tensor* scratch) {
   return *scratch;
 }
 
+double WeightedLayerCost(const OperatorDef&, const std::vector<TensorShape>& in,
+                         const std::vector<TensorShape>& out) {
+  double written = 0;
+  for (const auto& shape : out) written += static_cast<double>(NumElements(shape.dims));
+  const Shape& w = in.at(1).dims;
+  if (w.empty() || w[0] <= 0) return written;
+  return written * static_cast<double>(NumElements(w) / w[0]);
+}
+
 std::vector<TensorShape> WeightGradientShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
   WeightGradientOutputs wants = ParseWeightGradientOutputs(def);
   std::vector<TensorShape> out;

@@ -28,6 +28,11 @@ OperatorDef MakeWeightGradientOp(const std::string& type, const GradientContext&
 // operator produced).
 const Tensor& PlainParameter(const Tensor& parameter, Tensor* scratch);
 
+// Cost function of the forward op: multiply-adds, the output's elements times W's fan-in (W.dim(0) is the
+// number of outputs per position).
+double WeightedLayerCost(const OperatorDef& def, const std::vector<TensorShape>& in,
+                         const std::vector<TensorShape>& out);
+
 // Shape function: dW has W's shape, db is (W.dim(0)), dX has X's shape.
 std::vector<TensorShape> WeightGradientShapes(const OperatorDef& def, const std::vector<TensorShape>& in);
 

@@ -56,35 +56,18 @@ void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
                      model.net().op_size()));
 }
 
-// Caffe2's combined SpatialBN: per-device channel sums, summed over devices by an Allreduce that Interleave
-// inserts after each ChannelStats group, then normalization with num_batches = devices. A fused ReLU is split
-// off first, because its mask belongs to the single-device form.
-void CombineSpatialBN(NetDef* net, int devices) {
+// Ops that share statistics across the replicas (Caffe2's combined SpatialBN) are rewritten as their schemas
+// say; the sums they then need are inserted by Interleave.
+void CombineAcrossReplicas(NetDef* net, int replicas) {
   NetDef rewritten = *net;
   rewritten.clear_op();
   for (const auto& op : net->op()) {
-    bool training = GetIntArgument(op, "is_test", 0) == 0;
-    if (op.type() != "SpatialBN" || !training || op.input_size() != 5) {
+    const ReplicaRewrite& rewrite = SchemaRegistry::Of(op).combine_across_replicas();
+    if (!rewrite) {
       *rewritten.add_op() = op;
       continue;
     }
-    const std::string& y = op.output(0);
-    OperatorDef stats = MakeOperatorDef("ChannelStats", {op.input(0)}, {y + "_sum", y + "_sumsq"});
-    *stats.mutable_device_option() = op.device_option();
-    *rewritten.add_op() = stats;
-    OperatorDef bn = op;
-    bn.add_input(y + "_sum_combined");
-    bn.add_input(y + "_sumsq_combined");
-    SetArgument(&bn, Arg("num_batches", int64_t{devices}));
-    bool relu = GetIntArgument(op, "relu", 0) != 0;
-    SetArgument(&bn, Arg("relu", false));
-    if (relu) bn.mutable_output()->RemoveLast();  // the ReLU mask
-    *rewritten.add_op() = bn;
-    if (relu) {
-      OperatorDef activation = MakeOperatorDef("Relu", {y}, {y});
-      *activation.mutable_device_option() = op.device_option();
-      *rewritten.add_op() = activation;
-    }
+    for (auto& replacement : rewrite(op, replicas)) *rewritten.add_op() = std::move(replacement);
   }
   *net = rewritten;
 }
@@ -163,8 +146,8 @@ OperatorDef Collective(const std::string& type, const std::vector<std::string>& 
 }
 
 // Orders the ops as op 0 of every replica, op 1 of every replica, ... so that the replicas advance together
-// (and a cross-replica collective can sit between two groups), and inserts the Allreduce of every
-// ChannelStats / ChannelBackpropStats group into "<output>_combined".
+// (and a cross-replica collective can sit between two groups), and inserts after every group of ops whose
+// outputs are summed across replicas (ChannelStats, ChannelBackpropStats) their Allreduce into CombinedName.
 void Interleave(NetDef* net, const std::vector<int>& replica_of, int replicas, const std::string& communicator,
                 const Device& first_device) {
   std::vector<std::vector<const OperatorDef*>> replica(replicas);
@@ -189,10 +172,10 @@ void Interleave(NetDef* net, const std::vector<int>& replica_of, int replicas, c
     for (int d = 0; d < replicas; ++d) {
       const OperatorDef& op = *replica[d][j];
       *interleaved.add_op() = op;
-      if (op.type() != "ChannelStats" && op.type() != "ChannelBackpropStats") continue;
+      if (!SchemaRegistry::Of(op).summed_across_replicas()) continue;
       for (const auto& blob : op.output()) {
         inputs.push_back(blob);
-        outputs.push_back(blob + "_combined");
+        outputs.push_back(CombinedName(blob));
       }
     }
     if (!inputs.empty())
@@ -334,7 +317,7 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     }
     dp.losses.insert(dp.losses.end(), losses.begin(), losses.end());
   });
-  if (o.combine_spatial_bn && replicas > 1) CombineSpatialBN(&model.net(), replicas);
+  if (o.combine_spatial_bn && replicas > 1) CombineAcrossReplicas(&model.net(), replicas);
   model.AddGradientOperators(dp.losses);
   for_each_replica([&](int) { o.param_update_builder(model); });
   InsertCopies(&model.net(), model.param_init_net());

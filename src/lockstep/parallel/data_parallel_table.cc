@@ -2,6 +2,7 @@
 #include "lockstep/parallel/data_parallel_table.h"
 
 #include "lockstep/model/layers.h"
+#include "lockstep/ops/op_defs.h"
 #include "lockstep/parallel/micro_batches.h"
 #include "lockstep/parallel/placement.h"
 
@@ -14,7 +15,7 @@ std::string Piece(const std::string& blob, int replica) { return fmt::format("{}
 OperatorDef Scatter(const std::string& blob, int replicas, const Device& device) {
   std::vector<std::string> pieces;
   for (int r = 0; r < replicas; ++r) pieces.push_back(Piece(blob, r));
-  OperatorDef op = MakeOperatorDef("Split", {blob}, pieces, {Arg("axis", 0)});
+  OperatorDef op = SplitDef(blob, pieces);
   SetDevice(&op, device);
   return op;
 }
@@ -33,8 +34,8 @@ DataParallelTable MakeDataParallelTable(ModelHelper& model, const ReplicaBuilder
   o.max_threads = t.max_threads;
   std::vector<std::string> outputs, losses;
   o.input_builder = [&](ModelHelper& m) {
-    m.AddOp("Copy", {Piece(t.data, m.replica().index)}, {m.Scoped(t.data)});
-    m.AddOp("Copy", {Piece(t.label, m.replica().index)}, {m.Scoped(t.label)});
+    m.AddOp(CopyDef(Piece(t.data, m.replica().index), m.Scoped(t.data)));
+    m.AddOp(CopyDef(Piece(t.label, m.replica().index), m.Scoped(t.label)));
   };
   o.forward_builder = [&](ModelHelper& m, float loss_scale) {
     std::string output = build(m, m.Scoped(t.data));
@@ -62,7 +63,7 @@ DataParallelTable MakeDataParallelTable(ModelHelper& model, const ReplicaBuilder
   *table_net.add_op() = Scatter(t.label, replicas, first);
   for (const auto& op : net.op()) *table_net.add_op() = op;
   OperatorDef* gather = table_net.add_op();
-  *gather = MakeOperatorDef("Concat", outputs, {t.output, t.output + "_split_info"}, {Arg("axis", 0)});
+  *gather = ConcatDef(outputs, t.output, t.output + "_split_info");
   SetDevice(gather, first);
   InsertCopies(&table_net, model.param_init_net());  // the other replicas' outputs come to the first device
   net = table_net;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "lockstep/core/net_def.h"
+#include "lockstep/ops/op_defs.h"
 
 namespace lockstep {
 
@@ -47,7 +48,7 @@ std::vector<std::string> SplitIntoMicroBatches(NetDef* net, int first_op,
     std::vector<std::string> pieces;
     for (int j = 0; j < micro_batches; ++j) pieces.push_back(MicroBatchName(input, j));
     OperatorDef* cut = split.add_op();
-    *cut = MakeOperatorDef("Split", {input}, pieces, {Arg("axis", 0)});
+    *cut = SplitDef(input, pieces);
     *cut->mutable_device_option() = maker->device_option();
   }
   auto rename = [&](const std::string& blob, int j) {

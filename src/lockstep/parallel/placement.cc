@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 
+#include "lockstep/ops/op_defs.h"
+
 namespace lockstep {
 namespace {
 
@@ -23,7 +25,7 @@ class BlobLocations {
   // Visits one op: rewrites its foreign inputs through `foreign`, then records its outputs' location.
   void Visit(OperatorDef* op, const Foreign& foreign) {
     const Device device = DeviceOf(*op);
-    const bool reads_anywhere = op->type() == "Copy" || IsCollective(*op);
+    const bool reads_anywhere = SchemaRegistry::Of(*op).reads_any_device();
     for (int i = 0; i < op->input_size(); ++i) {
       const std::string blob = op->input(i);
       auto found = location_.emplace(blob, device).first;  // unwritten blobs live with their first reader
@@ -64,19 +66,12 @@ class BlobLocations {
   std::map<std::pair<std::string, std::string>, std::string> copies_;
 };
 
-// Estimated work of one forward op: multiply-adds for Conv and FC (output elements x the weight's fan-in),
-// elements written for the rest.
+// Estimated work of one forward op, as its schema states it, from the shapes of a run of InferNetShapes.
 double OpCost(const OperatorDef& op, const std::map<std::string, TensorShape>& shapes) {
-  double written = 0;
-  for (const auto& blob : op.output()) {
-    auto it = shapes.find(blob);
-    if (it != shapes.end()) written += static_cast<double>(NumElements(it->second.dims));
-  }
-  if ((op.type() == "Conv" || op.type() == "FC") && op.input_size() >= 2) {
-    const Shape& w = shapes.at(op.input(1)).dims;
-    if (!w.empty() && w[0] > 0) return written * static_cast<double>(NumElements(w) / w[0]);
-  }
-  return written;
+  std::vector<TensorShape> inputs, outputs;
+  for (const auto& blob : op.input()) inputs.push_back(shapes.at(blob));
+  for (const auto& blob : op.output()) outputs.push_back(shapes.at(blob));
+  return SchemaRegistry::Of(op).Cost(op, inputs, outputs);
 }
 
 }  // namespace
@@ -93,7 +88,7 @@ int InsertCopies(NetDef* net, const NetDef& init_net) {
       if (!copy.empty()) return copy;
       copy = fmt::format("{}@{}", blob, device.ToString());
       OperatorDef* copy_op = placed.add_op();
-      *copy_op = MakeOperatorDef("Copy", {blob}, {copy});
+      *copy_op = CopyDef(blob, copy);
       SetDevice(copy_op, device);
       if (reader.is_gradient_op()) copy_op->set_is_gradient_op(true);
       locations.AddCopy(blob, device, copy);

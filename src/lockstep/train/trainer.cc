@@ -57,17 +57,13 @@ float LossScale(const TrainerConfig& c) {
   return ComputeType(c) == DataType::kFloat16 ? 128.0f : 1.0f;
 }
 
-// cuDNN's and cuBLAS's options, as arguments of the ops that use them (their gradients copy them).
+// cuDNN's and cuBLAS's options, as arguments of the ops whose schemas take them.
 void SetGpuOptions(const TrainerConfig& c, NetDef* net) {
-  for (auto& op : *net->mutable_op()) {
-    const std::string& type = op.type();
-    if (type == "Conv" || type == "ConvGradient")
-      SetArgument(&op, Arg("ws_nbytes_limit", int64_t{c.cudnn_workspace_limit_mb} << 20));
-    if (type == "Conv" || type == "ConvGradient" || type == "FC" || type == "FCGradient") {
-      SetArgument(&op, Arg("enable_tensor_core", c.enable_tensor_core));
-      SetArgument(&op, Arg("float16_compute", c.float16_compute));
-    }
-  }
+  GpuOptions gpu;
+  gpu.cudnn_workspace_bytes = int64_t{c.cudnn_workspace_limit_mb} << 20;
+  gpu.enable_tensor_core = c.enable_tensor_core;
+  gpu.float16_compute = c.float16_compute;
+  lockstep::SetGpuOptions(gpu, net);
 }
 
 void BuildModels(const TrainerConfig& config, std::shared_ptr<Communicator> communicator, Models* m) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/core/schema.h"
 #include "lockstep/core/tensor.h"
 #include "lockstep/train/evaluate.h"
 
@@ -50,7 +51,7 @@ struct TrainerConfig {
   std::string dtype = "float";
   bool float16_compute = false, enable_tensor_core = false;
   float loss_scale = 0;
-  int cudnn_workspace_limit_mb = 64;
+  int cudnn_workspace_limit_mb = static_cast<int>(GpuOptions::kDefaultCudnnWorkspaceBytes >> 20);
   uint64_t seed = 1;
   int threads = 0;  // oneDNN threads; 0 = all cores
   // Checkpoints go to file_store_path (shard 0 writes them), which is also the file store of a multi-shard

@@ -21,8 +21,6 @@ using ConvolutionDescriptor =
     cuda::CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
                           cudnnDestroyConvolutionDescriptor>;
 
-// The trainer's --cudnn_workspace_limit_mb default, 64 MiB.
-constexpr int64_t kDefaultWorkspaceLimit = int64_t{64} << 20;
 // More than any pass has algorithms.
 constexpr int kMaxSearchResults = 16;
 
@@ -54,9 +52,9 @@ class CudnnConvOpBase : public Operator {
       : Operator(def, ws),
         args_(ParseConvPoolArgs(def)),
         group_(IntArg("group", 1)),
-        workspace_limit_(IntArg("ws_nbytes_limit", kDefaultWorkspaceLimit)),
-        tensor_core_(IntArg("enable_tensor_core", 0) != 0),
-        float16_compute_(IntArg("float16_compute", 0) != 0) {
+        workspace_limit_(IntArg(kCudnnWorkspaceArg, GpuOptions::kDefaultCudnnWorkspaceBytes)),
+        tensor_core_(IntArg(kTensorCoreArg, 0) != 0),
+        float16_compute_(IntArg(kFloat16ComputeArg, 0) != 0) {
     if (args_.pad_t != args_.pad_b || args_.pad_l != args_.pad_r)
       FailOperator(def,
                    fmt::format("pads (t {}, l {}, b {}, r {}) differ between opposite sides, which cuDNN "

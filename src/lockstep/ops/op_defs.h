@@ -1,0 +1,32 @@
+// Constructors of the operators that code outside ops/ adds to a graph (placement's copies, the splits of
+// micro-batches and replicas, mixed precision's casts, the optimizer's update ops). Each is defined next to
+// its operator, so that an operator's type and argument names are written in its own file only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lockstep/core/net_def.h"
+#include "lockstep/core/tensor.h"
+
+namespace lockstep {
+
+OperatorDef CopyDef(const std::string& from, const std::string& to);
+// Cuts `input` along axis 0 into equal pieces, one per output name.
+OperatorDef SplitDef(const std::string& input, const std::vector<std::string>& pieces);
+// Joins `inputs` along axis 0 into `output`; `split_info` receives the pieces' sizes.
+OperatorDef ConcatDef(const std::vector<std::string>& inputs, const std::string& output,
+                      const std::string& split_info);
+OperatorDef CastDef(const std::string& input, const std::string& output, DataType to);
+OperatorDef ScaleDef(const std::string& input, const std::string& output, float scale);
+OperatorDef ConstantFillDef(const std::string& output, const Shape& shape, float value,
+                            DataType dtype = DataType::kFloat);
+// The iteration counter (int64, in place) and the learning rate that follows it; `args` are
+// LearningRate's: base_lr, policy and the policy's own.
+OperatorDef IterDef(const std::string& iter);
+OperatorDef LearningRateDef(const std::string& iter, const std::string& lr, const std::vector<Arg>& args);
+// param -= lr * (grad + weight_decay * param) with momentum, in place on grad, moment and param.
+OperatorDef MomentumSgdUpdateDef(const std::string& grad, const std::string& moment, const std::string& lr,
+                                 const std::string& param, float momentum, bool nesterov, float weight_decay);
+
+}  // namespace lockstep
