@@ -153,6 +153,12 @@ void FailOperator(const OperatorDef& def, const std::string& what) {
   throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
 }
 
+void CheckOneValue(const OperatorDef& def, const Tensor& tensor, DataType type, const std::string& what) {
+  if (tensor.dtype() != type || tensor.numel() != 1)
+    FailOperator(def, fmt::format("{}, got {} of shape {}", what, DataTypeName(tensor.dtype()),
+                                  ShapeToString(tensor.shape())));
+}
+
 static bool IsTextPath(const std::string& path) {
   return path.size() > 6 && path.compare(path.size() - 6, 6, ".pbtxt") == 0;
 }

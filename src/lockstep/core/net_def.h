@@ -51,6 +51,8 @@ void SetDevice(OperatorDef* def, const Device& device);
 std::string DescribeOperator(const OperatorDef& def);
 // Throws InvalidInput "<operator>: <what>".
 [[noreturn]] void FailOperator(const OperatorDef& def, const std::string& what);
+// Unless tensor holds exactly one value of `type`, fails with "<what>, got <dtype> of shape <shape>".
+void CheckOneValue(const OperatorDef& def, const Tensor& tensor, DataType type, const std::string& what);
 
 // Nets in files: ".pbtxt" is protobuf text format, anything else binary.
 NetDef ReadNetDef(const std::string& path);

@@ -1,5 +1,8 @@
 // Operator: one node of the graph bound to its workspace blobs. Construction resolves blobs, checks the
 // schema and reads arguments; Run() only computes. Implementations register per (type, device, engine).
+// Where they live: an operator that computes on a GPU has its CUDA class in ops/cuda/<family>.cc|cu, beside
+// the CPU class in ops/<family>.cc; one that only moves data or metadata (Copy, Flatten, Reshape, ResizeLike,
+// ReadBatch) is a single class in ops/<family>.cc, registered for both devices.
 #pragma once
 
 #include <functional>

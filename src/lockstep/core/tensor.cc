@@ -10,43 +10,37 @@
 
 namespace lockstep {
 
+namespace {
+
+struct DataTypeInfo {
+  DataType type;
+  size_t size;  // bytes per element
+  const char* name;
+};
+
+constexpr DataTypeInfo kDataTypes[] = {
+    {DataType::kUndefined, 0, "undefined"}, {DataType::kFloat, 4, "float32"},
+    {DataType::kInt32, 4, "int32"},         {DataType::kUInt8, 1, "uint8"},
+    {DataType::kInt64, 8, "int64"},         {DataType::kFloat16, 2, "float16"},
+    {DataType::kBFloat16, 2, "bfloat16"},
+};
+
+const DataTypeInfo* FindDataType(DataType type) {
+  for (const DataTypeInfo& info : kDataTypes)
+    if (info.type == type) return &info;
+  return nullptr;
+}
+
+}  // namespace
+
 size_t ElementSize(DataType type) {
-  switch (type) {
-    case DataType::kFloat:
-      return 4;
-    case DataType::kInt32:
-      return 4;
-    case DataType::kUInt8:
-      return 1;
-    case DataType::kInt64:
-      return 8;
-    case DataType::kFloat16:
-    case DataType::kBFloat16:
-      return 2;
-    case DataType::kUndefined:
-      return 0;
-  }
-  return 0;
+  const DataTypeInfo* info = FindDataType(type);
+  return info ? info->size : 0;
 }
 
 const char* DataTypeName(DataType type) {
-  switch (type) {
-    case DataType::kFloat:
-      return "float32";
-    case DataType::kInt32:
-      return "int32";
-    case DataType::kUInt8:
-      return "uint8";
-    case DataType::kInt64:
-      return "int64";
-    case DataType::kFloat16:
-      return "float16";
-    case DataType::kBFloat16:
-      return "bfloat16";
-    case DataType::kUndefined:
-      return "undefined";
-  }
-  return "unknown";
+  const DataTypeInfo* info = FindDataType(type);
+  return info ? info->name : "unknown";
 }
 
 std::string Device::ToString() const {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "lockstep/core/enforce.h"
@@ -33,31 +34,23 @@ struct BFloat16 {
 
 size_t ElementSize(DataType type);
 const char* DataTypeName(DataType type);
+// The DataType of an element type; any other type does not compile.
 template <typename T>
-DataType DataTypeOf();
-template <>
-inline DataType DataTypeOf<float>() {
-  return DataType::kFloat;
-}
-template <>
-inline DataType DataTypeOf<int32_t>() {
-  return DataType::kInt32;
-}
-template <>
-inline DataType DataTypeOf<uint8_t>() {
-  return DataType::kUInt8;
-}
-template <>
-inline DataType DataTypeOf<int64_t>() {
-  return DataType::kInt64;
-}
-template <>
-inline DataType DataTypeOf<Float16>() {
-  return DataType::kFloat16;
-}
-template <>
-inline DataType DataTypeOf<BFloat16>() {
-  return DataType::kBFloat16;
+constexpr DataType DataTypeOf() {
+  if constexpr (std::is_same_v<T, float>)
+    return DataType::kFloat;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DataType::kInt32;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DataType::kUInt8;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DataType::kInt64;
+  else if constexpr (std::is_same_v<T, Float16>)
+    return DataType::kFloat16;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return DataType::kBFloat16;
+  else
+    static_assert(sizeof(T) == 0, "no DataType for this element type");
 }
 
 enum class DeviceType : int { kCpu = 0, kCuda = 1 };

@@ -14,8 +14,8 @@
 
 namespace lockstep::cuda {
 
-[[noreturn]] void ThrowCudaError(const char* library, const char* call, const char* message, const char* file,
-                                 int line);
+[[noreturn]] void ThrowCudaError(const char* library, const char* call, const std::string& message,
+                                 const char* file, int line);
 // The runtime's message, with what to do when the build has no code for this GPU.
 std::string CudaMessage(cudaError_t status);
 const char* CublasMessage(cublasStatus_t status);
@@ -23,40 +23,23 @@ const char* CurandMessage(curandStatus_t status);
 
 }  // namespace lockstep::cuda
 
-#define LOCKSTEP_CUDA_CHECK(call)                                                                      \
-  do {                                                                                                 \
-    cudaError_t lockstep_status_ = (call);                                                             \
-    if (lockstep_status_ != cudaSuccess)                                                               \
-      ::lockstep::cuda::ThrowCudaError(                                                                \
-          "CUDA", #call, ::lockstep::cuda::CudaMessage(lockstep_status_).c_str(), __FILE__, __LINE__); \
-  } while (0)
-#define LOCKSTEP_CUBLAS_CHECK(call)                                                                        \
-  do {                                                                                                     \
-    cublasStatus_t lockstep_status_ = (call);                                                              \
-    if (lockstep_status_ != CUBLAS_STATUS_SUCCESS)                                                         \
-      ::lockstep::cuda::ThrowCudaError("cuBLAS", #call, ::lockstep::cuda::CublasMessage(lockstep_status_), \
-                                       __FILE__, __LINE__);                                                \
-  } while (0)
-#define LOCKSTEP_CUDNN_CHECK(call)                                                                      \
-  do {                                                                                                  \
-    cudnnStatus_t lockstep_status_ = (call);                                                            \
-    if (lockstep_status_ != CUDNN_STATUS_SUCCESS)                                                       \
-      ::lockstep::cuda::ThrowCudaError("cuDNN", #call, cudnnGetErrorString(lockstep_status_), __FILE__, \
-                                       __LINE__);                                                       \
-  } while (0)
-#define LOCKSTEP_CURAND_CHECK(call)                                                                        \
-  do {                                                                                                     \
-    curandStatus_t lockstep_status_ = (call);                                                              \
-    if (lockstep_status_ != CURAND_STATUS_SUCCESS)                                                         \
-      ::lockstep::cuda::ThrowCudaError("cuRAND", #call, ::lockstep::cuda::CurandMessage(lockstep_status_), \
-                                       __FILE__, __LINE__);                                                \
-  } while (0)
-#define LOCKSTEP_NCCL_CHECK(call)                                                                     \
+// `call` (spelled `text`) must return the library's `success` status; `message` turns any other status into
+// the library's text.
+#define LOCKSTEP_LIBRARY_CHECK_(library, text, call, success, message)                                \
   do {                                                                                                \
-    ncclResult_t lockstep_status_ = (call);                                                           \
-    if (lockstep_status_ != ncclSuccess)                                                              \
-      ::lockstep::cuda::ThrowCudaError("NCCL", #call, ncclGetErrorString(lockstep_status_), __FILE__, \
-                                       __LINE__);                                                     \
+    const auto lockstep_status_ = (call);                                                             \
+    if (lockstep_status_ != (success))                                                                \
+      ::lockstep::cuda::ThrowCudaError(library, text, message(lockstep_status_), __FILE__, __LINE__); \
   } while (0)
+#define LOCKSTEP_CUDA_CHECK(call) \
+  LOCKSTEP_LIBRARY_CHECK_("CUDA", #call, call, cudaSuccess, ::lockstep::cuda::CudaMessage)
+#define LOCKSTEP_CUBLAS_CHECK(call) \
+  LOCKSTEP_LIBRARY_CHECK_("cuBLAS", #call, call, CUBLAS_STATUS_SUCCESS, ::lockstep::cuda::CublasMessage)
+#define LOCKSTEP_CUDNN_CHECK(call) \
+  LOCKSTEP_LIBRARY_CHECK_("cuDNN", #call, call, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
+#define LOCKSTEP_CURAND_CHECK(call) \
+  LOCKSTEP_LIBRARY_CHECK_("cuRAND", #call, call, CURAND_STATUS_SUCCESS, ::lockstep::cuda::CurandMessage)
+#define LOCKSTEP_NCCL_CHECK(call) \
+  LOCKSTEP_LIBRARY_CHECK_("NCCL", #call, call, ncclSuccess, ncclGetErrorString)
 // After a kernel launch: a bad configuration shows up here, not at the next unrelated call.
 #define LOCKSTEP_CUDA_CHECK_LAUNCH() LOCKSTEP_CUDA_CHECK(cudaGetLastError())

@@ -5,7 +5,8 @@
 
 namespace lockstep::cuda {
 
-void ThrowCudaError(const char* library, const char* call, const char* message, const char* file, int line) {
+void ThrowCudaError(const char* library, const char* call, const std::string& message, const char* file,
+                    int line) {
   throw Error(fmt::format("{} error: {} ({} at {}:{})", library, message, call, file, line));
 }
 
@@ -100,36 +101,37 @@ CudaContext::~CudaContext() {
 
 void CudaContext::MakeCurrent() const { LOCKSTEP_CUDA_CHECK(cudaSetDevice(physical_)); }
 
-cublasHandle_t CudaContext::cublas() {
+template <typename Handle, typename Create>
+Handle CudaContext::Lazily(Handle* handle, Create create) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!cublas_) {
+  if (!*handle) {
     MakeCurrent();
+    create();
+  }
+  return *handle;
+}
+
+cublasHandle_t CudaContext::cublas() {
+  return Lazily(&cublas_, [this] {
     LOCKSTEP_CUBLAS_CHECK(cublasCreate(&cublas_));
     LOCKSTEP_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
-  }
-  return cublas_;
+  });
 }
 
 cudnnHandle_t CudaContext::cudnn() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!cudnn_) {
-    MakeCurrent();
+  return Lazily(&cudnn_, [this] {
     LOCKSTEP_CUDNN_CHECK(cudnnCreate(&cudnn_));
     LOCKSTEP_CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
-  }
-  return cudnn_;
+  });
 }
 
 curandGenerator_t CudaContext::curand() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!curand_) {
-    MakeCurrent();
+  return Lazily(&curand_, [this] {
     LOCKSTEP_CURAND_CHECK(curandCreateGenerator(&curand_, CURAND_RNG_PSEUDO_PHILOX4_32_10));
     LOCKSTEP_CURAND_CHECK(curandSetStream(curand_, stream_));
     // Each logical device draws its own sequence (replicas must not drop the same units).
     LOCKSTEP_CURAND_CHECK(curandSetPseudoRandomGeneratorSeed(curand_, 0x10c5u * 1000003u + logical_));
-  }
-  return curand_;
+  });
 }
 
 void* CudaContext::Workspace(size_t bytes) {

@@ -38,6 +38,9 @@ class CudaContext {
 
  private:
   CudaContext(int logical, int physical);
+  // *handle, which `create` makes on this context's GPU on first use.
+  template <typename Handle, typename Create>
+  Handle Lazily(Handle* handle, Create create);
 
   int logical_, physical_;
   cudaStream_t stream_ = nullptr;

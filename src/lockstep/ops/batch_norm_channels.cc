@@ -9,15 +9,19 @@ namespace lockstep {
 int64_t ChannelCount(const OperatorDef& def, const Shape& x,
                      const std::vector<std::pair<int, const Shape*>>& per_channel) {
   if (x.size() < 2 || x.size() > 5)
-    throw InvalidInput(
-        fmt::format("{}: X must be (N, C) or (N, C, H, W), got {}", DescribeOperator(def), ShapeToString(x)));
+    FailOperator(def, fmt::format("X must be (N, C) or (N, C, H, W), got {}", ShapeToString(x)));
   int64_t channels = x[1];
   for (const auto& [input, shape] : per_channel)
     if (*shape != Shape{channels})
-      throw InvalidInput(fmt::format("{}: input '{}' must be ({}) to match the channels of X {}, got {}",
-                                     DescribeOperator(def), def.input(input), channels, ShapeToString(x),
-                                     ShapeToString(*shape)));
+      FailOperator(def, fmt::format("input '{}' must be ({}) to match the channels of X {}, got {}",
+                                    def.input(input), channels, ShapeToString(x), ShapeToString(*shape)));
   return channels;
+}
+
+int64_t NumBatchesArg(const OperatorDef& def) {
+  const int64_t num_batches = GetIntArgument(def, "num_batches", 1);
+  if (num_batches < 1) FailOperator(def, fmt::format("num_batches must be at least 1, got {}", num_batches));
+  return num_batches;
 }
 
 namespace {

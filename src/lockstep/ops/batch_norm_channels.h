@@ -20,6 +20,10 @@ constexpr float kDefaultEpsilon = 1e-5f;
 int64_t ChannelCount(const OperatorDef& def, const Shape& x,
                      const std::vector<std::pair<int, const Shape*>>& per_channel);
 
+// Arg num_batches: over how many replicas' equal batches combined statistics are summed, at least 1 (default
+// 1). Throws InvalidInput naming the operator.
+int64_t NumBatchesArg(const OperatorDef& def);
+
 // An (N, C, spatial...) tensor seen as N x blocks x S x block, S the flattened spatial size: element (n, c,
 // s) lies at n * batch_stride + (c / block) * block_stride + s * spatial_stride + c % block. Plain NCHW has
 // block 1, oneDNN's nChw16c block 16; the channels past C in the last block are padding.

@@ -108,8 +108,8 @@ class ChannelStatsOp : public Operator {
 const float* GradientInLayoutOf(const OperatorDef& def, const Tensor& x, const Tensor& dy,
                                 dnnl::memory* dy_scratch) {
   if (dy.shape() != x.shape())
-    throw InvalidInput(fmt::format("{}: dY {} must have X's shape {}", DescribeOperator(def),
-                                   ShapeToString(dy.shape()), ShapeToString(x.shape())));
+    FailOperator(def, fmt::format("dY {} must have X's shape {}", ShapeToString(dy.shape()),
+                                  ShapeToString(x.shape())));
   return static_cast<const float*>(ReorderIfNeeded(AsMemory(dy), DescOf(x), dy_scratch).get_data_handle());
 }
 
@@ -165,13 +165,8 @@ class ChannelBackpropStatsOp : public Operator {
 class SpatialBNCombinedGradientOp : public Operator {
  public:
   SpatialBNCombinedGradientOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws),
-        epsilon_(FloatArg("epsilon", kDefaultEpsilon)),
-        num_batches_(IntArg("num_batches", 1)) {
+      : Operator(def, ws), epsilon_(FloatArg("epsilon", kDefaultEpsilon)), num_batches_(NumBatchesArg(def)) {
     AcceptLayouts();
-    if (num_batches_ < 1)
-      throw InvalidInput(
-          fmt::format("{}: num_batches must be at least 1, got {}", DescribeOperator(def), num_batches_));
   }
 
   void Run() override {

@@ -9,30 +9,37 @@ namespace lockstep {
 inline void CheckClassLabelShapes(const OperatorDef& def, const char* what, const Shape& scores,
                                   const Shape& labels, DataType label_type) {
   if (scores.size() != 2)
-    throw InvalidInput(
-        fmt::format("{}: {} must be (N, D), got {}", DescribeOperator(def), what, ShapeToString(scores)));
+    FailOperator(def, fmt::format("{} must be (N, D), got {}", what, ShapeToString(scores)));
   bool labels_ok =
       (labels == Shape{scores[0]} || labels == Shape{scores[0], 1}) && label_type == DataType::kInt32;
   if (!labels_ok)
-    throw InvalidInput(fmt::format(
-        "{}: labels must be int32 of shape ({}) or ({}, 1) to match {} {}, got {} {}", DescribeOperator(def),
-        scores[0], scores[0], what, ShapeToString(scores), DataTypeName(label_type), ShapeToString(labels)));
+    FailOperator(def, fmt::format("labels must be int32 of shape ({}) or ({}, 1) to match {} {}, got {} {}",
+                                  scores[0], scores[0], what, ShapeToString(scores), DataTypeName(label_type),
+                                  ShapeToString(labels)));
 }
 
 // SoftmaxWithLoss's inputs: class-label shapes, and a batch that is not empty (its mean loss is undefined).
 inline void CheckSoftmaxWithLossShapes(const OperatorDef& def, const Shape& logits, const Shape& labels,
                                        DataType label_type) {
   CheckClassLabelShapes(def, "logits", logits, labels, label_type);
-  if (logits[0] == 0)
-    throw InvalidInput(
-        fmt::format("{}: the batch is empty; the mean loss is undefined", DescribeOperator(def)));
+  if (logits[0] == 0) FailOperator(def, "the batch is empty; the mean loss is undefined");
+}
+
+// SoftmaxWithLossGradient's inputs: SoftmaxWithLoss's, the softmax it wrote and a scalar dloss.
+inline void CheckSoftmaxWithLossGradientInputs(const OperatorDef& def, const Tensor& logits,
+                                               const Tensor& labels, const Tensor& softmax,
+                                               const Tensor& dloss) {
+  CheckSoftmaxWithLossShapes(def, logits.shape(), labels.shape(), labels.dtype());
+  if (softmax.shape() != logits.shape() || dloss.numel() != 1)
+    FailOperator(def, fmt::format("softmax must be {} and dloss a scalar, got {} and {}",
+                                  ShapeToString(logits.shape()), ShapeToString(softmax.shape()),
+                                  ShapeToString(dloss.shape())));
 }
 
 // Accuracy's arg top_k, at least 1.
 inline int64_t CheckedTopK(const OperatorDef& def) {
   const int64_t top_k = GetIntArgument(def, "top_k", 1);
-  if (top_k < 1)
-    throw InvalidInput(fmt::format("{}: top_k must be at least 1, got {}", DescribeOperator(def), top_k));
+  if (top_k < 1) FailOperator(def, fmt::format("top_k must be at least 1, got {}", top_k));
   return top_k;
 }
 
@@ -41,9 +48,8 @@ inline int32_t CheckedClassLabel(const OperatorDef& def, const int32_t* labels, 
                                  int64_t classes) {
   int32_t label = labels[row];
   if (label < 0 || label >= classes)
-    throw InvalidInput(
-        fmt::format("{}: label {} of row {} is outside [0, {}); labels must index the {} classes",
-                    DescribeOperator(def), label, row, classes, classes));
+    FailOperator(def, fmt::format("label {} of row {} is outside [0, {}); labels must index the {} classes",
+                                  label, row, classes, classes));
   return label;
 }
 

@@ -14,8 +14,7 @@ int CheckedAxis(const OperatorDef& def, const Shape& shape) {
   int rank = static_cast<int>(shape.size());
   int axis = static_cast<int>(GetIntArgument(def, "axis", 1));
   if (axis < -rank || axis >= rank)
-    throw InvalidInput(fmt::format("{}: axis {} is out of range for shape {}", DescribeOperator(def), axis,
-                                   ShapeToString(shape)));
+    FailOperator(def, fmt::format("axis {} is out of range for shape {}", axis, ShapeToString(shape)));
   return axis < 0 ? axis + rank : axis;
 }
 
@@ -36,13 +35,12 @@ std::vector<TensorShape> ConcatShapes(const OperatorDef& def, const std::vector<
     for (size_t d = 0; compatible && d < shape.size(); ++d)
       compatible = static_cast<int>(d) == axis || shape[d] == first[d];
     if (!compatible)
-      throw InvalidInput(fmt::format("{}: input '{}' is {} but '{}' is {}; they may differ only in axis {}",
-                                     DescribeOperator(def), def.input(i), ShapeToString(shape), def.input(0),
-                                     ShapeToString(first), axis));
+      FailOperator(
+          def, fmt::format("input '{}' is {} but '{}' is {}; they may differ only in axis {}", def.input(i),
+                           ShapeToString(shape), def.input(0), ShapeToString(first), axis));
     if (in[i].dtype != in[0].dtype)
-      throw InvalidInput(fmt::format("{}: input '{}' is {} but '{}' is {}", DescribeOperator(def),
-                                     def.input(i), DataTypeName(in[i].dtype), def.input(0),
-                                     DataTypeName(in[0].dtype)));
+      FailOperator(def, fmt::format("input '{}' is {} but '{}' is {}", def.input(i),
+                                    DataTypeName(in[i].dtype), def.input(0), DataTypeName(in[0].dtype)));
     joined[axis] += shape[axis];
   }
   return {{joined, in[0].dtype}, {{static_cast<int64_t>(in.size())}, DataType::kInt32}};
@@ -88,33 +86,26 @@ void ResolveExtents(const OperatorDef& def, int64_t total, const std::vector<int
                     std::vector<int64_t>* extents) {
   int outputs = def.output_size();
   if (extents->empty()) {
-    if (!parts.empty())
-      throw InvalidInput(
-          fmt::format("{}: arg parts needs explicit extents (input 1 or arg split)", DescribeOperator(def)));
+    if (!parts.empty()) FailOperator(def, "arg parts needs explicit extents (input 1 or arg split)");
     if (total % outputs != 0)
-      throw InvalidInput(fmt::format("{}: extent {} does not divide into {} equal pieces; pass arg split",
-                                     DescribeOperator(def), total, outputs));
+      FailOperator(
+          def, fmt::format("extent {} does not divide into {} equal pieces; pass arg split", total, outputs));
     extents->assign(outputs, total / outputs);
   }
   int64_t sum = 0;
   for (int64_t extent : *extents) {
-    if (extent < 0) throw InvalidInput(fmt::format("{}: negative extent {}", DescribeOperator(def), extent));
+    if (extent < 0) FailOperator(def, fmt::format("negative extent {}", extent));
     sum += extent;
   }
-  if (sum != total)
-    throw InvalidInput(
-        fmt::format("{}: extents sum to {} but the axis has {}", DescribeOperator(def), sum, total));
+  if (sum != total) FailOperator(def, fmt::format("extents sum to {} but the axis has {}", sum, total));
   if (parts.empty() && extents->size() != static_cast<size_t>(outputs))
-    throw InvalidInput(
-        fmt::format("{}: {} pieces for {} outputs", DescribeOperator(def), extents->size(), outputs));
+    FailOperator(def, fmt::format("{} pieces for {} outputs", extents->size(), outputs));
   if (parts.size() != (parts.empty() ? 0 : static_cast<size_t>(outputs)))
-    throw InvalidInput(fmt::format("{}: arg parts lists {} pieces for {} outputs", DescribeOperator(def),
-                                   parts.size(), outputs));
+    FailOperator(def, fmt::format("arg parts lists {} pieces for {} outputs", parts.size(), outputs));
   for (size_t k = 0; k < parts.size(); ++k)
     if (parts[k] < 0 || parts[k] >= static_cast<int64_t>(extents->size()) ||
         (k > 0 && parts[k] <= parts[k - 1]))
-      throw InvalidInput(fmt::format("{}: arg parts must be increasing piece indices below {}",
-                                     DescribeOperator(def), extents->size()));
+      FailOperator(def, fmt::format("arg parts must be increasing piece indices below {}", extents->size()));
 }
 
 class SplitOp : public Operator {
@@ -122,8 +113,7 @@ class SplitOp : public Operator {
   SplitOp(const OperatorDef& def, Workspace* ws)
       : Operator(def, ws), split_arg_(IntsArg("split")), parts_(IntsArg("parts")) {
     if (InputSize() == 2 && !split_arg_.empty())
-      throw InvalidInput(
-          fmt::format("{}: give the extents as input 1 or as arg split, not both", DescribeOperator(def)));
+      FailOperator(def, "give the extents as input 1 or as arg split, not both");
   }
 
   void Run() override {
@@ -132,9 +122,8 @@ class SplitOp : public Operator {
     if (InputSize() == 2) {
       const Tensor& split_info = Input(1);  // split_info is (pieces), int32
       if (split_info.dtype() != DataType::kInt32 || split_info.ndim() != 1)
-        throw InvalidInput(fmt::format("{}: split_info must be a 1-D int32 tensor, got {} {}",
-                                       DescribeOperator(def_), DataTypeName(split_info.dtype()),
-                                       ShapeToString(split_info.shape())));
+        FailOperator(def_, fmt::format("split_info must be a 1-D int32 tensor, got {} {}",
+                                       DataTypeName(split_info.dtype()), ShapeToString(split_info.shape())));
       extents_.assign(split_info.data<int32_t>(), split_info.data<int32_t>() + split_info.numel());
     } else {
       extents_ = split_arg_;
@@ -172,8 +161,8 @@ class SplitOp : public Operator {
 // Only extents given as args are known before running; split_info is data.
 std::vector<TensorShape> SplitShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
   if (in.size() == 2)
-    throw InvalidInput(fmt::format("{}: output shapes depend on the values of '{}'; pass arg split instead",
-                                   DescribeOperator(def), def.input(1)));
+    FailOperator(
+        def, fmt::format("output shapes depend on the values of '{}'; pass arg split instead", def.input(1)));
   int axis = CheckedAxis(def, in[0].dims);
   auto extents = GetIntsArgument(def, "split");
   auto parts = GetIntsArgument(def, "parts");

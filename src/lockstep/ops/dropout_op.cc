@@ -15,26 +15,23 @@ namespace lockstep {
 float CheckedDropoutRatio(const OperatorDef& def) {
   float ratio = GetFloatArgument(def, "ratio", 0.5f);
   if (!(ratio >= 0.f && ratio < 1.f))
-    throw InvalidInput(fmt::format("{}: ratio must be in [0, 1), got {}", DescribeOperator(def), ratio));
+    FailOperator(def, fmt::format("ratio must be in [0, 1), got {}", ratio));
   return ratio;
 }
 
 bool DropoutIsTest(const OperatorDef& def) {
   if (GetIntArgument(def, "is_test", 0) != 0) return true;
   if (def.type() == "Dropout" && def.output_size() != 2)
-    throw InvalidInput(
-        fmt::format("{}: training mode needs the mask output (Y, mask)", DescribeOperator(def)));
+    FailOperator(def, "training mode needs the mask output (Y, mask)");
   if (def.type() == "DropoutGradient" && def.input_size() != 2)
-    throw InvalidInput(
-        fmt::format("{}: training mode needs the mask input (dY, mask)", DescribeOperator(def)));
+    FailOperator(def, "training mode needs the mask input (dY, mask)");
   return false;
 }
 
 void CheckDropoutMask(const OperatorDef& def, const Tensor& mask, const Tensor& dy) {
   if (mask.shape() != dy.shape() || mask.dtype() != DataType::kUInt8)
-    throw InvalidInput(fmt::format("{}: mask must be uint8 of dY's shape {}, got {} {}",
-                                   DescribeOperator(def), ShapeToString(dy.shape()),
-                                   DataTypeName(mask.dtype()), ShapeToString(mask.shape())));
+    FailOperator(def, fmt::format("mask must be uint8 of dY's shape {}, got {} {}", ShapeToString(dy.shape()),
+                                  DataTypeName(mask.dtype()), ShapeToString(mask.shape())));
 }
 
 namespace {

@@ -15,32 +15,28 @@ namespace lockstep {
 Shape AddShape(const OperatorDef& def, const Shape& a, const Shape& b) {
   bool broadcast = GetIntArgument(def, "broadcast", 0) != 0;
   if (!broadcast && a != b)
-    throw InvalidInput(
-        fmt::format("{}: A {} and B {} differ; pass broadcast=1 when B's shape is a suffix of A's",
-                    DescribeOperator(def), ShapeToString(a), ShapeToString(b)));
+    FailOperator(def, fmt::format("A {} and B {} differ; pass broadcast=1 when B's shape is a suffix of A's",
+                                  ShapeToString(a), ShapeToString(b)));
   if (b.size() > a.size() || !std::equal(b.begin(), b.end(), a.end() - b.size()))
-    throw InvalidInput(fmt::format("{}: B {} must match the last dims of A {} to broadcast",
-                                   DescribeOperator(def), ShapeToString(b), ShapeToString(a)));
+    FailOperator(def, fmt::format("B {} must match the last dims of A {} to broadcast", ShapeToString(b),
+                                  ShapeToString(a)));
   return a;
 }
 
 void CheckAddInPlace(const OperatorDef& def, bool c_is_b, const Shape& a, const Shape& b) {
-  if (c_is_b && a != b)
-    throw InvalidInput(
-        fmt::format("{}: C may overwrite B only when A and B have the same shape", DescribeOperator(def)));
+  if (c_is_b && a != b) FailOperator(def, "C may overwrite B only when A and B have the same shape");
 }
 
 void CheckSumInput(const OperatorDef& def, int i, const Shape& shape, const Shape& first) {
   if (shape != first)
-    throw InvalidInput(fmt::format("{}: input '{}' is {} but '{}' is {}; Sum needs equal shapes",
-                                   DescribeOperator(def), def.input(i), ShapeToString(shape), def.input(0),
-                                   ShapeToString(first)));
+    FailOperator(def, fmt::format("input '{}' is {} but '{}' is {}; Sum needs equal shapes", def.input(i),
+                                  ShapeToString(shape), def.input(0), ShapeToString(first)));
 }
 
 void CheckSumReduceLikeShapes(const OperatorDef& def, const Shape& dy, const Shape& b) {
   if (b.size() > dy.size() || !std::equal(b.begin(), b.end(), dy.end() - b.size()))
-    throw InvalidInput(fmt::format("{}: B {} must match the last dims of dY {}", DescribeOperator(def),
-                                   ShapeToString(b), ShapeToString(dy)));
+    FailOperator(def,
+                 fmt::format("B {} must match the last dims of dY {}", ShapeToString(b), ShapeToString(dy)));
 }
 
 namespace {

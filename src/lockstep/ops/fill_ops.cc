@@ -15,8 +15,7 @@ DataType FillDataType(const OperatorDef& def) {
   int64_t code = GetIntArgument(def, "dtype", static_cast<int64_t>(DataType::kFloat));
   auto type = static_cast<DataType>(code);
   if (type != DataType::kFloat && type != DataType::kInt32 && type != DataType::kInt64)
-    throw InvalidInput(fmt::format("{}: dtype {} is not supported (use 1 float, 2 int32 or 10 int64)",
-                                   DescribeOperator(def), code));
+    FailOperator(def, fmt::format("dtype {} is not supported (use 1 float, 2 int32 or 10 int64)", code));
   return type;
 }
 
@@ -35,7 +34,7 @@ class FillOp : public Operator {
  public:
   FillOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), dtype_(FillDataType(def)) {
     for (int64_t d : FillShape(def, nullptr))
-      if (d < 0) throw InvalidInput(fmt::format("{}: negative dimension in shape", DescribeOperator(def)));
+      if (d < 0) FailOperator(def, "negative dimension in shape");
   }
 
   void Run() override {
@@ -85,8 +84,7 @@ class ConstantFillOp : public FillOp {
 class RandomFillOp : public FillOp {
  public:
   RandomFillOp(const OperatorDef& def, Workspace* ws) : FillOp(def, ws) {
-    if (dtype_ != DataType::kFloat)
-      throw InvalidInput(fmt::format("{}: random fills produce float (dtype 1) only", DescribeOperator(def)));
+    if (dtype_ != DataType::kFloat) FailOperator(def, "random fills produce float (dtype 1) only");
     uint64_t seed =
         def.device_option().has_random_seed() ? def.device_option().random_seed() : IntArg("seed", 0);
     rng_.seed(static_cast<std::mt19937::result_type>(seed));
@@ -102,8 +100,8 @@ class RandomFillOp : public FillOp {
   // Fan-based fills read their fan from the leading dims.
   void RequireRank(const Tensor& out, int rank) const {
     if (out.ndim() < rank)
-      throw InvalidInput(fmt::format("{}: {} needs a shape with at least {} dims, got {}",
-                                     DescribeOperator(def_), def_.type(), rank, ShapeToString(out.shape())));
+      FailOperator(def_, fmt::format("{} needs a shape with at least {} dims, got {}", def_.type(), rank,
+                                     ShapeToString(out.shape())));
   }
 
   std::mt19937 rng_;
@@ -113,7 +111,7 @@ class GaussianFillOp : public RandomFillOp {
  public:
   GaussianFillOp(const OperatorDef& def, Workspace* ws)
       : RandomFillOp(def, ws), mean_(FloatArg("mean", 0.0f)), std_(FloatArg("std", 1.0f)) {
-    if (!(std_ > 0.0f)) throw InvalidInput(fmt::format("{}: std must be positive", DescribeOperator(def)));
+    if (!(std_ > 0.0f)) FailOperator(def, "std must be positive");
   }
 
  protected:
@@ -127,9 +125,7 @@ class UniformFillOp : public RandomFillOp {
  public:
   UniformFillOp(const OperatorDef& def, Workspace* ws)
       : RandomFillOp(def, ws), min_(FloatArg("min", 0.0f)), max_(FloatArg("max", 1.0f)) {
-    if (!(min_ < max_))
-      throw InvalidInput(
-          fmt::format("{}: min ({}) must be below max ({})", DescribeOperator(def), min_, max_));
+    if (!(min_ < max_)) FailOperator(def, fmt::format("min ({}) must be below max ({})", min_, max_));
   }
 
  protected:

@@ -8,10 +8,7 @@
 namespace lockstep {
 
 void CheckIterCounter(const OperatorDef& def, const Tensor& iter) {
-  if (iter.dtype() != DataType::kInt64 || iter.numel() != 1)
-    throw InvalidInput(
-        fmt::format("{}: iter must be one int64 (ConstantFill it with dtype 10), got {} of shape {}",
-                    DescribeOperator(def), DataTypeName(iter.dtype()), ShapeToString(iter.shape())));
+  CheckOneValue(def, iter, DataType::kInt64, "iter must be one int64 (ConstantFill it with dtype 10)");
 }
 
 namespace {

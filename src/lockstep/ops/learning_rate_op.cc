@@ -21,36 +21,32 @@ LearningRateArgs ParseLearningRateArgs(const OperatorDef& def) {
   args.max_iter = GetIntArgument(def, "max_iter", 0);
   args.warmup_iter = GetIntArgument(def, "warmup_iter", 0);
   args.warmup_start_factor = GetFloatArgument(def, "warmup_start_factor", 0.1f);
-  auto fail = [&](const std::string& what) {
-    throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
-  };
-  if (!HasArgument(def, "base_lr")) fail("argument 'base_lr' is required");
+  if (!HasArgument(def, "base_lr")) FailOperator(def, "argument 'base_lr' is required");
   std::string policy = GetStringArgument(def, "policy", "fixed");
   if (policy == "fixed") {
     args.policy = LearningRatePolicy::kFixed;
   } else if (policy == "step") {
     args.policy = LearningRatePolicy::kStep;
-    if (args.stepsize <= 0) fail("policy 'step' needs a positive 'stepsize'");
-    if (!HasArgument(def, "gamma")) fail("policy 'step' needs 'gamma'");
+    if (args.stepsize <= 0) FailOperator(def, "policy 'step' needs a positive 'stepsize'");
+    if (!HasArgument(def, "gamma")) FailOperator(def, "policy 'step' needs 'gamma'");
   } else if (policy == "multistep") {
     args.policy = LearningRatePolicy::kMultistep;
-    if (args.stepsizes.empty()) fail("policy 'multistep' needs 'stepsizes'");
-    if (!HasArgument(def, "gamma")) fail("policy 'multistep' needs 'gamma'");
-    if (!std::is_sorted(args.stepsizes.begin(), args.stepsizes.end())) fail("'stepsizes' must be ascending");
+    if (args.stepsizes.empty()) FailOperator(def, "policy 'multistep' needs 'stepsizes'");
+    if (!HasArgument(def, "gamma")) FailOperator(def, "policy 'multistep' needs 'gamma'");
+    if (!std::is_sorted(args.stepsizes.begin(), args.stepsizes.end()))
+      FailOperator(def, "'stepsizes' must be ascending");
   } else if (policy == "cosine") {
     args.policy = LearningRatePolicy::kCosine;
-    if (args.max_iter <= 0) fail("policy 'cosine' needs a positive 'max_iter'");
+    if (args.max_iter <= 0) FailOperator(def, "policy 'cosine' needs a positive 'max_iter'");
   } else {
-    fail(fmt::format("unknown policy '{}'; valid policies: {}", policy, kPolicies));
+    FailOperator(def, fmt::format("unknown policy '{}'; valid policies: {}", policy, kPolicies));
   }
-  if (args.warmup_iter < 0) fail("'warmup_iter' must not be negative");
+  if (args.warmup_iter < 0) FailOperator(def, "'warmup_iter' must not be negative");
   return args;
 }
 
 void CheckLearningRateIter(const OperatorDef& def, const Tensor& iter) {
-  if (iter.dtype() != DataType::kInt64 || iter.numel() != 1)
-    throw InvalidInput(fmt::format("{}: iter must be one int64, got {} of shape {}", DescribeOperator(def),
-                                   DataTypeName(iter.dtype()), ShapeToString(iter.shape())));
+  CheckOneValue(def, iter, DataType::kInt64, "iter must be one int64");
 }
 
 namespace {
@@ -64,7 +60,7 @@ class LearningRateOp : public Operator {
     const Tensor& iter = Input(0);  // iter is () or (1,), int64
     CheckLearningRateIter(def_, iter);
     int64_t step = *iter.data<int64_t>();
-    if (step < 0) throw InvalidInput(fmt::format("{}: iter is negative ({})", DescribeOperator(def_), step));
+    if (step < 0) FailOperator(def_, fmt::format("iter is negative ({})", step));
     Tensor* lr = Output(0);  // lr is (), float
     lr->Resize({}, DataType::kFloat);
     *lr->data<float>() = static_cast<float>(args_.base_lr * Multiplier(step));

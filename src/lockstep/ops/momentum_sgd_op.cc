@@ -17,14 +17,11 @@ void CheckMomentumSGDInputs(const OperatorDef& def, const Tensor& grad, const Te
                             const Tensor& lr, const Tensor& param) {
   for (const Tensor* state : {&moment, &param}) {
     if (state->dtype() != DataType::kFloat || state->shape() != grad.shape())
-      throw InvalidInput(fmt::format("{}: '{}' is {} {} but the gradient is float32 {}",
-                                     DescribeOperator(def), def.input(state == &moment ? 1 : 3),
-                                     DataTypeName(state->dtype()), ShapeToString(state->shape()),
-                                     ShapeToString(grad.shape())));
+      FailOperator(def, fmt::format("'{}' is {} {} but the gradient is float32 {}",
+                                    def.input(state == &moment ? 1 : 3), DataTypeName(state->dtype()),
+                                    ShapeToString(state->shape()), ShapeToString(grad.shape())));
   }
-  if (lr.dtype() != DataType::kFloat || lr.numel() != 1)
-    throw InvalidInput(fmt::format("{}: lr must be one float, got {} of shape {}", DescribeOperator(def),
-                                   DataTypeName(lr.dtype()), ShapeToString(lr.shape())));
+  CheckOneValue(def, lr, DataType::kFloat, "lr must be one float");
 }
 
 namespace {

@@ -18,12 +18,10 @@ std::vector<float> PerChannelArg(const OperatorDef& def, const char* name, float
                                  int64_t channels) {
   std::vector<float> values = GetFloatsArgument(def, name, {default_value});
   if (values.size() != 1 && static_cast<int64_t>(values.size()) != channels)
-    throw InvalidInput(fmt::format("{}: arg {} has {} values; give 1 or one per channel ({})",
-                                   DescribeOperator(def), name, values.size(), channels));
+    FailOperator(def, fmt::format("arg {} has {} values; give 1 or one per channel ({})", name, values.size(),
+                                  channels));
   for (float value : values)
-    if (!std::isfinite(value))
-      throw InvalidInput(
-          fmt::format("{}: arg {} value {} is not finite", DescribeOperator(def), name, value));
+    if (!std::isfinite(value)) FailOperator(def, fmt::format("arg {} value {} is not finite", name, value));
   if (values.size() == 1) values.assign(channels, values[0]);
   return values;
 }
@@ -32,13 +30,12 @@ std::vector<float> PerChannelArg(const OperatorDef& def, const char* name, float
 std::vector<TensorShape> NormalizedShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
   const Shape& x = in[0].dims;
   if (x.size() != 4 || in[0].dtype != DataType::kUInt8)
-    throw InvalidInput(fmt::format("{}: X must be uint8 images (N, H, W, C), got {} {}",
-                                   DescribeOperator(def), DataTypeName(in[0].dtype), ShapeToString(x)));
+    FailOperator(def, fmt::format("X must be uint8 images (N, H, W, C), got {} {}", DataTypeName(in[0].dtype),
+                                  ShapeToString(x)));
   PerChannelArg(def, "mean", kDefaultMean, x[3]);
   std::vector<float> std = PerChannelArg(def, "std", kDefaultStd, x[3]);
   for (size_t c = 0; c < std.size(); ++c)
-    if (std[c] == 0.0f)
-      throw InvalidInput(fmt::format("{}: std of channel {} is 0", DescribeOperator(def), c));
+    if (std[c] == 0.0f) FailOperator(def, fmt::format("std of channel {} is 0", c));
   return {{{x[0], x[3], x[1], x[2]}, DataType::kFloat}};
 }
 

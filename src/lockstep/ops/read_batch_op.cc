@@ -16,8 +16,8 @@ class ReadBatchOp : public Operator {
         reader_(ws->GetObject<BatchReader>(StringArg("reader", ""))),
         replica_(static_cast<int>(IntArg("replica", 0))) {
     if (replica_ < 0 || replica_ >= reader_->replicas())
-      throw InvalidInput(fmt::format("{}: replica {} is outside the reader's {} replicas",
-                                     DescribeOperator(def), replica_, reader_->replicas()));
+      FailOperator(
+          def, fmt::format("replica {} is outside the reader's {} replicas", replica_, reader_->replicas()));
   }
 
   void Run() override {

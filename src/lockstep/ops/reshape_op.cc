@@ -1,20 +1,13 @@
 // Flatten, Reshape and ResizeLike: the same bytes under another shape. Tensors have no views, so the data is
-// copied unless the op runs in place; gradients reshape dY back to X's shape.
-#include "lockstep/ops/reshape_op.h"
-
+// copied unless the op runs in place; gradients reshape dY back to X's shape. They only copy through Tensor,
+// which crosses memories, so each class serves CPU and CUDA devices.
 #include <algorithm>
 
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 
 namespace lockstep {
-
-void CheckResizeLike(const OperatorDef& def, const Tensor& a, const Tensor& b) {
-  if (a.numel() != b.numel())
-    throw InvalidInput(fmt::format("{}: '{}' {} and '{}' {} differ in element count", DescribeOperator(def),
-                                   def.input(0), ShapeToString(a.shape()), def.input(1),
-                                   ShapeToString(b.shape())));
-}
+namespace {
 
 // Copies x into y under `shape` (same element count); in place only the shape changes.
 void CopyWithShape(const Tensor& x, const Shape& shape, Tensor* y) {
@@ -22,15 +15,12 @@ void CopyWithShape(const Tensor& x, const Shape& shape, Tensor* y) {
   y->Resize(shape, x.dtype());
 }
 
-namespace {
-
 // Flatten keeps the dims before axis as one and those from axis on as the other: (N, C, H, W), axis 1 ->
 // (N, C*H*W).
 Shape FlattenShape(const OperatorDef& def, const Shape& x) {
   int64_t axis = GetIntArgument(def, "axis", 1);
   if (axis < 0 || axis > static_cast<int64_t>(x.size()))
-    throw InvalidInput(fmt::format("{}: axis {} is out of range for shape {}", DescribeOperator(def), axis,
-                                   ShapeToString(x)));
+    FailOperator(def, fmt::format("axis {} is out of range for shape {}", axis, ShapeToString(x)));
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < static_cast<int64_t>(x.size()); ++i) (i < axis ? outer : inner) *= x[i];
   return {outer, inner};
@@ -44,16 +34,15 @@ Shape ReshapedShape(const OperatorDef& def, const Shape& x, const std::vector<in
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0) {
       if (i >= x.size())
-        throw InvalidInput(fmt::format("{}: dim {} of the new shape is 0 (copy) but X {} has no dim {}",
-                                       DescribeOperator(def), i, ShapeToString(x), i));
+        FailOperator(def, fmt::format("dim {} of the new shape is 0 (copy) but X {} has no dim {}", i,
+                                      ShapeToString(x), i));
       shape[i] = x[i];
     }
     if (shape[i] == -1) {
-      if (infer >= 0)
-        throw InvalidInput(fmt::format("{}: the new shape may have only one -1", DescribeOperator(def)));
+      if (infer >= 0) FailOperator(def, "the new shape may have only one -1");
       infer = static_cast<int>(i);
     } else if (shape[i] < 0) {
-      throw InvalidInput(fmt::format("{}: invalid dim {} in the new shape", DescribeOperator(def), shape[i]));
+      FailOperator(def, fmt::format("invalid dim {} in the new shape", shape[i]));
     } else {
       known *= shape[i];
     }
@@ -61,8 +50,8 @@ Shape ReshapedShape(const OperatorDef& def, const Shape& x, const std::vector<in
   int64_t total = NumElements(x);
   if (infer >= 0 && known > 0 && total % known == 0) shape[infer] = total / known;
   if (infer >= 0 ? (known == 0 || total % known != 0) : known != total)
-    throw InvalidInput(fmt::format("{}: cannot reshape X {} ({} elements) to ({})", DescribeOperator(def),
-                                   ShapeToString(x), total, fmt::join(requested, ", ")));
+    FailOperator(def, fmt::format("cannot reshape X {} ({} elements) to ({})", ShapeToString(x), total,
+                                  fmt::join(requested, ", ")));
   return shape;
 }
 
@@ -78,23 +67,23 @@ class FlattenOp : public Operator {
 
 // Reshape(X[, new_shape]) -> Y[, old_shape]: the new shape comes from arg `shape` or from input 1 (int64 or
 // int32); old_shape records X's dims (int64) so that the gradient can reshape back without keeping X alive.
+// Both pass through host memory: the host needs the new shape to size Y.
 class ReshapeOp : public Operator {
  public:
   ReshapeOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), requested_(IntsArg("shape")) {
     bool from_arg = HasArgument(def, "shape");
     if (from_arg == (InputSize() == 2))
-      throw InvalidInput(fmt::format("{}: give the new shape either as arg shape or as input 1, exactly once",
-                                     DescribeOperator(def)));
+      FailOperator(def, "give the new shape either as arg shape or as input 1, exactly once");
   }
 
   void Run() override {
     const Tensor& x = Input(0);  // x is any shape
     if (InputSize() == 2) ReadRequestedShape(Input(1));
     Shape shape = ReshapedShape(def_, x.shape(), requested_);
-    if (OutputSize() == 2) {
-      Tensor* old_shape = Output(1);  // old_shape is (x's rank), int64
-      old_shape->Resize({x.ndim()}, DataType::kInt64);
-      std::copy(x.shape().begin(), x.shape().end(), old_shape->data<int64_t>());
+    if (OutputSize() == 2) {  // before Y, which may be X itself
+      old_shape_.Resize({x.ndim()}, DataType::kInt64);
+      std::copy(x.shape().begin(), x.shape().end(), old_shape_.data<int64_t>());
+      Output(1)->CopyFrom(old_shape_);  // old_shape is (x's rank), int64
     }
     CopyWithShape(x, shape, Output(0));  // y is `shape`
   }
@@ -103,16 +92,19 @@ class ReshapeOp : public Operator {
   void ReadRequestedShape(const Tensor& new_shape) {  // new_shape is (rank), int64 or int32
     if (new_shape.ndim() != 1 ||
         (new_shape.dtype() != DataType::kInt64 && new_shape.dtype() != DataType::kInt32))
-      throw InvalidInput(fmt::format("{}: the new shape '{}' must be a 1-D int64 or int32 tensor, got {} {}",
-                                     DescribeOperator(def_), InputName(1), DataTypeName(new_shape.dtype()),
-                                     ShapeToString(new_shape.shape())));
-    if (new_shape.dtype() == DataType::kInt64)
-      requested_.assign(new_shape.data<int64_t>(), new_shape.data<int64_t>() + new_shape.numel());
+      FailOperator(
+          def_, fmt::format("the new shape '{}' must be a 1-D int64 or int32 tensor, got {} {}", InputName(1),
+                            DataTypeName(new_shape.dtype()), ShapeToString(new_shape.shape())));
+    new_shape_.CopyFrom(new_shape);  // from a device, this waits for it
+    if (new_shape_.dtype() == DataType::kInt64)
+      requested_.assign(new_shape_.data<int64_t>(), new_shape_.data<int64_t>() + new_shape_.numel());
     else
-      requested_.assign(new_shape.data<int32_t>(), new_shape.data<int32_t>() + new_shape.numel());
+      requested_.assign(new_shape_.data<int32_t>(), new_shape_.data<int32_t>() + new_shape_.numel());
   }
 
   std::vector<int64_t> requested_;
+  Tensor new_shape_;  // input 1, in host memory
+  Tensor old_shape_;  // output 1's values, in host memory
 };
 
 // ResizeLike(A, B) -> C: A's data with B's shape (the gradient of Flatten).
@@ -123,7 +115,9 @@ class ResizeLikeOp : public Operator {
   void Run() override {
     const Tensor& a = Input(0);  // a has as many elements as b
     const Tensor& b = Input(1);  // b is any shape
-    CheckResizeLike(def_, a, b);
+    if (a.numel() != b.numel())
+      FailOperator(def_, fmt::format("'{}' {} and '{}' {} differ in element count", InputName(0),
+                                     ShapeToString(a.shape()), InputName(1), ShapeToString(b.shape())));
     CopyWithShape(a, b.shape(), Output(0));
   }
 };
@@ -140,9 +134,8 @@ std::vector<OperatorDef> ReshapeGradient(const GradientContext& g) {
 
 std::vector<TensorShape> ReshapeShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
   if (in.size() == 2)
-    throw InvalidInput(
-        fmt::format("{}: the output shape depends on the values of '{}'; pass arg shape instead",
-                    DescribeOperator(def), def.input(1)));
+    FailOperator(def, fmt::format("the output shape depends on the values of '{}'; pass arg shape instead",
+                                  def.input(1)));
   std::vector<TensorShape> out{{ReshapedShape(def, in[0].dims, GetIntsArgument(def, "shape")), in[0].dtype}};
   if (def.output_size() == 2) out.push_back({{static_cast<int64_t>(in[0].dims.size())}, DataType::kInt64});
   return out;
@@ -163,11 +156,10 @@ LOCKSTEP_OPERATOR_SCHEMA(ResizeLike)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return std::vector<TensorShape>{{in[1].dims, in[0].dtype}};
     });
-// Flatten and ResizeLike only copy through Tensor, which crosses memories: the same classes serve CUDA
-// devices.
 LOCKSTEP_REGISTER_CPU_OPERATOR(Flatten, FlattenOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(Flatten, FlattenOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Reshape, ReshapeOp);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(Reshape, ReshapeOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ResizeLike, ResizeLikeOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(ResizeLike, ResizeLikeOp);
 LOCKSTEP_REGISTER_GRADIENT(Flatten, FlattenGradient);

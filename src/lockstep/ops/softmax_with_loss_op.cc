@@ -61,11 +61,7 @@ class SoftmaxWithLossGradientOp : public Operator {
     const Tensor& labels = Input(1);   // labels is (N) or (N, 1)
     const Tensor& softmax = Input(2);  // softmax is (N, D)
     const Tensor& dloss = Input(3);    // dloss is a scalar
-    CheckSoftmaxWithLossShapes(def_, logits.shape(), labels.shape(), labels.dtype());
-    if (softmax.shape() != logits.shape() || dloss.numel() != 1)
-      throw InvalidInput(fmt::format("{}: softmax must be {} and dloss a scalar, got {} and {}",
-                                     DescribeOperator(def_), ShapeToString(logits.shape()),
-                                     ShapeToString(softmax.shape()), ShapeToString(dloss.shape())));
+    CheckSoftmaxWithLossGradientInputs(def_, logits, labels, softmax, dloss);
     Tensor* dlogits = Output(0);  // dlogits is (N, D)
     dlogits->CopyFrom(softmax);
     int64_t n = logits.dim(0), d = logits.dim(1);
@@ -83,9 +79,8 @@ class SoftmaxWithLossGradientOp : public Operator {
 std::vector<OperatorDef> SoftmaxWithLossGradient(const GradientContext& g) {
   // As in Caffe2, the softmax output is a by-product: gradient flows from the loss only.
   if (!g.GO(0).empty())
-    throw InvalidInput(
-        fmt::format("{}: only the loss output can be differentiated, not the softmax output '{}'",
-                    DescribeOperator(g.def), g.O(0)));
+    FailOperator(g.def, fmt::format("only the loss output can be differentiated, not the softmax output '{}'",
+                                    g.O(0)));
   return {MakeOperatorDef("SoftmaxWithLossGradient", {g.I(0), g.I(1), g.O(0), g.GO(1)}, {g.GI(0)}, g.Args())};
 }
 

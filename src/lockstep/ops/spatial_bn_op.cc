@@ -23,53 +23,42 @@ int SpatialBNNumOutputs(const OperatorDef& def) {
   bool relu = GetIntArgument(def, "relu", 0) != 0;
   int expected = is_test ? 1 : relu ? 6 : 5;
   if (def.output_size() != expected)
-    throw InvalidInput(fmt::format("{}: takes {} outputs with is_test={} and relu={}, got {}",
-                                   DescribeOperator(def), expected, is_test ? 1 : 0, relu ? 1 : 0,
-                                   def.output_size()));
+    FailOperator(def, fmt::format("takes {} outputs with is_test={} and relu={}, got {}", expected,
+                                  is_test ? 1 : 0, relu ? 1 : 0, def.output_size()));
   return expected;
 }
 
 bool CombinesStatistics(const OperatorDef& def) {
   if (def.input_size() == 5) return false;
   if (def.input_size() != 7)
-    throw InvalidInput(fmt::format(
-        "{}: takes 5 inputs (X, scale, bias, running_mean, running_var), or 7 adding the sums of X and X^2, "
-        "got {}",
-        DescribeOperator(def), def.input_size()));
+    FailOperator(def, fmt::format("takes 5 inputs (X, scale, bias, running_mean, running_var), or 7 adding "
+                                  "the sums of X and X^2, got {}",
+                                  def.input_size()));
   if (GetIntArgument(def, "is_test", 0) != 0)
-    throw InvalidInput(
-        fmt::format("{}: combined statistics (7 inputs) are for training; test mode takes 5 inputs",
-                    DescribeOperator(def)));
+    FailOperator(def, "combined statistics (7 inputs) are for training; test mode takes 5 inputs");
   if (GetIntArgument(def, "relu", 0) != 0)
-    throw InvalidInput(fmt::format(
-        "{}: relu=1 is not available with combined statistics (7 inputs); follow SpatialBN with Relu",
-        DescribeOperator(def)));
-  if (GetIntArgument(def, "num_batches", 1) < 1)
-    throw InvalidInput(fmt::format("{}: num_batches must be at least 1, got {}", DescribeOperator(def),
-                                   GetIntArgument(def, "num_batches", 1)));
+    FailOperator(def,
+                 "relu=1 is not available with combined statistics (7 inputs); follow SpatialBN with Relu");
+  NumBatchesArg(def);  // checks that num_batches is at least 1
   return true;
 }
 
 std::array<int, 3> SpatialBNGradientOutputs(const OperatorDef& def) {
   bool is_test = GetIntArgument(def, "is_test", 0) != 0;
   bool relu = GetIntArgument(def, "relu", 0) != 0;
-  if (relu && is_test)
-    throw InvalidInput(fmt::format("{}: relu=1 needs the training forward pass's mask; is_test=1 has none",
-                                   DescribeOperator(def)));
+  if (relu && is_test) FailOperator(def, "relu=1 needs the training forward pass's mask; is_test=1 has none");
   if (def.input_size() != (relu ? 6 : 5))
-    throw InvalidInput(fmt::format(
-        "{}: takes {} inputs with relu={} (X, scale, dY, saved_mean, saved_var{}), got {}",
-        DescribeOperator(def), relu ? 6 : 5, relu ? 1 : 0, relu ? ", mask" : "", def.input_size()));
+    FailOperator(def,
+                 fmt::format("takes {} inputs with relu={} (X, scale, dY, saved_mean, saved_var{}), got {}",
+                             relu ? 6 : 5, relu ? 1 : 0, relu ? ", mask" : "", def.input_size()));
   auto gradients = GetIntsArgument(def, "gradients", {0, 1, 2});
   if (gradients.size() != static_cast<size_t>(def.output_size()))
-    throw InvalidInput(fmt::format("{}: arg gradients lists {} outputs but the op has {}",
-                                   DescribeOperator(def), gradients.size(), def.output_size()));
+    FailOperator(def, fmt::format("arg gradients lists {} outputs but the op has {}", gradients.size(),
+                                  def.output_size()));
   std::array<int, 3> output_of{-1, -1, -1};
   for (size_t i = 0; i < gradients.size(); ++i) {
     if (gradients[i] < 0 || gradients[i] > 2 || (i > 0 && gradients[i] <= gradients[i - 1]))
-      throw InvalidInput(
-          fmt::format("{}: arg gradients must be increasing indices among 0 (dX), 1 (dscale), 2 (dbias)",
-                      DescribeOperator(def)));
+      FailOperator(def, "arg gradients must be increasing indices among 0 (dX), 1 (dscale), 2 (dbias)");
     output_of[gradients[i]] = static_cast<int>(i);
   }
   return output_of;
@@ -79,8 +68,7 @@ int64_t SpatialBNGradientChannels(const OperatorDef& def, const Shape& x, const 
                                   const Shape& saved_mean, const Shape& saved_var, const Shape& dy) {
   int64_t channels = ChannelCount(def, x, {{1, &scale}, {3, &saved_mean}, {4, &saved_var}});
   if (dy != x)
-    throw InvalidInput(fmt::format("{}: dY {} must have X's shape {}", DescribeOperator(def),
-                                   ShapeToString(dy), ShapeToString(x)));
+    FailOperator(def, fmt::format("dY {} must have X's shape {}", ShapeToString(dy), ShapeToString(x)));
   return channels;
 }
 
@@ -173,8 +161,7 @@ class SpatialBNOp : public Operator {
       return;
     }
     if (x.numel() == 0)
-      throw InvalidInput(fmt::format("{}: training needs a non-empty batch, X is {}", DescribeOperator(def_),
-                                     ShapeToString(x.shape())));
+      FailOperator(def_, fmt::format("training needs a non-empty batch, X is {}", ShapeToString(x.shape())));
     // With combined statistics "this batch" is the whole batch across the replicas.
     Tensor* saved_mean = Output(3);  // saved_mean is (C): this batch's mean
     Tensor* saved_var = Output(4);   // saved_var is (C): this batch's biased variance
@@ -270,10 +257,10 @@ class SpatialBNGradientOp : public Operator {
     if (relu_) {
       const Tensor& mask = Input(5);  // mask is SpatialBN's output 5 for this X
       if (mask.dtype() != DataType::kUInt8 || mask.nbytes() != workspace_desc_.get_size())
-        throw InvalidInput(
-            fmt::format("{}: the mask must be the {} uint8 bytes SpatialBN wrote for X {}, got {} {}",
-                        DescribeOperator(def_), workspace_desc_.get_size(), ShapeToString(x.shape()),
-                        DataTypeName(mask.dtype()), ShapeToString(mask.shape())));
+        FailOperator(def_,
+                     fmt::format("the mask must be the {} uint8 bytes SpatialBN wrote for X {}, got {} {}",
+                                 workspace_desc_.get_size(), ShapeToString(x.shape()),
+                                 DataTypeName(mask.dtype()), ShapeToString(mask.shape())));
       args[DNNL_ARG_WORKSPACE] =
           dnnl::memory(workspace_desc_, CpuEngine(), const_cast<void*>(mask.raw_data()));
     }
@@ -330,9 +317,7 @@ std::vector<OperatorDef> SpatialBNGradient(const GradientContext& g) {
   bool relu = GetIntArgument(g.def, "relu", 0) != 0;
   // Test-mode nets are evaluated, never trained, so the fused test-mode op keeps no mask to differentiate.
   if (relu && is_test)
-    throw InvalidInput(
-        fmt::format("{}: relu=1 with is_test=1 has no gradient; use is_test=0, or SpatialBN then Relu",
-                    DescribeOperator(g.def)));
+    FailOperator(g.def, "relu=1 with is_test=1 has no gradient; use is_test=0, or SpatialBN then Relu");
   // Test mode differentiates through the running statistics, training mode through the batch's.
   std::vector<std::string> inputs{g.I(0), g.I(1), g.GO(0), is_test ? g.I(3) : g.O(3),
                                   is_test ? g.I(4) : g.O(4)};

@@ -8,10 +8,9 @@ WeightGradientOutputs ParseWeightGradientOutputs(const OperatorDef& def) {
   bool dbias = GetIntArgument(def, "no_bias", 0) == 0;
   int named = dweight + dbias;
   if (def.output_size() != named && def.output_size() != named + 1)
-    throw InvalidInput(
-        fmt::format("{}: expects {} or {} outputs ([dW unless no_dweight], [db unless no_bias], then "
-                    "an optional dX), got {}",
-                    DescribeOperator(def), named, named + 1, def.output_size()));
+    FailOperator(def, fmt::format("expects {} or {} outputs ([dW unless no_dweight], [db unless no_bias], "
+                                  "then an optional dX), got {}",
+                                  named, named + 1, def.output_size()));
   return {dweight, dbias, def.output_size() == named + 1};
 }
 

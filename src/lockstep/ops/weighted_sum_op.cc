@@ -9,19 +9,15 @@ namespace lockstep {
 
 void CheckWeightedSumArity(const OperatorDef& def) {
   if (def.input_size() % 2 != 0)
-    throw InvalidInput(fmt::format("{}: inputs must be pairs (X0, w0, X1, w1, ...), got {} inputs",
-                                   DescribeOperator(def), def.input_size()));
+    FailOperator(def,
+                 fmt::format("inputs must be pairs (X0, w0, X1, w1, ...), got {} inputs", def.input_size()));
 }
 
 void CheckWeightedSumPair(const OperatorDef& def, int i, const Tensor& x, const Tensor& w, const Tensor& x0) {
   if (x.dtype() != DataType::kFloat || x.shape() != x0.shape())
-    throw InvalidInput(fmt::format("{}: '{}' is {} {}, expected float32 {}", DescribeOperator(def),
-                                   def.input(i), DataTypeName(x.dtype()), ShapeToString(x.shape()),
-                                   ShapeToString(x0.shape())));
-  if (w.dtype() != DataType::kFloat || w.numel() != 1)
-    throw InvalidInput(fmt::format("{}: weight '{}' must be one float, got {} of shape {}",
-                                   DescribeOperator(def), def.input(i + 1), DataTypeName(w.dtype()),
-                                   ShapeToString(w.shape())));
+    FailOperator(def, fmt::format("'{}' is {} {}, expected float32 {}", def.input(i), DataTypeName(x.dtype()),
+                                  ShapeToString(x.shape()), ShapeToString(x0.shape())));
+  CheckOneValue(def, w, DataType::kFloat, fmt::format("weight '{}' must be one float", def.input(i + 1)));
 }
 
 namespace {

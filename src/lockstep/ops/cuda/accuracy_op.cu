@@ -93,9 +93,9 @@ class CudaAccuracyOp : public Operator {
         cudaMemcpyAsync(bad, bad_.data<int64_t>(), sizeof bad, cudaMemcpyDeviceToHost, stream));
     context.Synchronize();
     if (bad[0] >= 0)
-      throw InvalidInput(
-          fmt::format("{}: label {} of row {} is outside [0, {}); labels must index the {} classes",
-                      DescribeOperator(def_), bad[1], bad[0], d, d));
+      FailOperator(
+          def_, fmt::format("label {} of row {} is outside [0, {}); labels must index the {} classes", bad[1],
+                            bad[0], d, d));
   }
 
  private:

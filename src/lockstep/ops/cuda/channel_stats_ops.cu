@@ -140,11 +140,22 @@ void CheckFloat32(const OperatorDef& def, const std::vector<std::pair<int, const
 // dY must have X's shape (the CPU operator's check) and dtype.
 void CheckGradient(const OperatorDef& def, const Tensor& x, const Tensor& dy) {
   if (dy.shape() != x.shape())
-    throw InvalidInput(fmt::format("{}: dY {} must have X's shape {}", DescribeOperator(def),
-                                   ShapeToString(dy.shape()), ShapeToString(x.shape())));
+    FailOperator(def, fmt::format("dY {} must have X's shape {}", ShapeToString(dy.shape()),
+                                  ShapeToString(x.shape())));
   if (dy.dtype() != x.dtype())
     FailOperator(def, fmt::format("dY is {} but X is {}; they must have one dtype", DataTypeName(dy.dtype()),
                                   DataTypeName(x.dtype())));
+}
+
+// Resizes a pair of per-channel sums to (C); over an empty batch they are zero. Returns whether x has values
+// to sum.
+bool ResizeChannelSums(const Tensor& x, int64_t channels, Tensor* first, Tensor* second) {
+  first->Resize({channels});
+  second->Resize({channels});
+  if (x.numel() > 0) return true;
+  first->Zero();
+  second->Zero();
+  return false;
 }
 
 class CudaChannelStatsOp : public Operator {
@@ -156,15 +167,9 @@ class CudaChannelStatsOp : public Operator {
     const int64_t channels = ChannelCount(def_, x.shape(), {});
     Tensor* sum = Output(0);     // sum is (C): x summed over N, H, W
     Tensor* sum_sq = Output(1);  // sum_sq is (C): x^2 summed over N, H, W
-    sum->Resize({channels});
-    sum_sq->Resize({channels});
     DispatchFloating(def_, x.dtype(), [&](auto zero) {
       using T = decltype(zero);
-      if (x.numel() == 0) {
-        sum->Zero();
-        sum_sq->Zero();
-        return;
-      }
+      if (!ResizeChannelSums(x, channels, sum, sum_sq)) return;
       cuda::CudaContext& context = cuda::ContextFor(device().id);
       auto [partials, parts] =
           LaunchPartialSums(context, x, SquareTerms<T>{static_cast<const T*>(x.raw_data())});
@@ -192,15 +197,9 @@ class CudaChannelBackpropStatsOp : public Operator {
     CheckFloat32(def_, {{1, &mean}, {2, &var}});
     Tensor* dscale = Output(0);  // dscale is (C): sum(dy * xhat), xhat = (x - mean) / sqrt(var + epsilon)
     Tensor* dbias = Output(1);   // dbias is (C): sum(dy)
-    dscale->Resize({channels});
-    dbias->Resize({channels});
     DispatchFloating(def_, x.dtype(), [&](auto zero) {
       using T = decltype(zero);
-      if (x.numel() == 0) {
-        dscale->Zero();
-        dbias->Zero();
-        return;
-      }
+      if (!ResizeChannelSums(x, channels, dscale, dbias)) return;
       cuda::CudaContext& context = cuda::ContextFor(device().id);
       auto [partials, parts] =
           LaunchPartialSums(context, x,
@@ -255,13 +254,7 @@ __global__ void CombinedGradientKernel(const T* x, const T* dy, const float* coe
 class CudaSpatialBNCombinedGradientOp : public Operator {
  public:
   CudaSpatialBNCombinedGradientOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws),
-        epsilon_(FloatArg("epsilon", kDefaultEpsilon)),
-        num_batches_(IntArg("num_batches", 1)) {
-    if (num_batches_ < 1)
-      throw InvalidInput(
-          fmt::format("{}: num_batches must be at least 1, got {}", DescribeOperator(def), num_batches_));
-  }
+      : Operator(def, ws), epsilon_(FloatArg("epsilon", kDefaultEpsilon)), num_batches_(NumBatchesArg(def)) {}
 
   void Run() override {
     const Tensor& x = Input(0);           // x is (N, C, H, W) or (N, C)

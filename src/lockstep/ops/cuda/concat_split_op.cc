@@ -80,8 +80,7 @@ class CudaSplitOp : public Operator {
         parts_(IntsArg("parts")),
         def_with_extents_(def) {
     if (InputSize() == 2 && !split_arg_.empty())
-      throw InvalidInput(
-          fmt::format("{}: give the extents as input 1 or as arg split, not both", DescribeOperator(def)));
+      FailOperator(def, "give the extents as input 1 or as arg split, not both");
   }
 
   void Run() override {
@@ -90,9 +89,8 @@ class CudaSplitOp : public Operator {
     if (InputSize() == 2) {
       const Tensor& split_info = Input(1);  // split_info is (pieces), int32
       if (split_info.dtype() != DataType::kInt32 || split_info.ndim() != 1)
-        throw InvalidInput(fmt::format("{}: split_info must be a 1-D int32 tensor, got {} {}",
-                                       DescribeOperator(def_), DataTypeName(split_info.dtype()),
-                                       ShapeToString(split_info.shape())));
+        FailOperator(def_, fmt::format("split_info must be a 1-D int32 tensor, got {} {}",
+                                       DataTypeName(split_info.dtype()), ShapeToString(split_info.shape())));
       // The host needs the extents to size the outputs, so this copy waits for the device.
       split_info_.CopyFrom(split_info);
       extents_.assign(split_info_.data<int32_t>(), split_info_.data<int32_t>() + split_info_.numel());

@@ -44,10 +44,9 @@ class CudaMomentumSGDUpdateOp : public Operator {
     const Tensor& lr = Input(2);      // lr is a float scalar, positive
     const Tensor& param = Input(3);   // param has grad's shape; output 2 is the same blob
     if (grad.dtype() != DataType::kFloat)
-      throw InvalidInput(
-          fmt::format("{}: the gradient '{}' is {}; the update is float32 (keep master weights "
-                      "and their gradients in float32)",
-                      DescribeOperator(def_), InputName(0), DataTypeName(grad.dtype())));
+      FailOperator(def_, fmt::format("the gradient '{}' is {}; the update is float32 (keep master weights "
+                                     "and their gradients in float32)",
+                                     InputName(0), DataTypeName(grad.dtype())));
     CheckMomentumSGDInputs(def_, grad, moment, lr, param);
     Tensor* grad_out = Output(0);
     grad_out->Resize(grad.shape());

@@ -127,9 +127,8 @@ class CudaSoftmaxWithLossOp : public Operator {
     LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(&label, labels.data<int32_t>() + first_bad, sizeof label,
                                         cudaMemcpyDeviceToHost, stream));
     context.Synchronize();  // the message names the label
-    throw InvalidInput(
-        fmt::format("{}: label {} of row {} is outside [0, {}); labels must index the {} classes",
-                    DescribeOperator(def_), label, first_bad, d, d));
+    FailOperator(def_, fmt::format("label {} of row {} is outside [0, {}); labels must index the {} classes",
+                                   label, first_bad, d, d));
   }
 
  private:
@@ -148,11 +147,7 @@ class CudaSoftmaxWithLossGradientOp : public Operator {
     const Tensor& labels = Input(1);   // labels is (N) or (N, 1)
     const Tensor& softmax = Input(2);  // softmax is (N, D), logits' dtype
     const Tensor& dloss = Input(3);    // dloss is a float32 scalar
-    CheckSoftmaxWithLossShapes(def_, logits.shape(), labels.shape(), labels.dtype());
-    if (softmax.shape() != logits.shape() || dloss.numel() != 1)
-      throw InvalidInput(fmt::format("{}: softmax must be {} and dloss a scalar, got {} and {}",
-                                     DescribeOperator(def_), ShapeToString(logits.shape()),
-                                     ShapeToString(softmax.shape()), ShapeToString(dloss.shape())));
+    CheckSoftmaxWithLossGradientInputs(def_, logits, labels, softmax, dloss);
     if (softmax.dtype() != logits.dtype() || dloss.dtype() != DataType::kFloat)
       FailOperator(def_,
                    fmt::format("softmax must have the logits' dtype {} and dloss be float32, got {} and {}",

@@ -194,8 +194,7 @@ class CudnnSpatialBNOp : public Operator {
     y->Resize(x.shape(), x.dtype());
     if (x.numel() == 0) {
       if (is_test_) return;
-      throw InvalidInput(fmt::format("{}: training needs a non-empty batch, X is {}", DescribeOperator(def_),
-                                     ShapeToString(x.shape())));
+      FailOperator(def_, fmt::format("training needs a non-empty batch, X is {}", ShapeToString(x.shape())));
     }
 
     cuda::CudaContext& context = cuda::ContextFor(device().id);
@@ -342,10 +341,10 @@ class CudnnSpatialBNGradientOp : public Operator {
   // The mask SpatialBN wrote for this X (one byte per element on CUDA devices).
   const uint8_t* CheckedMask(const Tensor& mask, const Tensor& x) const {
     if (mask.dtype() != DataType::kUInt8 || mask.numel() != x.numel())
-      throw InvalidInput(
-          fmt::format("{}: the mask must be the {} uint8 bytes SpatialBN wrote for X {}, got {} {}",
-                      DescribeOperator(def_), x.numel(), ShapeToString(x.shape()), DataTypeName(mask.dtype()),
-                      ShapeToString(mask.shape())));
+      FailOperator(
+          def_,
+          fmt::format("the mask must be the {} uint8 bytes SpatialBN wrote for X {}, got {} {}", x.numel(),
+                      ShapeToString(x.shape()), DataTypeName(mask.dtype()), ShapeToString(mask.shape())));
     return mask.data<uint8_t>();
   }
 
