@@ -330,7 +330,7 @@ void GlooCommunicator::Allreduce(const std::vector<float*>& buffers, size_t coun
   LOCKSTEP_ENFORCE(state_->rendezvous, "call Connect before the first collective");
   SumIntoFirst(buffers, count);
   State& s = *state_;
-  s.Collective("Allreduce", count * sizeof(float), count, [&](Rail& rail, size_t begin, size_t n) {
+  s.Collective(__func__, count * sizeof(float), count, [&](Rail& rail, size_t begin, size_t n) {
     auto& algorithm = rail.allreduces[s.phase][{buffers[0] + begin, n}];
     if (!algorithm) algorithm = NewAllreduce(s.algorithm, rail.contexts[s.phase], buffers[0] + begin, n);
     algorithm->run();
@@ -345,7 +345,7 @@ void GlooCommunicator::Broadcast(const std::vector<void*>& buffers, size_t bytes
   LOCKSTEP_ENFORCE(state_->rendezvous, "call Connect before the first collective");
   State& s = *state_;
   auto* data = static_cast<char*>(buffers[0]);
-  s.Collective("Broadcast", bytes, bytes, [&](Rail& rail, size_t begin, size_t n) {
+  s.Collective(__func__, bytes, bytes, [&](Rail& rail, size_t begin, size_t n) {
     gloo::BroadcastOneToAll<char>(rail.contexts[s.phase], {data + begin}, n, root_rank).run();
   });
   if (bytes == 0) return;  // empty buffers may be null

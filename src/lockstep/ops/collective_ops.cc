@@ -21,10 +21,10 @@ namespace lockstep {
 int CollectiveBlobsPerDevice(const OperatorDef& def, int num_devices) {
   const int blobs = def.input_size() - 1, outputs = def.output_size();
   if (num_devices < 1 || blobs % num_devices != 0 || blobs != outputs)
-    throw InvalidInput(
-        fmt::format("{}: needs a communicator, then as many blobs as outputs, a multiple of num_devices={}; "
-                    "got {} blobs and {} outputs",
-                    DescribeOperator(def), num_devices, blobs, outputs));
+    FailOperator(
+        def, fmt::format("needs a communicator, then as many blobs as outputs, a multiple of num_devices={}; "
+                         "got {} blobs and {} outputs",
+                         num_devices, blobs, outputs));
   return blobs / num_devices;
 }
 
@@ -32,17 +32,15 @@ std::shared_ptr<Communicator> CommunicatorInput(const OperatorDef& def, const Wo
                                                 const std::string& what_to_do) {
   std::shared_ptr<Communicator> communicator = ws.FindObject<Communicator>(def.input(0));
   if (!communicator)
-    throw InvalidInput(fmt::format("{}: the workspace holds no communicator '{}'; {}", DescribeOperator(def),
-                                   def.input(0), what_to_do));
+    FailOperator(def, fmt::format("the workspace holds no communicator '{}'; {}", def.input(0), what_to_do));
   return communicator;
 }
 
 void CheckReplicaMatches(const OperatorDef& def, int j, const Tensor& first, int i, const Tensor& replica) {
   if (replica.shape() != first.shape() || replica.dtype() != first.dtype())
-    throw InvalidInput(fmt::format("{}: '{}' is {} {} but '{}' is {} {}; replicas must match",
-                                   DescribeOperator(def), def.input(1 + j), DataTypeName(first.dtype()),
-                                   ShapeToString(first.shape()), def.input(1 + i),
-                                   DataTypeName(replica.dtype()), ShapeToString(replica.shape())));
+    FailOperator(def, fmt::format("'{}' is {} {} but '{}' is {} {}; replicas must match", def.input(1 + j),
+                                  DataTypeName(first.dtype()), ShapeToString(first.shape()), def.input(1 + i),
+                                  DataTypeName(replica.dtype()), ShapeToString(replica.shape())));
 }
 
 GradientBucket PlanDeviceBucket(const OperatorDef& def, const std::vector<const Tensor*>& blobs) {
@@ -50,9 +48,9 @@ GradientBucket PlanDeviceBucket(const OperatorDef& def, const std::vector<const 
   for (size_t j = 0; j < blobs.size(); ++j) {
     const Tensor& blob = *blobs[j];
     if (blob.dtype() != DataType::kFloat || !blob.is_plain())
-      throw InvalidInput(fmt::format("{}: '{}' is {}{}; Allreduce sums plain float tensors",
-                                     DescribeOperator(def), def.output(j), DataTypeName(blob.dtype()),
-                                     blob.is_plain() ? "" : " in a blocked layout"));
+      FailOperator(def,
+                   fmt::format("'{}' is {}{}; Allreduce sums plain float tensors", def.output(j),
+                               DataTypeName(blob.dtype()), blob.is_plain() ? "" : " in a blocked layout"));
     packed.emplace_back(def.output(j), blob.shape());
   }
   return PlanGradientBuckets(packed).at(0);
@@ -60,15 +58,14 @@ GradientBucket PlanDeviceBucket(const OperatorDef& def, const std::vector<const 
 
 void CheckBucketBlob(const OperatorDef& def, const GradientBucket& bucket, int j, const Tensor& blob) {
   if (blob.shape() != bucket.shapes[j] || blob.dtype() != DataType::kFloat || !blob.is_plain())
-    throw InvalidInput(fmt::format("{}: '{}' changed from plain float {} to {} {} between steps",
-                                   DescribeOperator(def), bucket.params[j], ShapeToString(bucket.shapes[j]),
-                                   DataTypeName(blob.dtype()), ShapeToString(blob.shape())));
+    FailOperator(def, fmt::format("'{}' changed from plain float {} to {} {} between steps", bucket.params[j],
+                                  ShapeToString(bucket.shapes[j]), DataTypeName(blob.dtype()),
+                                  ShapeToString(blob.shape())));
 }
 
 void CheckBroadcastBlob(const OperatorDef& def, int j, const Tensor& blob) {
   if (!blob.is_plain())
-    throw InvalidInput(fmt::format("{}: '{}' is not plain; broadcast parameters and state only",
-                                   DescribeOperator(def), def.output(j)));
+    FailOperator(def, fmt::format("'{}' is not plain; broadcast parameters and state only", def.output(j)));
 }
 
 namespace {

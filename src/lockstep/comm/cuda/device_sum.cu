@@ -50,7 +50,7 @@ DeviceSumCommunicator::DeviceSumCommunicator(const std::vector<int>& devices) : 
 }
 
 void DeviceSumCommunicator::Allreduce(const std::vector<float*>& buffers, size_t count) {
-  CheckBuffers(buffers.size(), "Allreduce");
+  CheckBuffers(buffers.size(), __func__);
   if (count == 0 || buffers.size() == 1) return;
   cuda::CudaContext& root = RootAfterOthers(devices());
   AddOthersIntoFirst(buffers, count);
@@ -67,7 +67,7 @@ void DeviceSumCommunicator::Reduce(const std::vector<float*>& buffers, size_t co
 }
 
 void DeviceSumCommunicator::Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) {
-  CheckBuffers(buffers.size(), "Broadcast");
+  CheckBuffers(buffers.size(), __func__);
   LOCKSTEP_ENFORCE_EQ(root_rank, 0, "a single process is rank 0");
   if (bytes == 0 || buffers.size() == 1) return;
   cuda::CudaContext& root = RootAfterOthers(devices());

@@ -56,7 +56,7 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 void NcclCommunicator::Allreduce(const std::vector<float*>& buffers, size_t count) {
-  CheckBuffers(buffers.size(), "Allreduce");
+  CheckBuffers(buffers.size(), __func__);
   if (count == 0) return;
   InGroup(devices(), [&](size_t i, cudaStream_t stream) {
     LOCKSTEP_NCCL_CHECK(ncclAllReduce(buffers[i], buffers[i], count, ncclFloat, ncclSum, comms_[i], stream));
@@ -73,7 +73,7 @@ void NcclCommunicator::Reduce(const std::vector<float*>& buffers, size_t count) 
 }
 
 void NcclCommunicator::Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) {
-  CheckBuffers(buffers.size(), "Broadcast");
+  CheckBuffers(buffers.size(), __func__);
   LOCKSTEP_ENFORCE_EQ(root_rank, 0, "a single process is rank 0");
   if (bytes == 0) return;
   InGroup(devices(), [&](size_t i, cudaStream_t stream) {

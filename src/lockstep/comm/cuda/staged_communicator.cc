@@ -51,7 +51,7 @@ void StagedCommunicator::Allreduce(const std::vector<float*>& buffers, size_t co
 }
 
 void StagedCommunicator::Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) {
-  CheckBuffers(buffers.size(), "Broadcast");
+  CheckBuffers(buffers.size(), __func__);
   if (bytes == 0) return;
   cuda::CudaContext& root = cuda::ContextFor(devices()[0]);
   // Broadcasts are rare (the start of a run, a checkpoint load): a host buffer of their own.

@@ -32,14 +32,13 @@ class CudaCollectiveOp : public Operator {
     if (current == communicator_) return false;
     auto communicator = std::dynamic_pointer_cast<CudaCommunicator>(current);
     if (!communicator)
-      throw InvalidInput(
-          fmt::format("{}: communicator '{}' sums host memory; CUDA devices need a CudaCommunicator (run "
-                      "CreateCommonWorld on a CUDA device)",
-                      DescribeOperator(def_), InputName(0)));
+      FailOperator(
+          def_, fmt::format("communicator '{}' sums host memory; CUDA devices need a CudaCommunicator (run "
+                            "CreateCommonWorld on a CUDA device)",
+                            InputName(0)));
     if (static_cast<int>(communicator->devices().size()) != num_devices_)
-      throw InvalidInput(fmt::format("{}: num_devices={} but communicator '{}' serves {} devices",
-                                     DescribeOperator(def_), num_devices_, InputName(0),
-                                     communicator->devices().size()));
+      FailOperator(def_, fmt::format("num_devices={} but communicator '{}' serves {} devices", num_devices_,
+                                     InputName(0), communicator->devices().size()));
     communicator_ = communicator;
     return true;
   }
@@ -47,9 +46,9 @@ class CudaCollectiveOp : public Operator {
   // Blob i, which is input 1 + i.
   const Tensor& In(int i) const {
     if (!input_blobs_[i]->defined())
-      throw InvalidInput(
-          fmt::format("{}: input '{}' has not been set (feed it or run the net that fills it first)",
-                      DescribeOperator(def_), InputName(1 + i)));
+      FailOperator(def_,
+                   fmt::format("input '{}' has not been set (feed it or run the net that fills it first)",
+                               InputName(1 + i)));
     return *input_blobs_[i];
   }
 
@@ -63,9 +62,9 @@ class CudaCollectiveOp : public Operator {
         const Tensor& in = In(i);
         const Device device{DeviceType::kCuda, communicator_->devices()[d]};
         if (!(in.device() == device))
-          throw InvalidInput(fmt::format(
-              "{}: '{}' is in {} memory but device {} of the communicator is {}", DescribeOperator(def_),
-              InputName(1 + i), in.on_host() ? "host" : in.device().ToString(), d, device.ToString()));
+          FailOperator(def_, fmt::format("'{}' is in {} memory but device {} of the communicator is {}",
+                                         InputName(1 + i), in.on_host() ? "host" : in.device().ToString(), d,
+                                         device.ToString()));
         CheckReplicaMatches(def_, j, first, i, in);
         if (!IsInplace(1 + i, i)) {
           output_blobs_[i]->PlaceOn(device);

@@ -16,8 +16,7 @@ class CudaCreateCommonWorldOp : public Operator {
   CudaCreateCommonWorldOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws) {
     for (int64_t device : IntsArg("devices")) devices_.push_back(static_cast<int>(device));
     if (devices_.empty())
-      throw InvalidInput(
-          fmt::format("{}: needs the CUDA devices it serves, e.g. devices = [0, 1]", DescribeOperator(def)));
+      FailOperator(def, fmt::format("needs the CUDA devices it serves, e.g. devices = [0, 1]"));
   }
 
   void Run() override {
@@ -28,9 +27,8 @@ class CudaCreateCommonWorldOp : public Operator {
       std::shared_ptr<Communicator> shards = ShardCommunicatorInput(def_, *ws_);
       world = std::dynamic_pointer_cast<CudaCommunicator>(shards);
       if (world && world->devices() != devices_)
-        throw InvalidInput(fmt::format(
-            "{}: the communicator serves CUDA devices {} but the replicas are on {}", DescribeOperator(def_),
-            fmt::join(world->devices(), ", "), fmt::join(devices_, ", ")));
+        FailOperator(def_, fmt::format("the communicator serves CUDA devices {} but the replicas are on {}",
+                                       fmt::join(world->devices(), ", "), fmt::join(devices_, ", ")));
       if (!world) world = MakeCudaCommunicator(MakeCudaCommunicator(devices_), shards);
     }
     ws_->SetObject<Communicator>(def_.output(0), world);
