@@ -42,6 +42,26 @@ OpSchema& OpSchema::IdentityShape() {
   });
 }
 
+OpSchema& OpSchema::Collective() {
+  collective_ = true;
+  return *this;
+}
+
+OpSchema& OpSchema::ReadsAnyDevice() {
+  reads_any_device_ = true;
+  return *this;
+}
+
+OpSchema& OpSchema::TakesGpuOptions(unsigned options) {
+  gpu_options_ = options;
+  return *this;
+}
+
+OpSchema& OpSchema::SummedAcrossReplicas() {
+  summed_across_replicas_ = true;
+  return *this;
+}
+
 OpSchema& OpSchema::CostFunction(CostInference function) {
   cost_ = std::move(function);
   return *this;

@@ -77,16 +77,10 @@ class OpSchema {
   OpSchema& IdentityShape();
   // The op reads and writes the blobs of several devices (a gradient allreduce, a broadcast): executors run
   // it on a communication thread of its own so that it overlaps with the devices' compute.
-  OpSchema& Collective() {
-    collective_ = true;
-    return *this;
-  }
+  OpSchema& Collective();
   bool collective() const { return collective_; }
   // The op may read blobs that live on other devices than its own (a copy, a collective).
-  OpSchema& ReadsAnyDevice() {
-    reads_any_device_ = true;
-    return *this;
-  }
+  OpSchema& ReadsAnyDevice();
   bool reads_any_device() const { return reads_any_device_ || collective_; }
 
   OpSchema& CostFunction(CostInference function);
@@ -100,18 +94,12 @@ class OpSchema {
   bool AllowsLowPrecisionInput(int input) const;
 
   // The GpuOption bits of the options the op takes as arguments.
-  OpSchema& TakesGpuOptions(unsigned options) {
-    gpu_options_ = options;
-    return *this;
-  }
+  OpSchema& TakesGpuOptions(unsigned options);
   unsigned gpu_options() const { return gpu_options_; }
 
   // Each output is this replica's part of a sum over the replicas: a data-parallel model allreduces it into
   // CombinedName(output) right after the op.
-  OpSchema& SummedAcrossReplicas() {
-    summed_across_replicas_ = true;
-    return *this;
-  }
+  OpSchema& SummedAcrossReplicas();
   bool summed_across_replicas() const { return summed_across_replicas_; }
   OpSchema& CombineAcrossReplicas(ReplicaRewrite rewrite);
   const ReplicaRewrite& combine_across_replicas() const { return combine_; }

@@ -69,6 +69,11 @@ struct DbBackend {
   std::string marker_file;
   std::unique_ptr<DB> (*open)(const std::string& path, DbMode mode) = nullptr;
 };
+// The `open` of a backend whose DB class is constructed from (path, mode).
+template <class Db>
+std::unique_ptr<DB> OpenAs(const std::string& path, DbMode mode) {
+  return std::make_unique<Db>(path, mode);
+}
 bool RegisterDbBackend(const std::string& type, DbBackend backend);  // throws on a duplicate type
 std::vector<std::string> DbTypes();                                  // registered types, sorted
 

@@ -164,23 +164,20 @@ std::string PixelsIn(const ImageRecord& record, PixelLayout layout) {
 
 }  // namespace
 
+// Each format's name, written once for parsing and printing.
+constexpr std::pair<RecordFormat, const char*> kRecordFormatNames[] = {
+    {RecordFormat::kAuto, "auto"}, {RecordFormat::kDatum, "datum"}, {RecordFormat::kTensorProtos, "tensorprotos"}};
+
 RecordFormat ParseRecordFormat(const std::string& name) {
-  if (name == "auto") return RecordFormat::kAuto;
-  if (name == "datum") return RecordFormat::kDatum;
-  if (name == "tensorprotos") return RecordFormat::kTensorProtos;
+  for (const auto& [format, known] : kRecordFormatNames)
+    if (name == known) return format;
   throw InvalidInput(
       fmt::format("unknown record format '{}'; known formats: auto, datum, tensorprotos", name));
 }
 
 const char* RecordFormatName(RecordFormat format) {
-  switch (format) {
-    case RecordFormat::kAuto:
-      return "auto";
-    case RecordFormat::kDatum:
-      return "datum";
-    case RecordFormat::kTensorProtos:
-      return "tensorprotos";
-  }
+  for (const auto& [known, name] : kRecordFormatNames)
+    if (format == known) return name;
   return "unknown";
 }
 

@@ -122,12 +122,8 @@ class LeveldbDB : public DB {
   std::string type_ = "leveldb";
 };
 
-std::unique_ptr<DB> OpenLeveldb(const std::string& path, DbMode mode) {
-  return std::make_unique<LeveldbDB>(path, mode);
-}
-
 }  // namespace
 
-static const bool kLeveldbRegistered = RegisterDbBackend("leveldb", {"CURRENT", &OpenLeveldb});
+static const bool kLeveldbRegistered = RegisterDbBackend("leveldb", {"CURRENT", &OpenAs<LeveldbDB>});
 
 }  // namespace lockstep

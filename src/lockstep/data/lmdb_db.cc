@@ -194,12 +194,8 @@ class LmdbDB : public DB {
   std::string type_ = "lmdb";
 };
 
-std::unique_ptr<DB> OpenLmdb(const std::string& path, DbMode mode) {
-  return std::make_unique<LmdbDB>(path, mode);
-}
-
 }  // namespace
 
-static const bool kLmdbRegistered = RegisterDbBackend("lmdb", {"data.mdb", &OpenLmdb});
+static const bool kLmdbRegistered = RegisterDbBackend("lmdb", {"data.mdb", &OpenAs<LmdbDB>});
 
 }  // namespace lockstep

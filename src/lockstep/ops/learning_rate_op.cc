@@ -51,6 +51,7 @@ void CheckLearningRateIter(const OperatorDef& def, const Tensor& iter) {
 
 namespace {
 
+// lr = base_lr x the policy's multiplier at step iter (Caffe2's LearningRate), a float scalar.
 class LearningRateOp : public Operator {
  public:
   LearningRateOp(const OperatorDef& def, Workspace* ws)
