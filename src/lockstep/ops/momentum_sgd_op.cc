@@ -15,13 +15,13 @@ MomentumSGDArgs ParseMomentumSGDArgs(const OperatorDef& def) {
 
 void CheckMomentumSGDInputs(const OperatorDef& def, const Tensor& grad, const Tensor& moment,
                             const Tensor& lr, const Tensor& param) {
+  CheckOneValue(def, lr, DataType::kFloat, "lr must be one float");
   for (const Tensor* state : {&moment, &param}) {
     if (state->dtype() != DataType::kFloat || state->shape() != grad.shape())
       FailOperator(def, fmt::format("'{}' is {} {} but the gradient is float32 {}",
                                     def.input(state == &moment ? 1 : 3), DataTypeName(state->dtype()),
                                     ShapeToString(state->shape()), ShapeToString(grad.shape())));
   }
-  CheckOneValue(def, lr, DataType::kFloat, "lr must be one float");
 }
 
 namespace {
