@@ -37,9 +37,8 @@ const std::vector<TrainerOption>& Table() {
        "Record format in the database: auto, datum (Caffe) or tensorprotos (Caffe2)", kNoRange, kNone, true},
       {"color_order", &C::color_order,
        "Channel order of colour images as the network sees them: bgr (Caffe's and Caffe2's) or rgb; raw "
-       "records "
-       "are taken to be stored BGR, as convert_imageset and make_image_db write them, and encoded ones are "
-       "decoded into the same order",
+       "records are taken to be stored BGR, as convert_imageset and make_image_db write them, and encoded "
+       "ones are decoded into the same order",
        kNoRange, kNone, true},
       {"scale", &C::scale,
        "Images are resized so their shortest side is this (at least --image_size), then cropped",
@@ -62,20 +61,17 @@ const std::vector<TrainerOption>& Table() {
        Between(0, 4096), kNone, true},
       {"test_data", &C::test_data,
        "Test data: the path of an image database like --train_data, or fashion-mnist; train evaluates it "
-       "after "
-       "each epoch, eval evaluates every record once",
+       "after each epoch, eval evaluates every record once",
        kNoRange, kNone, true},
       {"load_model_path", &C::load_model_path,
        "A checkpoint (.safetensors) the trainer saved: train resumes from it, eval evaluates it (and only "
-       "reads "
-       "it)",
+       "reads it)",
        kNoRange, kNone, true},
 
       // Training.
       {"train_data", &C::train_data,
        "Training data (required): the path of an image database (LMDB or LevelDB of Caffe Datum or Caffe2 "
-       "TensorProtos "
-       "records), fashion-mnist, or null for synthetic images",
+       "TensorProtos records), fashion-mnist, or null for synthetic images",
        kNoRange, kSame, false},
       {"prefetch", &C::prefetch, "Batches each device's reader prepares ahead of the step", Between(0, 1024),
        kNone, false},
@@ -84,8 +80,7 @@ const std::vector<TrainerOption>& Table() {
        kNoRange, kNone, false},
       {"dtype", &C::dtype,
        "Data type the GPU network computes in: float, float16 or bfloat16 (with float32 master parameters; "
-       "CPU "
-       "training is float)",
+       "CPU training is float)",
        kNoRange, kSame, false},
       {"float16_compute", &C::float16_compute, "With --dtype float16: compute in float16 too (GPU)", kNoRange,
        kNone, false},
@@ -98,8 +93,7 @@ const std::vector<TrainerOption>& Table() {
        "Workspace cuDNN may use per convolution, in MB (GPU)", Between(0, 1 << 20), kNone, false},
       {"model_parallel", &C::model_parallel,
        "Split the model into this many stages of balanced cost, each on its own device: every replica spans "
-       "this "
-       "many devices (--num_gpus must be a multiple)",
+       "this many devices (--num_gpus must be a multiple)",
        Between(1, 1024), kSame, false},
       {"micro_batches", &C::micro_batches,
        "Pipeline each replica's batch as this many micro-batches: with --model_parallel, stage s runs "
@@ -135,8 +129,7 @@ const std::vector<TrainerOption>& Table() {
        Between(0, 65535), kNone, false},
       {"run_id", &C::run_id,
        "Unique run identifier (e.g. from uuidgen), the same on every shard; keys in the store are prefixed "
-       "with "
-       "it. Default with srun/mpirun: the launcher's job id",
+       "with it. Default with srun/mpirun: the launcher's job id",
        kNoRange, kNone, false},
       {"redis_host", &C::redis_host, "Host of a Redis server where the shards meet", kNoRange, kNone, false},
       {"redis_port", &C::redis_port, "Port of that Redis server", Between(1, 65535), kNone, false},
@@ -144,18 +137,15 @@ const std::vector<TrainerOption>& Table() {
        "Transport between shards: tcp, or ibverbs on InfiniBand", kNoRange, kNone, false},
       {"distributed_interfaces", &C::distributed_interfaces,
        "Network interfaces (tcp) or InfiniBand devices to use, comma-separated; each carries a share of "
-       "every "
-       "collective (default: the address the host name resolves to)",
+       "every collective (default: the address the host name resolves to)",
        kNoRange, ShardAgreement::kLength, false},
       {"allreduce_algorithm", &C::allreduce_algorithm,
        "Gloo allreduce across shards: auto (halving_doubling), ring, ring_chunked, halving_doubling, bcube "
-       "(even "
-       "shard counts)",
+       "(even shard counts)",
        kNoRange, kSame, false},
       {"timeout", &C::timeout,
        "Seconds a shard waits for the others in a collective after the first iteration; a dead or stalled "
-       "shard "
-       "ends the run within it",
+       "shard ends the run within it",
        Positive(1e6), kNone, false},
       {"first_iter_timeout", &C::first_iter_timeout,
        "Seconds a shard waits for the others to join, agree on the model and finish the first iteration",
@@ -163,16 +153,14 @@ const std::vector<TrainerOption>& Table() {
       {"log_dir", &C::log_dir, "Directory of the CSV log", kNoRange, kNone, false},
       {"log_every_secs", &C::log_every_secs,
        "When stderr is not a terminal (a cluster job's log), print a progress line there every this many "
-       "seconds "
-       "(0: never): epoch, iteration, images/s, loss, accuracy, learning rate, time left",
+       "seconds (0: never): epoch, iteration, images/s, loss, accuracy, learning rate, time left",
        Between(0, 1e6), kNone, false},
       {"log_every_iters", &C::log_every_iters,
        "Also print that progress line every this many iterations (0: never)", Between(0, 1LL << 40), kNone,
        false},
       {"iter_log", &C::iter_log,
        "Append the progress rows (at --log_every_secs / --log_every_iters) to this CSV file; shard k > 0 "
-       "adds "
-       "_shard{k} to the name",
+       "adds _shard{k} to the name",
        kNoRange, kNone, false},
   };
   return table;
