@@ -19,30 +19,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 std::vector<std::string> Split(const std::string& line, char separator = ',') {
   std::vector<std::string> fields;
   std::stringstream stream(line);
   for (std::string field; std::getline(stream, field, separator);) fields.push_back(field);
   return fields;
-}
-
-// Runs the CLI; returns the exit code, stdout and stderr.
-struct CliResult {
-  int code;
-  std::string out, err;
-};
-CliResult RunCli(const fs::path& dir, const std::string& arguments) {
-  std::string command =
-      CliPath() + " " + arguments + " > " + (dir / "out.txt").string() + " 2> " + (dir / "err.txt").string();
-  int status = std::system(command.c_str());
-  return {WEXITSTATUS(status), ReadFile(dir / "out.txt"), ReadFile(dir / "err.txt")};
 }
 
 TrainerConfig EvalConfig(const std::string& checkpoint, int devices, int batch_size) {
@@ -137,10 +118,11 @@ TEST_F(EvaluateTest, CliPredictionsAgreeWithAnIndependentNumpyLeNet) {
   const fs::path& dir = *dir_;
   const std::string before = ReadFile(Checkpoint());
   const fs::path predictions = dir / "predictions.csv";
-  CliResult run = RunCli(dir,
-                         "eval --use_cpu --num_gpus 2 --threads 2 --model lenet --test_data fashion-mnist "
-                         "--batch_size 64 --load_model_path " +
-                             Checkpoint() + " --predictions " + predictions.string());
+  CliOutput run =
+      RunCliWithFiles(dir,
+                      "eval --use_cpu --num_gpus 2 --threads 2 --model lenet --test_data fashion-mnist "
+                      "--batch_size 64 --load_model_path " +
+                          Checkpoint() + " --predictions " + predictions.string());
   ASSERT_EQ(run.code, 0) << run.err;
   EXPECT_NE(run.out.find(fmt::format("top-1 accuracy {:.6f}", trained_->last_test_accuracy)),
             std::string::npos)
@@ -221,7 +203,7 @@ TEST_F(EvaluateTest, BadInputGivesOneLineAndNonZeroExit) {
        "--batch_size 64 does not divide evenly among 3 replicas"},
   };
   for (const auto& c : cases) {
-    CliResult run = RunCli(dir, c.arguments);
+    CliOutput run = RunCliWithFiles(dir, c.arguments);
     EXPECT_NE(run.code, 0) << c.arguments;
     EXPECT_NE(run.err.find(c.message), std::string::npos) << c.arguments << "\nstderr: " << run.err;
     EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;

@@ -25,24 +25,6 @@ std::vector<std::string> Lines(const std::string& text) {
   return lines;
 }
 
-std::string ReadText(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-struct CliResult {
-  int code;
-  std::string out, err;
-};
-
-// Runs the CLI with stdout and stderr in files of `dir` (so stderr is not a terminal).
-CliResult RunLockstep(const fs::path& dir, const std::string& arguments) {
-  std::string command =
-      CliPath() + " " + arguments + " > " + (dir / "out.txt").string() + " 2> " + (dir / "err.txt").string();
-  int status = std::system(command.c_str());
-  return {WEXITSTATUS(status), ReadText(dir / "out.txt"), ReadText(dir / "err.txt")};
-}
-
 double Seconds(const std::string& hours, const std::string& minutes, const std::string& seconds) {
   return std::stod(hours) * 3600 + std::stod(minutes) * 60 + std::stod(seconds);
 }
@@ -79,7 +61,7 @@ TEST(IntervalLog, DueEveryNSteps) {
       log.Report({1, step, 0.5, 0.25, 0.1});
     }
   EXPECT_EQ(due, (std::vector<int>{3, 6}));
-  auto rows = Lines(ReadText(options.csv_path));
+  auto rows = Lines(ReadFile(options.csv_path));
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0], IntervalLog::kCsvHeader);
   EXPECT_TRUE(std::regex_match(
@@ -98,7 +80,7 @@ TEST(IntervalLog, DueEveryNSteps) {
 TEST(IntervalLog, NonTerminalRunPrintsProgressLinesAndIterLogRows) {
   fs::path dir = FreshDir("interval_run");
   const std::string iter_log = (dir / "iter.csv").string();
-  CliResult run = RunLockstep(dir, kTinyRun + "--log_dir " + dir.string() + " --iter_log " + iter_log);
+  CliOutput run = RunCliWithFiles(dir, kTinyRun + "--log_dir " + dir.string() + " --iter_log " + iter_log);
   ASSERT_EQ(run.code, 0) << run.err;
   EXPECT_EQ(Lines(run.out).at(0), VersionLine());
 
@@ -128,11 +110,11 @@ TEST(IntervalLog, NonTerminalRunPrintsProgressLinesAndIterLogRows) {
   for (const auto& entry : fs::directory_iterator(dir))
     if (entry.path().extension() == ".log") logs.push_back(entry.path());
   ASSERT_EQ(logs.size(), 1u);
-  auto epoch_rows = Lines(ReadText(logs[0]));
+  auto epoch_rows = Lines(ReadFile(logs[0]));
   ASSERT_EQ(epoch_rows.size(), 4u) << "the arguments, the header and a row per epoch";
   EXPECT_EQ(epoch_rows[0].rfind("# train --use_cpu", 0), 0u) << epoch_rows[0];
 
-  auto rows = Lines(ReadText(iter_log));
+  auto rows = Lines(ReadFile(iter_log));
   ASSERT_EQ(rows.size(), 17u);
   EXPECT_EQ(rows[0], IntervalLog::kCsvHeader);
   const std::regex row(R"([\d.]+,[\d.]+,(\d),(\d+),8,[\d.]+,[\d.]+,[\d.]+,0\.05,([\d.]+),([\d.]+))");
@@ -145,26 +127,27 @@ TEST(IntervalLog, NonTerminalRunPrintsProgressLinesAndIterLogRows) {
   EXPECT_TRUE(std::regex_search(rows.back(), std::regex(",0\\.0,0\\.0$"))) << rows.back();
 
   fs::path again = FreshDir("interval_run_again");
-  ASSERT_EQ(RunLockstep(again, kTinyRun + "--log_dir " + again.string() + " --iter_log " + iter_log).code, 0);
-  rows = Lines(ReadText(iter_log));
+  ASSERT_EQ(RunCliWithFiles(again, kTinyRun + "--log_dir " + again.string() + " --iter_log " + iter_log).code,
+            0);
+  rows = Lines(ReadFile(iter_log));
   EXPECT_EQ(rows.size(), 33u) << "appended, one header";
   EXPECT_EQ(std::count(rows.begin(), rows.end(), std::string(IntervalLog::kCsvHeader)), 1);
 }
 
 TEST(IntervalLog, NoLinesByDefaultOnAShortRun) {
   fs::path dir = FreshDir("interval_default");
-  CliResult run =
-      RunLockstep(dir,
-                  "train --use_cpu --model lenet --train_data null --num_channels 1 --image_size 28 "
-                  "--num_labels 10 --batch_size 8 --epoch_size 16 --threads 1 --log_dir " +
-                      dir.string());
+  CliOutput run =
+      RunCliWithFiles(dir,
+                      "train --use_cpu --model lenet --train_data null --num_channels 1 --image_size 28 "
+                      "--num_labels 10 --batch_size 8 --epoch_size 16 --threads 1 --log_dir " +
+                          dir.string());
   ASSERT_EQ(run.code, 0) << run.err;
   EXPECT_EQ(run.err, "") << "the first line is due after 60 s";
 }
 
 TEST(Version, PrintsVersionCommitAndLibraries) {
   fs::path dir = FreshDir("version");
-  CliResult run = RunLockstep(dir, "--version");
+  CliOutput run = RunCliWithFiles(dir, "--version");
   ASSERT_EQ(run.code, 0) << run.err;
   auto lines = Lines(run.out);
   ASSERT_GE(lines.size(), 2u) << run.out;

@@ -1,6 +1,8 @@
 // Implementation of the shared test helpers.
 #include "test_util.h"
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -163,6 +165,18 @@ std::string FromEnvironment(const char* name, const char* fallback) {
   return value && *value ? value : fallback;
 }
 }  // namespace
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+CliOutput RunCliWithFiles(const std::filesystem::path& dir, const std::string& arguments) {
+  const std::filesystem::path out = dir / "cli_out.txt", err = dir / "cli_err.txt";
+  const std::string command = CliPath() + " " + arguments + " > " + out.string() + " 2> " + err.string();
+  const int status = std::system(command.c_str());
+  return {WEXITSTATUS(status), ReadFile(out), ReadFile(err)};
+}
 
 std::filesystem::path FreshDir(const std::string& name) {
   std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("lockstep_" + name);

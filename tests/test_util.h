@@ -33,6 +33,14 @@ void RunOp(Workspace* ws, const OperatorDef& def);
 // (LOCKSTEP_CLI_PATH, LOCKSTEP_SOURCE_DIR, LOCKSTEP_FASHION_MNIST_DIR) first, so that a bundled test binary
 // runs on another machine, else this build's paths.
 std::string CliPath();
+// The whole file's bytes ("" when it cannot be read).
+std::string ReadFile(const std::filesystem::path& path);
+// Runs the lockstep CLI with its stdout and stderr in files of `dir` (so stderr is not a terminal).
+struct CliOutput {
+  int code;
+  std::string out, err;
+};
+CliOutput RunCliWithFiles(const std::filesystem::path& dir, const std::string& arguments);
 // An empty directory TempDir()/lockstep_<name>, made afresh.
 std::filesystem::path FreshDir(const std::string& name);
 std::string SourceDir();

@@ -55,24 +55,6 @@ std::vector<std::string> OutOfRangeTexts(const TrainerOption& option) {
   return texts;
 }
 
-struct CliResult {
-  int code;
-  std::string out, err;
-};
-
-std::string ReadText(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-CliResult RunLockstep(const std::string& arguments) {
-  const fs::path dir = ::testing::TempDir();
-  std::string command = CliPath() + " " + arguments + " > " + (dir / "options_out.txt").string() + " 2> " +
-                        (dir / "options_err.txt").string();
-  int status = std::system(command.c_str());
-  return {WEXITSTATUS(status), ReadText(dir / "options_out.txt"), ReadText(dir / "options_err.txt")};
-}
-
 }  // namespace
 
 TEST(TrainerOptions, NamesAreUniqueAndEveryNumericOptionHasARange) {
@@ -184,32 +166,34 @@ TEST(TrainerOptionsCli, EveryNumericFlagOverflowGivesOneLine) {
   for (const TrainerOption& option : TrainerOptions()) {
     if (!IsNumeric(option)) continue;
     const std::string huge = IsInteger(option) ? "99999999999999999999999" : "1e999";
-    CliResult run = RunLockstep(
+    CliOutput run = RunCliWithFiles(
+        ::testing::TempDir(),
         fmt::format("train --use_cpu --model lenet --train_data null --{} {}", option.name, huge));
     EXPECT_EQ(run.code, 1) << option.name;
     EXPECT_EQ(run.err, fmt::format("lockstep: error: --{} {}: out of range; accepted range {}\n", option.name,
                                    huge, RangeText(option)));
   }
-  CliResult run = RunLockstep("train --use_cpu --model lenet --train_data null --epoch_size 1099511627777");
+  CliOutput run = RunCliWithFiles(
+      ::testing::TempDir(), "train --use_cpu --model lenet --train_data null --epoch_size 1099511627777");
   EXPECT_EQ(run.code, 1);
   EXPECT_EQ(
       run.err,
       "lockstep: error: --epoch_size must be at most 1099511627776, got 1099511627777; accepted range [0, "
       "1099511627776]\n");
-  run = RunLockstep("train --use_cpu --model lenet --train_data null --threads -1");
+  run = RunCliWithFiles(::testing::TempDir(), "train --use_cpu --model lenet --train_data null --threads -1");
   EXPECT_EQ(run.err, "lockstep: error: --threads must be >= 0, got -1; accepted range [0, 4096]\n");
 }
 
 // The help shows the default that applies: Caffe2's epoch size, one pass over fashion-mnist.
 TEST(TrainerOptionsCli, HelpShowsDefaultsAndRanges) {
-  CliResult run = RunLockstep("train --help");
+  CliOutput run = RunCliWithFiles(::testing::TempDir(), "train --help");
   EXPECT_EQ(run.code, 0);
   EXPECT_NE(run.out.find("--epoch_size INT=1500000"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("one pass over the training data, the default with --train_data fashion-mnist"),
             std::string::npos);
   EXPECT_NE(run.out.find("accepted range [0, 1099511627776]"), std::string::npos);
   EXPECT_NE(run.out.find("--batch_size INT=32"), std::string::npos);
-  CliResult eval = RunLockstep("eval --help");
+  CliOutput eval = RunCliWithFiles(::testing::TempDir(), "eval --help");
   EXPECT_NE(eval.out.find("--batch_size"), std::string::npos);
   EXPECT_EQ(eval.out.find("--epoch_size"), std::string::npos) << "eval takes the model and data options only";
 }
