@@ -40,7 +40,6 @@ Run TrainTable(const Table& spec, int steps) {
         return logits;
       },
       options);
-  SeedFillsByName(&model.param_init_net());
   Workspace ws;
   ws.RunNetOnce(model.param_init_net());
   Net* net = ws.CreateNet(model.net());

@@ -76,10 +76,12 @@ struct Trained {
   std::vector<float> losses;
 };
 
-Trained TrainSmallNet(const SmallNet& net, int devices, int steps, bool seed_by_name = true) {
+Trained TrainSmallNet(const SmallNet& net, int devices, int steps, bool seed_by_device = false) {
   ModelHelper model("small");
   DataParallelModel dp = Parallelize(model, SmallNetOptions(net, devices));
-  if (seed_by_name) SeedFillsByName(&model.param_init_net());
+  if (seed_by_device)  // each fill its own seed, so each device draws its own initial values
+    for (int i = 0; i < model.param_init_net().op_size(); ++i)
+      model.param_init_net().mutable_op(i)->mutable_device_option()->set_random_seed(i);
   Workspace ws;
   auto source = std::make_shared<SyntheticSource>(1, 8, 5, /*seed=*/7);
   ws.SetObject("reader", std::make_shared<BatchReader>(source, kBatch / devices, devices));
@@ -143,9 +145,29 @@ TEST(DataParallel, PerDeviceBatchNormKeepsReplicasIdenticalButDiffers) {
 }
 
 TEST(DataParallel, ReplicasStartFromDeviceZerosParameters) {
-  // Without per-name seeds every device draws its own initial values; the broadcast makes them equal.
-  Trained two = TrainSmallNet({}, 2, 0, /*seed_by_name=*/false);
+  // Every device draws its own initial values; the broadcast makes them equal.
+  Trained two = TrainSmallNet({}, 2, 0, /*seed_by_device=*/true);
   EXPECT_EQ(two.state[1], two.state[0]);
+}
+
+TEST(DataParallel, WithoutAnUpdateBuilderOnlyTheForwardPassIsBuilt) {
+  ParallelOptions o = SmallNetOptions({}, 2);
+  o.param_update_builder = nullptr;
+  ModelHelper model("forward");
+  DataParallelModel dp = Parallelize(model, o);
+  EXPECT_EQ(dp.scopes.size(), 2u);
+  EXPECT_TRUE(model.param_to_grad().empty());
+  for (const auto& op : model.net().op()) {
+    EXPECT_EQ(op.type().find("Gradient"), std::string::npos) << op.type();
+    EXPECT_NE(op.type(), "Allreduce");
+    EXPECT_NE(op.type(), "MomentumSGDUpdate");
+  }
+  Workspace ws;
+  auto source = std::make_shared<SyntheticSource>(1, 8, 5, /*seed=*/7);
+  ws.SetObject("reader", std::make_shared<BatchReader>(source, kBatch / 2, 2));
+  ws.RunNetOnce(model.param_init_net());
+  ws.CreateNet(model.net())->Run();
+  EXPECT_GT(ws.Blob("cpu_1/loss").data<float>()[0], 0.0f);
 }
 
 TEST(DataParallel, SmallBucketsAndMemongerGiveTheSameResult) {

@@ -71,7 +71,6 @@ ParallelOptions SplitOptions(const Split& split) {
 std::map<std::string, std::vector<float>> Train(const Split& split, int steps, NetDef* net = nullptr) {
   ModelHelper model("split");
   DataParallelModel dp = Parallelize(model, SplitOptions(split));
-  SeedFillsByName(&model.param_init_net());
   if (net) *net = model.net();
   Workspace ws;
   auto source = std::make_shared<SyntheticSource>(1, 8, 5, /*seed=*/7);
@@ -180,7 +179,6 @@ TEST(ModelParallel, AResidualConnectionAcrossStagesSumsItsGradientWhereItIsRead)
     auto grads = model.AddGradientOperators({loss});
     InsertCopies(&model.net(), model.param_init_net());
     CheckPlacement(model.net(), model.param_init_net());
-    SeedFillsByName(&model.param_init_net());
     Workspace ws;
     ws.RunNetOnce(model.param_init_net());
     Feed(&ws, "data", RandomTensor({4, 1, 8, 8}, 3));

@@ -201,11 +201,4 @@ double RelativeDifference(const std::vector<float>& a, const std::vector<float>&
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-12);
 }
 
-void SeedFillsByName(NetDef* init) {
-  for (auto& op : *init->mutable_op()) {
-    std::string name = op.output(0).substr(op.output(0).find('/') + 1);
-    op.mutable_device_option()->set_random_seed(static_cast<uint32_t>(std::hash<std::string>()(name)));
-  }
-}
-
 }  // namespace lockstep::testing

@@ -47,9 +47,6 @@ std::string SourceDir();
 bool HaveFashionMnist();
 // ||a - b|| / ||b|| (Euclidean norms).
 double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b);
-// Seeds every fill from its output's name without the name scope, so that every replica (and every device
-// count) draws the same initial values.
-void SeedFillsByName(NetDef* init);
 
 struct GradientCheckOptions {
   std::vector<int> inputs_to_check;    // default: every float input

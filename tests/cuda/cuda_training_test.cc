@@ -54,7 +54,6 @@ std::pair<std::map<std::string, std::vector<float>>, float> Train(const Job& run
   };
   ModelHelper model("train");
   DataParallelModel dp = Parallelize(model, o);
-  SeedFillsByName(&model.param_init_net());
   Workspace ws;
   auto source = std::make_shared<SyntheticSource>(1, 8, 5, /*seed=*/3);
   ws.SetObject("reader", std::make_shared<BatchReader>(source, kBatch / run.devices, run.devices));

@@ -7,6 +7,16 @@
 #include "lockstep/core/gradient.h"
 
 namespace lockstep {
+namespace {
+
+// FNV-1a of the name, mixed with the model's seed.
+uint32_t FillSeed(uint64_t seed, const std::string& name) {
+  uint64_t hash = 14695981039346656037ull ^ seed;
+  for (unsigned char c : name) hash = (hash ^ c) * 1099511628211ull;
+  return static_cast<uint32_t>(hash ^ (hash >> 32));
+}
+
+}  // namespace
 
 ModelHelper::ModelHelper(const std::string& name, bool init_params) : init_params_(init_params) {
   net_.set_name(name);
@@ -49,6 +59,7 @@ std::string ModelHelper::CreateParam(const std::string& name, const Shape& shape
     OperatorDef* op = param_init_net_.add_op();
     *op = MakeOperatorDef(fill.type, {}, {scoped}, args);
     SetDevice(op, device_);
+    op->mutable_device_option()->set_random_seed(FillSeed(seed_, name));
   }
   return scoped;
 }

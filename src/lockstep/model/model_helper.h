@@ -2,6 +2,7 @@
 // that computes, a registry of parameters with tags, and name/device scopes applied to every blob and op.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,9 +34,18 @@ struct ParamInfo {
   Device device;  // where it lives: the device scope it was created under (or moved to by placement)
 };
 
+// The seed of initial values unless one is set (the trainer's --seed default).
+constexpr uint64_t kDefaultSeed = 1;
+
 class ModelHelper {
  public:
   explicit ModelHelper(const std::string& name, bool init_params = true);
+
+  // Each parameter's fill draws from a seed derived from this seed and the parameter's unscoped name, so
+  // every replica starts from the same values and adding other ops to param_init_net changes none of them.
+  // Set it before the parameters are created.
+  void set_seed(uint64_t seed) { seed_ = seed; }
+  uint64_t seed() const { return seed_; }
 
   NetDef& param_init_net() { return param_init_net_; }
   NetDef& net() { return net_; }
@@ -104,6 +114,7 @@ class ModelHelper {
   NetDef param_init_net_;
   NetDef net_;
   bool init_params_;
+  uint64_t seed_ = kDefaultSeed;
   std::string name_scope_;
   Device device_;
   Replica replica_;

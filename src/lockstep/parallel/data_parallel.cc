@@ -31,8 +31,8 @@ void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
   if (*unique.begin() < 0) Fail(fmt::format("device ids must be >= 0, got {}", *unique.begin()));
   if (o.device_type != DeviceType::kCpu && FindDeviceBackend(o.device_type) == nullptr)
     Fail("this build has no CUDA devices; use device_type CPU (CPU devices are concurrent replicas)");
-  if (!o.input_builder || !o.forward_builder || !o.param_update_builder)
-    Fail("input_builder, forward_builder and param_update_builder are all required");
+  if (!o.input_builder || !o.forward_builder)
+    Fail("input_builder and forward_builder are required (param_update_builder only to train)");
   if (o.devices_per_replica < 1 || o.devices.size() % o.devices_per_replica != 0)
     Fail(fmt::format("{} devices do not divide into replicas of devices_per_replica = {} devices",
                      o.devices.size(), o.devices_per_replica));
@@ -251,6 +251,7 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
   const int replicas = static_cast<int>(o.devices.size()) / o.devices_per_replica;
   const Device first_device{o.device_type, o.devices[0]};
   const bool single = replicas == 1 && o.num_shards == 1;
+  const bool training = static_cast<bool>(o.param_update_builder);  // else a forward pass only
   DataParallelModel dp;
   // The workspace objects that the collectives read: the job's communicator (gradients, broadcast) and the
   // devices' (combined BN statistics, over this machine only), one and the same without the shards'.
@@ -277,7 +278,7 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     o.input_builder(model);
     const int forward_begin = model.net().op_size();
     auto losses = o.forward_builder(model, loss_scale);
-    if (losses.empty())
+    if (training && losses.empty())
       Fail(fmt::format("forward_builder returned no loss for the replica on device {}; return the loss blobs "
                        "to train",
                        o.devices[r * o.devices_per_replica]));
@@ -296,8 +297,10 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     dp.losses.insert(dp.losses.end(), losses.begin(), losses.end());
   });
   if (o.combine_spatial_bn && replicas > 1) CombineAcrossReplicas(&model.net(), replicas);
-  model.AddGradientOperators(dp.losses);
-  for_each_replica([&](int) { o.param_update_builder(model); });
+  if (training) {
+    model.AddGradientOperators(dp.losses);
+    for_each_replica([&](int) { o.param_update_builder(model); });
+  }
   InsertCopies(&model.net(), model.param_init_net());
 
   auto unscoped_params = [&](int d) {
@@ -315,9 +318,9 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
 
   Interleave(&model.net(), ReplicaOfEachOp(model.net(), o, dp.scopes), replicas, device_world, first_device);
   dp.buckets = PlanBuckets(model, dp.scopes[0], o.bucket_bytes);
-  if (!single) AddBucketAllreduces(&model.net(), model, dp.buckets, dp.scopes, job_world, first_device);
+  if (training && !single) AddBucketAllreduces(&model.net(), model, dp.buckets, dp.scopes, job_world, first_device);
 
-  if (o.optimize_gradient_memory) {
+  if (training && o.optimize_gradient_memory) {
     std::set<std::string> keep(dp.losses.begin(), dp.losses.end());
     for (const auto& [param, grad] : model.param_to_grad()) keep.insert(grad);
     for (const auto& scope : dp.scopes)

@@ -23,7 +23,8 @@ struct ParallelOptions {
   // Adds the forward pass and returns its losses, already multiplied by loss_scale = 1 / (devices * shards),
   // so that the summed gradients are those of the global batch's average loss.
   std::function<std::vector<std::string>(ModelHelper& model, float loss_scale)> forward_builder;
-  // Adds the parameter update (e.g. AddMomentumSgd); it reads model.param_to_grad().
+  // Adds the parameter update (e.g. AddMomentumSgd); it reads model.param_to_grad(). Without one, Parallelize
+  // builds the forward pass only: no gradients, no update.
   std::function<void(ModelHelper& model)> param_update_builder;
 
   std::vector<int> devices;                   // device ids, e.g. {0, 1}

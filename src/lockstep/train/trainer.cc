@@ -72,6 +72,7 @@ void SetGpuOptions(const TrainerConfig& c, NetDef* net) {
 }
 
 void BuildModels(const TrainerConfig& config, const std::string& shard_communicator, Models* m) {
+  m->train.set_seed(config.seed);
   ModelConfig model_config{config.num_channels, config.image_size, config.num_labels, false};
   std::vector<std::string> losses, accuracies, lrs;
   ParallelOptions options;
@@ -182,12 +183,6 @@ bool IsDatabase(const std::string& name) { return name != "null" && name != "fas
 int64_t Skipped(const BatchSource* source) {
   auto* db = dynamic_cast<const DbSource*>(source);
   return db ? db->skipped() : 0;
-}
-
-// Fill ops get distinct, reproducible seeds derived from the run's seed.
-void SeedInitNet(NetDef* init, uint64_t seed) {
-  for (int i = 0; i < init->op_size(); ++i)
-    init->mutable_op(i)->mutable_device_option()->set_random_seed(static_cast<uint32_t>(seed * 1000003u + i));
 }
 
 float ScalarOf(const Workspace& ws, const std::string& name) {
@@ -305,7 +300,6 @@ void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicat
       std::make_shared<BatchReader>(sources.train, config.batch_size / Replicas(config), replicas,
                                     IsDatabase(config.train_data) ? config.prefetch : 0);
   ws.SetObject(kTrainReader, session->reader);
-  SeedInitNet(&models.train.param_init_net(), config.seed);
   ws.RunNetOnce(models.train.param_init_net());
   session->state.model = config.model;
   session->state.seed = config.seed;

@@ -9,6 +9,7 @@
 
 #include "lockstep/core/schema.h"
 #include "lockstep/core/tensor.h"
+#include "lockstep/model/model_helper.h"
 
 namespace lockstep {
 
@@ -55,7 +56,7 @@ struct TrainerConfig {
   bool float16_compute = false, enable_tensor_core = false;
   float loss_scale = 0;
   int cudnn_workspace_limit_mb = static_cast<int>(GpuOptions::kDefaultCudnnWorkspaceBytes >> 20);
-  uint64_t seed = 1;
+  uint64_t seed = kDefaultSeed;
   int threads = 0;  // oneDNN threads; 0 = all cores
   // Checkpoints go to file_store_path (shard 0 writes them), which is also the file store of a multi-shard
   // run.

@@ -1,0 +1,7 @@
+"""lockstep: synchronous data-parallel training in native C++, driven from Python.
+
+The modules follow Caffe2's: ``model_helper.ModelHelper`` holds a model's nets, ``brew`` adds layers,
+``data_parallel_model.Parallelize`` replicates a model over devices and machines, ``optimizer`` adds the
+update and ``workspace`` feeds, runs and fetches. Python only builds graphs; every step runs in the C++ core.
+Importing the package loads nothing compiled; the modules that need the core load it.
+"""

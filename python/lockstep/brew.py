@@ -1,0 +1,148 @@
+"""Layers with Caffe2's ``brew`` names and arguments. Each adds its parameters to ``param_init_net`` and its
+operators to ``net`` (through the C++ layers) and returns its output blob.
+
+Initializers are ``(fill_type, {args})`` pairs, e.g. ``("GaussianFill", {"std": 0.01})``; conv and fc default
+to XavierFill weights and zero biases. ``model.arg_scope`` supplies default keyword arguments.
+"""
+from lockstep import core
+from lockstep._core import C, InvalidInput
+
+_XAVIER = ("XavierFill", {})
+_ZERO = ("ConstantFill", {"value": 0.0})
+# Caffe2 arguments that choose what lockstep always does: NCHW order, cuDNN on CUDA devices.
+_ACCEPTED = {"order": "NCHW", "use_cudnn": None, "cudnn_exhaustive_search": None, "ws_nbytes_limit": None}
+
+
+def _options(layer, model, kwargs, known):
+    """The layer's keyword arguments over model.arg_scope's; unknown ones are an error."""
+    merged = {k: v for k, v in model.arg_scope.items() if k in known or k in _ACCEPTED}
+    merged.update(kwargs)
+    for name, value in merged.items():
+        if name in _ACCEPTED:
+            if _ACCEPTED[name] is not None and value != _ACCEPTED[name]:
+                raise InvalidInput(f"brew.{layer}: {name}={value!r} is not supported; lockstep uses "
+                                   f"{name}={_ACCEPTED[name]!r}")
+        elif name not in known:
+            raise InvalidInput(f"brew.{layer}: unknown argument '{name}'; known: {', '.join(sorted(known))}")
+    return {k: v for k, v in merged.items() if k in known}
+
+
+def _fill(init, default, layer):
+    if init is None:
+        return default
+    try:
+        fill, args = init
+        return str(fill), dict(args or {})
+    except (TypeError, ValueError):
+        raise InvalidInput(f"brew.{layer}: an initializer is (fill_type, {{args}}), got {init!r}") from None
+
+
+def _in(model, blob):
+    return model._scope_name(blob)
+
+
+def _out(name):
+    return core.BlobReference(name)
+
+
+def conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=None, bias_init=None, **kwargs):
+    o = _options("conv", model, kwargs, {"stride", "pad", "dilation", "group", "no_bias"})
+    w, b = _fill(weight_init, _XAVIER, "conv"), _fill(bias_init, _ZERO, "conv")
+    with model.scopes():
+        return _out(C.conv(model._cpp, _in(model, blob_in), blob_out, dim_in, dim_out, kernel, o.get("stride", 1),
+                           o.get("pad", 0), o.get("dilation", 1), o.get("group", 1), not o.get("no_bias", False),
+                           w[0], w[1], b[0], b[1]))
+
+
+def fc(model, blob_in, blob_out, dim_in, dim_out, weight_init=None, bias_init=None, **kwargs):
+    _options("fc", model, kwargs, set())
+    w, b = _fill(weight_init, _XAVIER, "fc"), _fill(bias_init, _ZERO, "fc")
+    with model.scopes():
+        return _out(C.fc(model._cpp, _in(model, blob_in), blob_out, dim_in, dim_out, w[0], w[1], b[0], b[1]))
+
+
+def relu(model, blob_in, blob_out, **kwargs):
+    _options("relu", model, kwargs, set())
+    with model.scopes():
+        return _out(C.relu(model._cpp, _in(model, blob_in), blob_out))
+
+
+def _pool(layer, op, model, blob_in, blob_out, kwargs):
+    o = _options(layer, model, kwargs, {"kernel", "stride", "pad", "global_pooling"})
+    with model.scopes():
+        if o.get("global_pooling"):
+            if layer != "average_pool":
+                raise InvalidInput(f"brew.{layer}: global_pooling is supported by average_pool only")
+            return _out(C.global_average_pool(model._cpp, _in(model, blob_in), blob_out))
+        if "kernel" not in o:
+            raise InvalidInput(f"brew.{layer}: 'kernel' is required (or global_pooling=True)")
+        return _out(op(model._cpp, _in(model, blob_in), blob_out, o["kernel"], o.get("stride", 1), o.get("pad", 0)))
+
+
+def max_pool(model, blob_in, blob_out, **kwargs):
+    return _pool("max_pool", C.max_pool, model, blob_in, blob_out, kwargs)
+
+
+def average_pool(model, blob_in, blob_out, **kwargs):
+    return _pool("average_pool", C.average_pool, model, blob_in, blob_out, kwargs)
+
+
+def spatial_bn(model, blob_in, blob_out, dim_in, epsilon=1e-5, momentum=0.9, is_test=False, **kwargs):
+    _options("spatial_bn", model, kwargs, set())
+    with model.scopes():
+        return _out(C.spatial_bn(model._cpp, _in(model, blob_in), blob_out, dim_in, bool(is_test), float(epsilon),
+                                 float(momentum), False))
+
+
+def dropout(model, blob_in, blob_out, ratio=0.5, is_test=False, **kwargs):
+    _options("dropout", model, kwargs, set())
+    with model.scopes():
+        return _out(C.dropout(model._cpp, _in(model, blob_in), blob_out, float(ratio), bool(is_test)))
+
+
+def sum(model, blobs_in, blob_out, **kwargs):  # noqa: A001 (Caffe2's name)
+    _options("sum", model, kwargs, set())
+    with model.scopes():
+        inputs = [_in(model, blob) for blob in blobs_in]
+        if len(inputs) == 2:
+            return _out(C.add(model._cpp, inputs[0], inputs[1], blob_out))
+    return model.net.Sum([core.BlobReference(blob) for blob in inputs], blob_out)
+
+
+def softmax_with_loss(model, blobs_in, blobs_out, **kwargs):
+    """Returns (softmax, loss): the mean cross-entropy of ``blobs_in = [logits, label]``."""
+    _options("softmax_with_loss", model, kwargs, set())
+    logits, label = blobs_in
+    softmax, loss = blobs_out
+    with model.scopes():
+        out = C.softmax_with_loss(model._cpp, _in(model, logits), _in(model, label), softmax, loss)
+    return _out(out[0]), _out(out[1])
+
+
+def accuracy(model, blobs_in, blob_out, top_k=1, **kwargs):
+    _options("accuracy", model, kwargs, set())
+    predictions, label = blobs_in
+    with model.scopes():
+        return _out(C.accuracy(model._cpp, _in(model, predictions), _in(model, label), blob_out, int(top_k)))
+
+
+def scale(model, blob_in, blob_out, scale=1.0, **kwargs):
+    _options("scale", model, kwargs, set())
+    with model.scopes():
+        return _out(C.scale(model._cpp, _in(model, blob_in), blob_out, float(scale)))
+
+
+def flatten(model, blob_in, blob_out, **kwargs):
+    _options("flatten", model, kwargs, set())
+    with model.scopes():
+        return _out(C.flatten(model._cpp, _in(model, blob_in), blob_out))
+
+
+def image_input(model, reader, blobs_out, **kwargs):
+    """Reads this replica's slice of the next batch from ``reader`` (a CreateDB output) into
+    ``blobs_out = [data, label]``; what the reader reads and how is set where it is created."""
+    _options("image_input", model, kwargs, set())
+    data, label = blobs_out
+    with model.scopes():
+        out = C.read_batch(model._cpp, str(reader), data, label)
+    return _out(out[0]), _out(out[1])

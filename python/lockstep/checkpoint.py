@@ -1,0 +1,38 @@
+"""Checkpoints in the trainer's format: the first replica's state (parameters, batch-norm statistics,
+optimizer state) without its name scope, and the trainer's position, in one safetensors file written
+atomically. ``lockstep train --load_model_path`` reads what ``save`` writes, and ``load`` reads the
+trainer's files."""
+from lockstep import workspace
+from lockstep._core import C
+from lockstep.data_parallel_model import _parallel
+
+
+def path(directory, name, epoch):
+    """{directory}/{name}_{epoch}.safetensors, the trainer's file name."""
+    return C.checkpoint_path(directory, name, epoch)
+
+
+def save(file_path, model, model_name=None, epochs_done=0, reader_position=0, seed=None, images_trained=0,
+         training_milliseconds=0):
+    """Saves the first replica's state. ``model_name`` (default: the model's name) and ``seed`` (default: the
+    model's) are what a resuming run must match; ``reader_position`` is where the training stream resumes."""
+    parallel = _parallel(model)
+    scope = parallel.scopes[0]
+    iteration = 0
+    if workspace.HasBlob(scope + "iter"):
+        iteration = int(workspace.FetchBlob(scope + "iter").reshape(-1)[0])
+    state = dict(model=model_name or model.name, epochs_done=int(epochs_done), iteration=iteration,
+                 reader_position=int(reader_position), seed=int(model._cpp.seed if seed is None else seed),
+                 images_trained=int(images_trained), training_milliseconds=int(training_milliseconds))
+    C.save_checkpoint(str(file_path), workspace.CurrentWorkspace(), scope, list(parallel.state_blobs), state)
+    return state
+
+
+def load(file_path, model):
+    """Loads a checkpoint into the first replica and copies it to every device and shard; returns the
+    trainer state it was saved with (model, epochs_done, iteration, reader_position, seed, ...)."""
+    parallel = _parallel(model)
+    state = C.load_checkpoint(str(file_path), workspace.CurrentWorkspace(), parallel.scopes[0],
+                              list(parallel.state_blobs))
+    workspace.RunNetOnce(parallel.broadcast_net_bytes())
+    return state

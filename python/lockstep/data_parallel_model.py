@@ -1,0 +1,146 @@
+"""Synchronous data parallelism, as Caffe2's ``data_parallel_model``.
+
+Write three builder functions that describe one replica and let ``Parallelize`` call them once per device
+under that device's scopes ("cpu_0/", "gpu_1/", ...): it adds the backward pass, allreduces the gradients in
+buckets that start as soon as their last gradient is computed, and adds each replica's update, so every
+replica holds the same parameters after every step. With ``rendezvous``, the job spans several processes
+(machines) through Gloo. The rewrite itself is lockstep's C++ Parallelize.
+"""
+import sys
+
+from lockstep import core, workspace
+from lockstep._core import C, InvalidInput
+
+_SHARDS_OBJECT = "shards"  # the workspace object of the shards' communicator
+
+
+def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, param_update_builder_fun=None,
+                optimizer_builder_fun=None, devices=None, rendezvous=None, net_type="dag",
+                broadcast_computed_params=True, optimize_gradient_memory=False, blobs_to_keep=None,
+                use_nccl=False, max_concurrent_distributed_ops=16, cpu_device=False, num_threads_per_device=0,
+                shared_model=False, combine_spatial_bn=False, bucket_bytes=8 << 20, share_activations=False,
+                micro_batches=1, devices_per_replica=1, max_threads=0):
+    """Builds ``model_helper_obj.net`` as the data-parallel training net (it must be empty).
+
+    input_builder_fun(model): adds the ops that read this replica's input (brew.image_input).
+    forward_pass_builder_fun(model, loss_scale): adds the forward pass; returns its losses multiplied by
+        loss_scale (1 / replicas in the job), so the summed gradients are those of the global batch.
+    param_update_builder_fun(model): adds the update (optimizer.build_sgd); None for forward only.
+    devices: device ids, e.g. [0, 1]; cpu_device=True places them on CPU devices.
+    rendezvous: for several processes, dict(num_shards=, shard_id=, and redis_host=/redis_port= or
+        file_store_path=, run_id=, engine="GLOO", transport="tcp", interface=, algorithm=, timeout= seconds);
+        num_shards and shard_id default to what mpirun or srun give.
+
+    lockstep always runs the "dag" executor, broadcasts computed parameters and uses NCCL between distinct
+    GPUs, so net_type, broadcast_computed_params, use_nccl and max_concurrent_distributed_ops are accepted as
+    Caffe2 programs pass them.
+    """
+    model = model_helper_obj
+    if net_type not in ("dag", "async_scheduling", "simple", None):
+        raise InvalidInput(f"Parallelize: unknown net_type {net_type!r}")
+    if shared_model:
+        raise InvalidInput("Parallelize: shared_model is not supported; each device keeps its own parameters")
+    if param_update_builder_fun is not None and optimizer_builder_fun is not None:
+        raise InvalidInput("Parallelize: pass param_update_builder_fun or optimizer_builder_fun, not both")
+    update = param_update_builder_fun or optimizer_builder_fun
+    if not devices:
+        raise InvalidInput("Parallelize: devices is empty; pass device ids such as devices=[0, 1]")
+    device_type = core.CPU if cpu_device else core.CUDA
+    if device_type == core.CUDA and C.cuda_device_count() == 0:
+        print(f"lockstep: no CUDA GPU here; running on CPU devices {', '.join(map(str, devices))}",
+              file=sys.stderr)
+        device_type = core.CPU
+    options = dict(optimize_gradient_memory=bool(optimize_gradient_memory),
+                   keep_blobs=[str(b) for b in (blobs_to_keep or [])], combine_spatial_bn=bool(combine_spatial_bn),
+                   threads_per_device=int(num_threads_per_device), max_threads=int(max_threads),
+                   bucket_bytes=int(bucket_bytes), share_activations=bool(share_activations),
+                   micro_batches=int(micro_batches), devices_per_replica=int(devices_per_replica))
+    shards = None
+    if rendezvous is not None:
+        meet, network = _rendezvous_options(rendezvous)
+        options.update(num_shards=meet.num_shards, shard_id=meet.shard_id)
+        if meet.num_shards > 1:
+            options["shard_communicator"] = _SHARDS_OBJECT
+            shards = C.connect_shards(workspace.CurrentWorkspace(), _SHARDS_OBJECT, meet, network)
+    def forward(replica, loss_scale):
+        losses = forward_pass_builder_fun(replica, loss_scale)
+        if losses is None:
+            return []
+        return [replica._scope_name(loss) for loss in ([losses] if isinstance(losses, str) else losses)]
+
+    model.parallel = C.parallelize(model._cpp, model, input_builder_fun, forward, update, list(devices),
+                                   device_type, options)
+    model.shards = shards
+    model.device_type = device_type
+    if shards is not None:
+        shards.agree_on_model(model._cpp, model.parallel, [])
+    return model.parallel
+
+
+def Parallelize_GPU(model_helper_obj, **kwargs):
+    """Parallelize on CUDA devices (on CPU devices where this machine has no GPU)."""
+    return Parallelize(model_helper_obj, cpu_device=False, **kwargs)
+
+
+def Parallelize_CPU(model_helper_obj, **kwargs):
+    """Parallelize on CPU devices: each runs its replica on its own threads."""
+    return Parallelize(model_helper_obj, cpu_device=True, **kwargs)
+
+
+def _rendezvous_options(rendezvous):
+    rendezvous = dict(rendezvous)
+    launched = C.launcher_shards() or {}
+    meet, network = C.RendezvousOptions(), C.GlooOptions()
+    meet.num_shards = int(rendezvous.pop("num_shards", launched.get("num_shards", 1)))
+    meet.shard_id = int(rendezvous.pop("shard_id", launched.get("shard_id", 0)))
+    meet.run_id = str(rendezvous.pop("run_id", launched.get("job_id", "")))
+    engine = str(rendezvous.pop("engine", "GLOO")).upper()
+    if engine != "GLOO":
+        raise InvalidInput(f"rendezvous engine {engine!r} is not supported; lockstep's shards use GLOO")
+    meet.redis_host = str(rendezvous.pop("redis_host", ""))
+    meet.redis_port = int(rendezvous.pop("redis_port", 6379))
+    meet.file_store_path = str(rendezvous.pop("file_store_path", ""))
+    if meet.num_shards > 1 and not meet.redis_host and not meet.file_store_path:
+        raise InvalidInput("rendezvous needs redis_host (and redis_port) or file_store_path to meet the "
+                           "other shards")
+    if meet.num_shards > 1 and not meet.run_id:
+        raise InvalidInput("rendezvous needs a run_id that all shards share (mpirun and srun give one)")
+    network.transport = str(rendezvous.pop("transport", "tcp"))
+    interface = rendezvous.pop("interface", rendezvous.pop("interfaces", []))
+    network.interfaces = [interface] if isinstance(interface, str) and interface else list(interface or [])
+    network.algorithm = str(rendezvous.pop("algorithm", "auto"))
+    if "timeout" in rendezvous:
+        import datetime
+        network.timeout = datetime.timedelta(seconds=float(rendezvous.pop("timeout")))
+    rendezvous.pop("exit_nets", None)  # Caffe2's exit nets: lockstep's shards end together on their own
+    if rendezvous:
+        raise InvalidInput(f"unknown rendezvous keys: {', '.join(sorted(rendezvous))}")
+    return meet, network
+
+
+def _parallel(model):
+    if getattr(model, "parallel", None) is None:
+        raise InvalidInput("the model has not been parallelized; call data_parallel_model.Parallelize first")
+    return model.parallel
+
+
+def GetCheckpointParams(model):
+    """The blobs a checkpoint holds: the first replica's parameters, statistics and optimizer state."""
+    parallel = _parallel(model)
+    return [core.BlobReference(parallel.scopes[0] + name) for name in parallel.state_blobs]
+
+
+def FinalizeAfterCheckpoint(model, blobs=None):
+    """After loading the first replica's state (from a checkpoint), copies it to every device and shard."""
+    workspace.RunNetOnce(_parallel(model).broadcast_net_bytes())
+
+
+def GetDeviceType(model):
+    """core.CPU or core.CUDA: where Parallelize placed the replicas."""
+    _parallel(model)
+    return model.device_type
+
+
+def GetDeviceScopes(model):
+    """Each replica's name scope: "cpu_0/", "cpu_1/", ..."""
+    return list(_parallel(model).scopes)

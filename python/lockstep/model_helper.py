@@ -1,0 +1,156 @@
+"""ModelHelper: a model under construction, as Caffe2's ``model_helper.ModelHelper``.
+
+It holds ``param_init_net`` (creates the parameters) and ``net`` (computes), both lockstep NetDefs built by
+the C++ core; ``net.<Operator>(inputs, outputs, **args)`` adds any registered operator.
+"""
+import contextlib
+
+from lockstep import core
+from lockstep._core import C, InvalidInput
+
+
+def _known_types(device_type):
+    return C.operator_types(device_type)
+
+
+class Net:
+    """One of a model's nets. ``net.Relu("x", "y")`` adds a Relu; plain names are scoped, BlobReferences
+    are used as given. Returns the output as a BlobReference, or a tuple of them for several outputs."""
+
+    def __init__(self, model, init):
+        self._model = model
+        self._init = init
+        self._next_name = 0
+
+    def Proto(self):
+        """The NetDef as a protobuf message (lockstep_pb2.NetDef)."""
+        from lockstep import lockstep_pb2
+        cpp = self._model._cpp
+        return lockstep_pb2.NetDef.FromString(cpp.init_net_bytes() if self._init else cpp.net_bytes())
+
+    def Name(self):
+        return self.Proto().name
+
+    def __str__(self):
+        return self.Name()
+
+    def __getattr__(self, op_type):
+        if op_type.startswith("_"):
+            raise AttributeError(op_type)
+        return lambda inputs=(), outputs=None, **args: self.AddOperator(op_type, inputs, outputs, **args)
+
+    def AddOperator(self, op_type, inputs=(), outputs=None, **args):
+        model = self._model
+        with model.scopes():
+            device = model._cpp.device
+            known = _known_types(device.type)
+            if op_type not in known:
+                raise InvalidInput(f"unknown operator type '{op_type}' on {device}; known types: "
+                                   + ", ".join(known))
+            inputs = [model._scope_name(name) for name in _as_list(inputs)]
+            if outputs is None:
+                outputs = 1
+            if isinstance(outputs, int):
+                outputs = [self._auto_name(op_type) for _ in range(outputs)]
+            outputs = [model._scope_name(name) for name in _as_list(outputs)]
+            model._cpp.add_op(self._init, op_type, inputs, outputs, args)
+        refs = tuple(core.BlobReference(name) for name in outputs)
+        return refs[0] if len(refs) == 1 else refs
+
+    def _auto_name(self, op_type):
+        self._next_name += 1
+        return f"{self.Name()}_{op_type.lower()}_{self._next_name}"
+
+
+def _as_list(names):
+    if isinstance(names, str):
+        return [names]
+    return list(names)
+
+
+class ModelHelper:
+    """A model: its nets, its parameters and their gradients.
+
+    ``arg_scope`` gives default arguments of brew's layers (e.g. ``{"order": "NCHW"}``). The initial values
+    of the parameters derive from ``seed`` and each parameter's name (the command line's --seed).
+    """
+
+    def __init__(self, name="model", init_params=True, arg_scope=None, seed=None):
+        self._cpp = C.ModelHelper(name, init_params)
+        if seed is not None:
+            self._cpp.seed = seed
+        self.arg_scope = dict(arg_scope or {})
+        self.net = Net(self, init=False)
+        self.param_init_net = Net(self, init=True)
+        self.parallel = None  # the DataParallelModel, once data_parallel_model.Parallelize has built it
+
+    @property
+    def name(self):
+        return self._cpp.name
+
+    @property
+    def params(self):
+        """Every trainable parameter of every replica; GetParams(namescope) gives one replica's."""
+        return self.GetParams("")
+
+    def GetParams(self, namescope=None, top_scope=False):
+        """The trainable parameters under ``namescope`` (default: the current name scope), e.g. "gpu_0"."""
+        return self._params(namescope, ["weight", "bias"])
+
+    def GetComputedParams(self, namescope=None):
+        """Parameters that are state rather than trained (the running statistics of batch norm)."""
+        return self._params(namescope, ["computed"])
+
+    def GetAllParams(self, namescope=None):
+        return self._params(namescope, [])
+
+    def _params(self, namescope, tags):
+        if namescope is None:
+            namescope = core.CurrentNameScope()
+        if namescope and not namescope.endswith("/"):
+            namescope += "/"
+        return [core.BlobReference(name) for name in self._cpp.get_params(namescope, tags)]
+
+    def AddGradientOperators(self, losses):
+        """Appends the backward pass of ``losses``; returns {parameter: gradient blob}."""
+        with self.scopes():
+            grads = self._cpp.add_gradient_operators([self._scope_name(loss) for loss in _as_list(losses)])
+        return {core.BlobReference(p): core.BlobReference(g) for p, g in grads.items()}
+
+    @property
+    def param_to_grad(self):
+        return {core.BlobReference(p): core.BlobReference(g) for p, g in self._cpp.param_to_grad.items()}
+
+    @property
+    def replica(self):
+        """Which data-parallel replica is being built: {"index", "count", "devices"} (Parallelize sets it)."""
+        return self._cpp.replica
+
+    def create_param(self, param_name, shape, initializer, tags="weight"):
+        """A parameter under the current scopes, filled by ``initializer = (fill_type, {args})``."""
+        fill, args = initializer
+        with self.scopes():
+            return core.BlobReference(self._cpp.create_param(param_name, list(shape), fill, dict(args), tags))
+
+    @contextlib.contextmanager
+    def scopes(self):
+        """Applies core.NameScope and core.DeviceScope to the C++ model for the ops added inside."""
+        with contextlib.ExitStack() as stack:
+            names = core.CurrentNameScope()
+            if names:
+                stack.enter_context(C.NameScope(self._cpp, names))
+            device = core.CurrentDeviceScope()
+            if device is not None:
+                stack.enter_context(C.DeviceScope(self._cpp, C.Device(device.device_type, device.device_id)))
+            yield
+
+    def _scope_name(self, name):
+        if isinstance(name, core.BlobReference):
+            return str(name)
+        return self._cpp.scoped(str(name))
+
+    def __getattr__(self, op_type):
+        # model.Scale(...), model.SoftmaxWithLoss(...): operators added to the net, as in Caffe2.
+        if op_type.startswith("_") or op_type not in _known_types(core.CPU):
+            raise AttributeError(f"ModelHelper has no attribute or operator '{op_type}'")
+        return getattr(self.net, op_type)

@@ -1,0 +1,95 @@
+"""The default workspace, as Caffe2's ``workspace``: blobs fed and fetched as numpy arrays, nets created
+once and run many times. Runs happen in the C++ core with Python's lock released."""
+import numpy as np
+
+from lockstep._core import C, InvalidInput
+
+_workspace = C.Workspace()
+
+
+def _current():
+    return _workspace
+
+
+def _net_bytes(net):
+    """A NetDef's bytes from a model_helper.Net, a lockstep_pb2.NetDef or serialized bytes."""
+    if hasattr(net, "_model") and hasattr(net, "Proto"):
+        cpp = net._model._cpp
+        return cpp.init_net_bytes() if net._init else cpp.net_bytes()
+    if hasattr(net, "SerializeToString"):
+        return net.SerializeToString()
+    if isinstance(net, bytes):
+        return net
+    raise InvalidInput(f"expected a net (model.net, a NetDef), got {type(net).__name__}")
+
+
+def _net_name(net):
+    if isinstance(net, str):
+        return net
+    if hasattr(net, "Name"):
+        return net.Name()
+    if hasattr(net, "name"):
+        return net.name
+    raise InvalidInput(f"expected a net or its name, got {type(net).__name__}")
+
+
+def FeedBlob(name, arr, device_option=None):
+    """Copies ``arr`` into blob ``name`` (on ``device_option``'s device; host memory by default)."""
+    device = None
+    if device_option is not None:
+        device = C.Device(device_option.device_type, device_option.device_id)
+    _current().feed(str(name), np.asarray(arr), device)
+    return True
+
+
+def FetchBlob(name, copy=True):
+    """The blob's value as a numpy array. With ``copy=False`` a read-only view of a host blob's own buffer
+    (no copy): later runs of the net overwrite what it shows."""
+    return _current().fetch(str(name), copy)
+
+
+def FetchBlobs(names):
+    return [FetchBlob(name) for name in names]
+
+
+def HasBlob(name):
+    return _current().has_blob(str(name))
+
+
+def Blobs():
+    return _current().blobs()
+
+
+def RunNetOnce(net):
+    """Instantiates and runs ``net`` once (an init net)."""
+    _current().run_net_once(_net_bytes(net))
+    return True
+
+
+def CreateNet(net, overwrite=False):
+    """Instantiates ``net``'s operators once; RunNet then only runs them. Returns the net's name."""
+    return _current().create_net(_net_bytes(net), overwrite)
+
+
+def RunNet(name, num_iter=1):
+    """Runs a created net ``num_iter`` times (the loop runs in C++)."""
+    if num_iter < 1:
+        raise InvalidInput(f"RunNet: num_iter must be at least 1, got {num_iter}")
+    _current().run_net(_net_name(name), int(num_iter))
+    return True
+
+
+def ResetWorkspace():
+    """Drops every blob, object and net of the default workspace."""
+    global _workspace
+    _workspace = C.Workspace()
+    return True
+
+
+def CurrentWorkspace():
+    """The C++ workspace (for lockstep's own modules: checkpoints, shards)."""
+    return _current()
+
+
+__all__ = ["FeedBlob", "FetchBlob", "FetchBlobs", "HasBlob", "Blobs", "RunNetOnce", "CreateNet", "RunNet",
+           "ResetWorkspace", "CurrentWorkspace"]

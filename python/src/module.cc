@@ -1,0 +1,20 @@
+// The _lockstep extension: lockstep's C++ core for the Python package. A lockstep::Error becomes Error (a
+// RuntimeError) with the C++ one-line message; an InvalidInput is also a ValueError, an IoError an OSError.
+#include "bindings.h"
+#include "lockstep/core/enforce.h"
+#include "lockstep/core/version.h"
+
+namespace lockstep::python {
+
+PYBIND11_MODULE(_lockstep, m) {
+  m.doc() = "lockstep's C++ core; use the modules of the lockstep package";
+  auto error = py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
+  py::register_exception<IoError>(m, "IoError", py::make_tuple(error, py::handle(PyExc_OSError)));
+  py::register_exception<InvalidInput>(m, "InvalidInput", py::make_tuple(error, py::handle(PyExc_ValueError)));
+  m.def("version_line", &VersionLine, "The version line lockstep's programs print first");
+  BindGraph(m);
+  BindWorkspace(m);
+  BindTraining(m);
+}
+
+}  // namespace lockstep::python

@@ -1,0 +1,172 @@
+// What a training program needs beyond graphs: the trainer's option table (the same flags as the command
+// line), the shards of a multi-machine job, checkpoints in the trainer's safetensors format and its CSV log.
+#include <pybind11/chrono.h>
+
+#include "bindings.h"
+#include "lockstep/comm/gloo_communicator.h"
+#include "lockstep/comm/launcher.h"
+#include "lockstep/comm/rendezvous.h"
+#include "lockstep/core/enforce.h"
+#include "lockstep/core/workspace.h"
+#include "lockstep/parallel/fingerprint.h"
+#include "lockstep/train/checkpoint.h"
+#include "lockstep/train/csv_log.h"
+#include "lockstep/train/trainer_options.h"
+
+namespace lockstep::python {
+namespace {
+
+using namespace pybind11::literals;
+
+void BindOptions(py::module_& m) {
+  py::class_<TrainerConfig>(m, "TrainerConfig")
+      .def(py::init<>())
+      .def("set", [](TrainerConfig& c, const std::string& name, const std::string& value) { SetOption(&c, name, value); })
+      .def("get", [](const TrainerConfig& c, const std::string& name) { return OptionText(c, FindTrainerOption(name)); })
+      .def("resolve", [](TrainerConfig& c, const std::set<std::string>& given) { ResolveTrainerConfig(given, &c); })
+      .def("validate", &ValidateTrainerConfig)
+      .def_readwrite("arguments", &TrainerConfig::arguments)
+      .def_property_readonly("device_type", [](const TrainerConfig& c) { return static_cast<int>(c.device_type); });
+  m.def("trainer_options", [] {
+    TrainerConfig defaults;
+    py::list options;
+    for (const TrainerOption& o : TrainerOptions())
+      options.append(py::dict("name"_a = o.name, "help"_a = o.help, "default"_a = OptionText(defaults, o),
+                              "flag"_a = IsFlag(o), "list"_a = IsList(o), "integer"_a = IsInteger(o), "numeric"_a = IsNumeric(o),
+                              "range"_a = IsNumeric(o) ? RangeText(o) : std::string()));
+    return options;
+  });
+  m.def("launcher_shards", []() -> py::object {
+    auto shards = ShardsFromLauncher();
+    if (!shards) return py::none();
+    return py::dict("shard_id"_a = shards->shard_id, "num_shards"_a = shards->num_shards,
+                    "launcher"_a = shards->launcher, "job_id"_a = shards->job_id);
+  });
+}
+
+// A shard's connection to the others: the rendezvous it met them through and the Gloo communicator, which
+// the workspace holds as a Communicator object for the collectives' CreateCommonWorld.
+struct Shards {
+  std::shared_ptr<Rendezvous> rendezvous;
+  std::shared_ptr<GlooCommunicator> gloo;
+};
+
+std::shared_ptr<Shards> ConnectShards(Workspace& ws, const std::string& object, const RendezvousOptions& meet,
+                                      const GlooOptions& network) {
+  auto shards = std::make_shared<Shards>();
+  shards->gloo = std::make_shared<GlooCommunicator>(network, meet.num_shards);  // bad options fail first
+  py::gil_scoped_release release;
+  shards->rendezvous = std::make_shared<Rendezvous>(meet);
+  shards->gloo->Connect(shards->rendezvous);
+  ws.SetObject<Communicator>(object, shards->gloo);
+  return shards;
+}
+
+void BindShards(py::module_& m) {
+  py::class_<RendezvousOptions>(m, "RendezvousOptions")
+      .def(py::init<>())
+      .def_readwrite("num_shards", &RendezvousOptions::num_shards)
+      .def_readwrite("shard_id", &RendezvousOptions::shard_id)
+      .def_readwrite("run_id", &RendezvousOptions::run_id)
+      .def_readwrite("redis_host", &RendezvousOptions::redis_host)
+      .def_readwrite("redis_port", &RendezvousOptions::redis_port)
+      .def_readwrite("file_store_path", &RendezvousOptions::file_store_path)
+      .def_readwrite("timeout", &RendezvousOptions::timeout);
+  py::class_<GlooOptions>(m, "GlooOptions")
+      .def(py::init<>())
+      .def_readwrite("transport", &GlooOptions::transport)
+      .def_readwrite("interfaces", &GlooOptions::interfaces)
+      .def_readwrite("algorithm", &GlooOptions::algorithm)
+      .def_readwrite("timeout", &GlooOptions::timeout)
+      .def_readwrite("first_iter_timeout", &GlooOptions::first_iter_timeout);
+  py::class_<Shards, std::shared_ptr<Shards>>(m, "Shards")
+      .def_property_readonly("description", [](const Shards& s) { return s.rendezvous->description(); })
+      .def("end_first_iteration", [](Shards& s) { s.gloo->EndFirstIteration(); })
+      .def("report_failure", [](Shards& s, const std::string& what) { s.rendezvous->ReportFailure(-1, what); })
+      .def("agree_on_model",
+           [](Shards& s, const ModelHelper& model, const DataParallelModel& parallel,
+              const std::vector<std::pair<std::string, std::string>>& extra) {
+             Fingerprint fingerprint = ModelFingerprint(model, parallel);
+             fingerprint.insert(fingerprint.end(), extra.begin(), extra.end());
+             py::gil_scoped_release release;
+             AgreeOnModel(s.rendezvous.get(), fingerprint);
+           })
+      .def("close", [](Shards& s) {
+        py::gil_scoped_release release;
+        s.gloo->Close();
+      });
+  m.def("connect_shards", &ConnectShards, "workspace"_a, "object"_a, "rendezvous"_a, "network"_a);
+}
+
+TrainerState StateFromDict(const py::dict& d) {
+  TrainerState s;
+  for (const auto& [key, value] : d) {
+    const std::string name = key.cast<std::string>();
+    if (name == "model") s.model = value.cast<std::string>();
+    else if (name == "epochs_done") s.epochs_done = value.cast<int64_t>();
+    else if (name == "iteration") s.iteration = value.cast<int64_t>();
+    else if (name == "reader_position") s.reader_position = value.cast<int64_t>();
+    else if (name == "seed") s.seed = value.cast<uint64_t>();
+    else if (name == "images_trained") s.images_trained = value.cast<int64_t>();
+    else if (name == "training_milliseconds") s.training_milliseconds = value.cast<int64_t>();
+    else throw InvalidInput(fmt::format("unknown checkpoint state '{}'", name));
+  }
+  return s;
+}
+
+py::dict StateToDict(const TrainerState& s) {
+  return py::dict("model"_a = s.model, "epochs_done"_a = s.epochs_done, "iteration"_a = s.iteration,
+                  "reader_position"_a = s.reader_position, "seed"_a = s.seed, "images_trained"_a = s.images_trained,
+                  "training_milliseconds"_a = s.training_milliseconds);
+}
+
+void BindCheckpoints(py::module_& m) {
+  m.def("checkpoint_path", &CheckpointPath, "directory"_a, "name"_a, "epoch"_a);
+  m.def(
+      "save_checkpoint",
+      [](const std::string& path, const Workspace& ws, const std::string& scope,
+         const std::vector<std::string>& names, const py::dict& state) {
+        TrainerState s = StateFromDict(state);
+        py::gil_scoped_release release;
+        SaveCheckpoint(path, ws, scope, names, s);
+      },
+      "path"_a, "workspace"_a, "scope"_a, "names"_a, "state"_a);
+  m.def(
+      "load_checkpoint",
+      [](const std::string& path, Workspace& ws, const std::string& scope, const std::vector<std::string>& names) {
+        return StateToDict(LoadCheckpoint(path, &ws, scope, names));
+      },
+      "path"_a, "workspace"_a, "scope"_a, "names"_a);
+}
+
+void BindCsvLog(py::module_& m) {
+  py::class_<EpochRecord>(m, "EpochRecord")
+      .def(py::init<>())
+      .def_readwrite("time_spent", &EpochRecord::time_spent)
+      .def_readwrite("cumulative_time_spent", &EpochRecord::cumulative_time_spent)
+      .def_readwrite("input_count", &EpochRecord::input_count)
+      .def_readwrite("cumulative_input_count", &EpochRecord::cumulative_input_count)
+      .def_readwrite("cumulative_batch_count", &EpochRecord::cumulative_batch_count)
+      .def_readwrite("accuracy", &EpochRecord::accuracy)
+      .def_readwrite("epoch", &EpochRecord::epoch)
+      .def_readwrite("learning_rate", &EpochRecord::learning_rate)
+      .def_readwrite("loss", &EpochRecord::loss)
+      .def_readwrite("test_accuracy", &EpochRecord::test_accuracy);
+  py::class_<CsvLog>(m, "CsvLog")
+      .def(py::init<const std::string&, const std::string&, const std::string&>(), "directory"_a, "file_name"_a,
+           "arguments"_a)
+      .def_static("file_name", &CsvLog::FileName)
+      .def("append", &CsvLog::Append)
+      .def_property_readonly("path", &CsvLog::path);
+}
+
+}  // namespace
+
+void BindTraining(py::module_& m) {
+  BindOptions(m);
+  BindShards(m);
+  BindCheckpoints(m);
+  BindCsvLog(m);
+}
+
+}  // namespace lockstep::python
