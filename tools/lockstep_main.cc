@@ -1,10 +1,11 @@
-// The lockstep command line: `lockstep train ...`, `lockstep eval ...`, `lockstep make-db ...` and
-// `lockstep --version`.
+// The lockstep command line: `lockstep train ...`, `lockstep eval ...`, `lockstep make-db ...`,
+// `lockstep plot ...` and `lockstep --version`.
 #include <string>
 
 #include "eval_command.h"
 #include "lockstep/core/version.h"
 #include "make_db_command.h"
+#include "plot_command.h"
 #include "train_command.h"
 
 int main(int argc, char** argv) {
@@ -29,8 +30,15 @@ int main(int argc, char** argv) {
       "Write an image database (LMDB or LevelDB, Datum or TensorProtos) from a folder of images, "
       "idx files or CIFAR-10 batches");
   lockstep::AddMakeDbFlags(make_db, &make_db_flags);
+  lockstep::PlotFlags plot_flags;
+  CLI::App* plot = app.add_subcommand(
+      "plot",
+      "Draw training curves from CSV logs into a PNG: training loss, training accuracy, test accuracy and "
+      "images/s, one line per log (runs python3 -m lockstep.plot)");
+  lockstep::AddPlotFlags(plot, &plot_flags);
   if (auto code = lockstep::ParseCommandLine(&app, argc, argv)) return *code;
   if (make_db->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunMakeDb(make_db_flags); });
+  if (plot->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunPlot(plot_flags); });
   if (eval->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunEval(*eval, eval_flags); });
   std::string arguments;
   for (int i = 1; i < argc; ++i) arguments += (i > 1 ? " " : "") + std::string(argv[i]);

@@ -1,0 +1,68 @@
+// `lockstep plot`: the subcommand finds the Python package (LOCKSTEP_PYTHON_DIR), passes its arguments to
+// `python3 -m lockstep.plot` and lets its one-line errors and exit status through. The drawing itself is
+// tested in tests/python/test_plot.py.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "test_util.h"
+
+namespace lockstep::testing {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Sets LOCKSTEP_PYTHON_DIR for the CLI runs of one test.
+class PythonDir {
+ public:
+  explicit PythonDir(const fs::path& dir) { setenv("LOCKSTEP_PYTHON_DIR", dir.c_str(), 1); }
+  ~PythonDir() { unsetenv("LOCKSTEP_PYTHON_DIR"); }
+};
+
+// A package folder holding lockstep/plot.py of the source tree, without the compiled rest of the package.
+fs::path PlotOnlyPackage(const fs::path& dir) {
+  fs::create_directories(dir / "lockstep");
+  std::ofstream(dir / "lockstep" / "__init__.py");
+  fs::copy_file(fs::path(SourceDir()) / "python" / "lockstep" / "plot.py", dir / "lockstep" / "plot.py",
+                fs::copy_options::overwrite_existing);
+  return dir;
+}
+
+}  // namespace
+
+TEST(PlotCli, MissingLogGivesOneLineAndStatus1) {
+  const fs::path dir = FreshDir("plot_missing_log");
+  PythonDir python_dir(PlotOnlyPackage(dir / "python"));
+  const std::string log = (dir / "missing.log").string();
+  CliOutput run = RunCliWithFiles(dir, "plot " + log + " -o " + (dir / "curves.png").string());
+  EXPECT_EQ(run.code, 1);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err, "lockstep.plot: error: " + log + ": cannot read it: No such file or directory\n");
+  EXPECT_FALSE(fs::exists(dir / "curves.png"));
+}
+
+TEST(PlotCli, MissingPackageSaysWhereItLooked) {
+  const fs::path dir = FreshDir("plot_missing_package");
+  PythonDir python_dir(dir);
+  CliOutput run = RunCliWithFiles(dir, "plot run.log -o curves.png");
+  EXPECT_EQ(run.code, 1);
+  EXPECT_EQ(run.err, "lockstep: error: plot: the lockstep Python package is not in " + dir.string() +
+                         " (no " + (dir / "lockstep" / "plot.py").string() +
+                         "); build the package, or set LOCKSTEP_PYTHON_DIR to the folder that holds "
+                         "lockstep/plot.py\n");
+}
+
+TEST(PlotCli, OutputIsRequiredAndHelpDescribesIt) {
+  CliOutput run = RunCliWithFiles(::testing::TempDir(), "plot run.log");
+  EXPECT_NE(run.code, 0);
+  EXPECT_EQ(run.err, "lockstep: error: --output is required\n");
+  CliOutput help = RunCliWithFiles(::testing::TempDir(), "plot --help");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("training loss, training accuracy, test accuracy and images/s"), std::string::npos)
+      << help.out;
+  EXPECT_NE(help.out.find("-o,--output"), std::string::npos);
+  EXPECT_NE(help.out.find("--labels"), std::string::npos);
+}
+
+}  // namespace lockstep::testing

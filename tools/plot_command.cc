@@ -1,0 +1,69 @@
+// `lockstep plot`: runs `python3 -m lockstep.plot` on the built Python package. The package folder is the
+// build's (LOCKSTEP_PYTHON_DIR, defined by CMake) unless the environment's LOCKSTEP_PYTHON_DIR names another,
+// and the interpreter is /usr/bin/python3 (Debian's, with numpy and matplotlib) unless LOCKSTEP_PYTHON does.
+#include "plot_command.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "lockstep/core/enforce.h"
+
+namespace lockstep {
+
+namespace {
+
+std::string FromEnvironment(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : fallback;
+}
+
+}  // namespace
+
+void AddPlotFlags(CLI::App* app, PlotFlags* flags) {
+  app->add_option("logs", flags->logs,
+                  "Per-epoch logs of `lockstep train` (x axis: epochs) or --iter_log CSVs (x axis: "
+                  "iterations), not both")
+      ->required();
+  app->add_option("-o,--output", flags->output, "The PNG to write (replaced atomically when it exists)")
+      ->required();
+  app->add_option("--labels", flags->labels,
+                  "Comma-separated legend labels, one per log (default: the file names)");
+}
+
+int RunPlot(const PlotFlags& flags) {
+  const std::string python_dir = FromEnvironment("LOCKSTEP_PYTHON_DIR", LOCKSTEP_PYTHON_DIR);
+  const std::string python = FromEnvironment("LOCKSTEP_PYTHON", "/usr/bin/python3");
+  const std::filesystem::path module = std::filesystem::path(python_dir) / "lockstep" / "plot.py";
+  if (!std::filesystem::is_regular_file(module))
+    throw InvalidInput(
+        fmt::format("plot: the lockstep Python package is not in {} (no {}); build the package, or set "
+                    "LOCKSTEP_PYTHON_DIR to the folder that holds lockstep/plot.py",
+                    python_dir, module.string()));
+  const std::string old_path = FromEnvironment("PYTHONPATH", "");
+  const std::string path = old_path.empty() ? python_dir : python_dir + ":" + old_path;
+  if (setenv("PYTHONPATH", path.c_str(), 1) != 0)
+    throw Error(fmt::format("plot: cannot set PYTHONPATH: {}", std::strerror(errno)));
+
+  // "--" before the logs: a log whose name starts with '-' is still a log.
+  std::vector<std::string> arguments = {python, "-m", "lockstep.plot", "-o", flags.output};
+  if (!flags.labels.empty()) arguments.insert(arguments.end(), {"--labels", flags.labels});
+  arguments.push_back("--");
+  arguments.insert(arguments.end(), flags.logs.begin(), flags.logs.end());
+  std::vector<char*> argv;
+  for (std::string& argument : arguments) argv.push_back(argument.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  execvp(argv[0], argv.data());
+  throw IoError(
+      fmt::format("plot: cannot run {}: {}; set LOCKSTEP_PYTHON to a Python 3 with numpy and "
+                  "matplotlib",
+                  python, std::strerror(errno)));
+}
+
+}  // namespace lockstep
