@@ -10,7 +10,7 @@ packages=(
   libgloo-dev libhiredis-dev redis-server openmpi-bin
   liblmdb-dev libleveldb-dev libsnappy-dev libturbojpeg0-dev libpng-dev
   python3-lmdb python3-plyvel python3-pil python3-protobuf
-  dataset-fashion-mnist python3-numpy python3-matplotlib python3-pytest
+  dataset-fashion-mnist python3-numpy python3-matplotlib python3-pytest pybind11-dev python3-dev
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch libopenblas0-pthread)

@@ -1,0 +1,179 @@
+"""The Python front-end over the C++ core: models and layers build the same NetDefs as C++, any registered
+operator can be added, blobs go in and out as numpy arrays, Parallelize trains replicas that stay equal and
+match a numpy reference, and errors arrive as Python exceptions with the core's one-line message. Run with
+build/python on PYTHONPATH."""
+import numpy as np
+import pytest
+
+from lockstep import brew, core, data_parallel_model, model_helper, optimizer, workspace
+from lockstep._core import Error, InvalidInput
+
+
+@pytest.fixture(autouse=True)
+def fresh_workspace():
+    workspace.ResetWorkspace()
+    yield
+    workspace.ResetWorkspace()
+
+
+def test_brew_layers_build_scoped_ops_and_params():
+    model = model_helper.ModelHelper(name="m")
+    with core.NameScope("gpu_0"):
+        x = brew.conv(model, "data", "conv1", 1, 4, 3, pad=1, weight_init=("GaussianFill", {"std": 0.01}))
+        x = brew.relu(model, x, "relu1")
+        x = brew.max_pool(model, x, "pool1", kernel=2, stride=2)
+        logits = brew.fc(model, x, "fc", 4 * 4 * 4, 10)
+    assert logits == "gpu_0/fc"
+    assert model.GetParams("gpu_0") == ["gpu_0/conv1_w", "gpu_0/conv1_b", "gpu_0/fc_w", "gpu_0/fc_b"]
+    assert model.GetParams("gpu_1") == []
+    net = model.net.Proto()
+    assert [op.type for op in net.op] == ["Conv", "Relu", "MaxPool", "FC"]
+    assert list(net.op[0].input) == ["gpu_0/data", "gpu_0/conv1_w", "gpu_0/conv1_b"]
+    assert {a.name: a.i for a in net.op[0].arg}["pad"] == 1
+    init = model.param_init_net.Proto()
+    assert [op.type for op in init.op] == ["GaussianFill", "ConstantFill", "XavierFill", "ConstantFill"]
+    assert "Conv" in str(net)  # protobuf text format
+
+
+def test_any_registered_operator_through_net_attributes():
+    model = model_helper.ModelHelper(name="ops")
+    out = model.net.Scale("x", "y", scale=2.5)
+    a, b = model.net.Split("z", ["a", "b"], axis=0)
+    model.param_init_net.ConstantFill([], "x", shape=[3], value=2.0)
+    assert (out, a, b) == ("y", "a", "b")
+    op = model.net.Proto().op[0]
+    assert op.type == "Scale" and op.arg[0].name == "scale" and op.arg[0].f == pytest.approx(2.5)
+    workspace.RunNetOnce(model.param_init_net)
+    workspace.RunNetOnce(model.net.Proto().__class__(name="just_scale", op=[op]))
+    np.testing.assert_array_equal(workspace.FetchBlob("y"), np.full(3, 5.0, np.float32))
+
+
+def test_unknown_operator_names_the_known_types():
+    model = model_helper.ModelHelper(name="m")
+    with pytest.raises(InvalidInput, match=r"unknown operator type 'Bogus' on cpu:0; known types: .*Conv.*FC"):
+        model.net.Bogus("a", "b")
+    with pytest.raises(InvalidInput, match="argument 'scale' is a dict"):
+        model.net.Scale("x", "y", scale={})
+    with pytest.raises(InvalidInput, match="brew.conv: unknown argument 'strides'"):
+        brew.conv(model, "data", "c", 1, 1, 3, strides=2)
+    with pytest.raises(InvalidInput, match="order='NHWC' is not supported"):
+        brew.conv(model, "data", "c", 1, 1, 3, order="NHWC")
+
+
+def test_feed_and_fetch_keep_values_and_types():
+    for dtype in (np.float32, np.float16, np.int32, np.int64, np.uint8):
+        value = (np.arange(24).reshape(2, 3, 4) % 7).astype(dtype)
+        workspace.FeedBlob("v", value)
+        got = workspace.FetchBlob("v")
+        assert got.dtype == dtype and got.shape == (2, 3, 4)
+        np.testing.assert_array_equal(got, value)
+    transposed = np.arange(6, dtype=np.float32).reshape(2, 3).T  # not C-contiguous
+    workspace.FeedBlob("t", transposed)
+    np.testing.assert_array_equal(workspace.FetchBlob("t"), transposed)
+    assert workspace.HasBlob("t") and "t" in workspace.Blobs()
+    with pytest.raises(InvalidInput, match="float64 cannot be fed"):
+        workspace.FeedBlob("d", np.zeros(2))
+    with pytest.raises(InvalidInput, match="'missing'"):
+        workspace.FetchBlob("missing")
+
+
+def test_fetch_without_copy_is_a_read_only_view_of_the_blob():
+    model = model_helper.ModelHelper(name="counter")
+    model.param_init_net.ConstantFill([], "x", shape=[4], value=1.0)
+    model.net.Scale("x", "x", scale=2.0)
+    workspace.RunNetOnce(model.param_init_net)
+    workspace.CreateNet(model.net)
+    copy, view = workspace.FetchBlob("x"), workspace.FetchBlob("x", copy=False)
+    assert not view.flags.writeable
+    workspace.RunNet(model.net, num_iter=3)  # the loop runs in C++
+    np.testing.assert_array_equal(copy, np.ones(4, np.float32))
+    np.testing.assert_array_equal(view, np.full(4, 8.0, np.float32))
+    workspace.ResetWorkspace()
+    np.testing.assert_array_equal(view, np.full(4, 8.0, np.float32))  # the view keeps its workspace
+    with pytest.raises(InvalidInput, match="no net 'counter'"):
+        workspace.RunNet("counter")
+
+
+def fc_softmax_builders(lr, devices, batch):
+    def add_input(model):
+        pass  # fed per device
+
+    def forward(model, loss_scale):
+        logits = brew.fc(model, "data", "fc", 6, 3, weight_init=("GaussianFill", {"std": 0.5}))
+        softmax, loss = brew.softmax_with_loss(model, [logits, "label"], ["softmax", "loss"])
+        return [brew.scale(model, loss, "scaled_loss", scale=loss_scale)]
+
+    def update(model):
+        optimizer.build_sgd(model, base_learning_rate=lr, momentum=0.0)
+
+    return dict(input_builder_fun=add_input, forward_pass_builder_fun=forward, param_update_builder_fun=update,
+                devices=list(range(devices)))
+
+
+def test_parallelize_matches_a_numpy_sgd_step_and_keeps_replicas_equal():
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((8, 6)).astype(np.float32)
+    label = rng.integers(0, 3, 8).astype(np.int32)
+    model = model_helper.ModelHelper(name="fc_softmax")
+    parallel = data_parallel_model.Parallelize_CPU(model, **fc_softmax_builders(0.5, 2, 8))
+    assert parallel.scopes == ["cpu_0/", "cpu_1/"]
+    assert data_parallel_model.GetCheckpointParams(model)[:2] == ["cpu_0/fc_w", "cpu_0/fc_b"]
+    workspace.RunNetOnce(model.param_init_net)
+    w, b = workspace.FetchBlob("cpu_0/fc_w"), workspace.FetchBlob("cpu_0/fc_b")
+    np.testing.assert_array_equal(workspace.FetchBlob("cpu_1/fc_w"), w)
+    for d, scope in enumerate(parallel.scopes):
+        workspace.FeedBlob(scope + "data", data[4 * d:4 * d + 4])
+        workspace.FeedBlob(scope + "label", label[4 * d:4 * d + 4])
+    workspace.CreateNet(model.net)
+    workspace.RunNet(model.net)
+
+    logits = data @ w.T + b
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    p[np.arange(8), label] -= 1
+    want_w = w - 0.5 * (p.T @ data) / 8
+    for scope in parallel.scopes:
+        np.testing.assert_allclose(workspace.FetchBlob(scope + "fc_w"), want_w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(workspace.FetchBlob("cpu_1/fc_w"), workspace.FetchBlob("cpu_0/fc_w"))
+
+
+def test_parallelize_without_update_builds_the_forward_pass_only():
+    model = model_helper.ModelHelper(name="forward")
+    builders = fc_softmax_builders(0.5, 2, 8)
+    builders["param_update_builder_fun"] = None
+    data_parallel_model.Parallelize_CPU(model, **builders)
+    types = {op.type for op in model.net.Proto().op}
+    assert "FC" in types and not any("Gradient" in t or t == "MomentumSGDUpdate" for t in types)
+
+
+def test_builder_exceptions_leave_parallelize_with_their_traceback():
+    def forward(model, loss_scale):
+        raise KeyError("no such layer in my config")
+
+    model = model_helper.ModelHelper(name="broken")
+    with pytest.raises(KeyError, match="no such layer") as raised:
+        data_parallel_model.Parallelize_CPU(model, input_builder_fun=lambda m: None,
+                                            forward_pass_builder_fun=forward, devices=[0])
+    assert any(entry.name == "forward" for entry in raised.traceback)
+
+
+def test_core_errors_keep_their_one_line_message():
+    model = model_helper.ModelHelper(name="bad")
+    with pytest.raises(InvalidInput, match="devices is empty"):
+        data_parallel_model.Parallelize_CPU(model, **dict(fc_softmax_builders(0.1, 1, 4), devices=[]))
+    with pytest.raises(Error) as raised:
+        model.net.Relu(["a", "b"], "c")
+        workspace.RunNetOnce(model.net)
+    assert "\n" not in str(raised.value) and "Relu" in str(raised.value)
+
+
+def test_scopes_nest_and_place_ops_on_devices():
+    model = model_helper.ModelHelper(name="scopes")
+    with core.NameScope("a"), core.NameScope("b"):
+        assert core.CurrentNameScope() == "a/b/"
+        with core.DeviceScope(core.DeviceOption(core.CPU, 3)):
+            out = brew.relu(model, "x", "y")
+    assert out == "a/b/y" and core.CurrentNameScope() == ""
+    op = model.net.Proto().op[0]
+    assert list(op.input) == ["a/b/x"] and op.device_option.device_id == 3
+    assert brew.relu(model, core.BlobReference("a/b/y"), "z") == "z"  # references are not rescoped
