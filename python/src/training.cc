@@ -8,6 +8,7 @@
 #include "lockstep/comm/rendezvous.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/core/workspace.h"
+#include "lockstep/data/batch_reader.h"
 #include "lockstep/parallel/fingerprint.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/csv_log.h"
@@ -95,6 +96,13 @@ void BindShards(py::module_& m) {
         py::gil_scoped_release release;
         s.gloo->Close();
       });
+  // The training stream of a CreateDB reader: its records per pass, and a resumed run's position in it.
+  m.def("reader_records", [](const Workspace& ws, const std::string& reader) {
+    return ws.GetObject<BatchReader>(reader)->records();
+  });
+  m.def("reader_seek", [](const Workspace& ws, const std::string& reader, int64_t position) {
+    ws.GetObject<BatchReader>(reader)->Seek(position);
+  });
   m.def("connect_shards", &ConnectShards, "workspace"_a, "object"_a, "rendezvous"_a, "network"_a);
 }
 

@@ -23,6 +23,9 @@ namespace lockstep {
 
 class BatchReader {
  public:
+  // The prefetch of the trainer's database readers and of CreateDB's, unless told otherwise.
+  static constexpr int kDefaultPrefetch = 2;
+
   BatchReader(std::shared_ptr<BatchSource> source, int64_t batch_per_replica, int replicas, int prefetch = 0);
   ~BatchReader();
   BatchReader(const BatchReader&) = delete;
@@ -35,6 +38,7 @@ class BatchReader {
   void Seek(int64_t position);
   int64_t batch_per_replica() const { return batch_per_replica_; }
   int replicas() const { return replicas_; }
+  int64_t records() const { return source_->size(); }  // in one pass over the data
 
  private:
   struct Slice {

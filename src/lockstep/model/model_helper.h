@@ -9,6 +9,7 @@
 
 #include "lockstep.pb.h"
 #include "lockstep/core/net_def.h"
+#include "lockstep/core/seed.h"
 #include "lockstep/core/tensor.h"
 
 namespace lockstep {
@@ -33,9 +34,6 @@ struct ParamInfo {
   ParamTag tag;
   Device device;  // where it lives: the device scope it was created under (or moved to by placement)
 };
-
-// The seed of initial values unless one is set (the trainer's --seed default).
-constexpr uint64_t kDefaultSeed = 1;
 
 class ModelHelper {
  public:

@@ -1,7 +1,9 @@
 // ReadBatch: () -> (data, label). Reads this replica's slice of the next global batch from the BatchReader
 // the workspace holds under arg `reader`; arg `replica` says which slice. Running it is what advances the
-// stream. The reader fills host tensors: on a CPU device the outputs themselves, on a CUDA device host
-// buffers kept across steps, then copied to the device (one class serves both).
+// stream. The reader is looked up on every run, so a reader that CreateDB replaces (a restarted stream) is
+// the one read next, and the op holds no reader between runs (LevelDB allows one open of a database at a
+// time). The reader fills host tensors: on a CPU device the outputs themselves, on a CUDA device host buffers
+// kept across steps, then copied to the device (one class serves both).
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/data/batch_reader.h"
@@ -13,23 +15,30 @@ class ReadBatchOp : public Operator {
  public:
   ReadBatchOp(const OperatorDef& def, Workspace* ws)
       : Operator(def, ws),
-        reader_(ws->GetObject<BatchReader>(StringArg("reader", ""))),
+        reader_name_(StringArg("reader", "")),
         replica_(static_cast<int>(IntArg("replica", 0))) {
-    if (replica_ < 0 || replica_ >= reader_->replicas())
-      FailOperator(
-          def, fmt::format("replica {} is outside the reader's {} replicas", replica_, reader_->replicas()));
+    Reader();  // the reader must exist when the op is created, so a wrong name or replica fails early
   }
 
   void Run() override {
     // data is (b, C, H, W) float, label is (b) int32
-    if (device().type == DeviceType::kCpu) return reader_->Read(replica_, Output(0), Output(1));
-    reader_->Read(replica_, &host_data_, &host_label_);
+    std::shared_ptr<BatchReader> reader = Reader();
+    if (device().type == DeviceType::kCpu) return reader->Read(replica_, Output(0), Output(1));
+    reader->Read(replica_, &host_data_, &host_label_);
     Output(0)->CopyFrom(host_data_);
     Output(1)->CopyFrom(host_label_);
   }
 
  private:
-  std::shared_ptr<BatchReader> reader_;
+  std::shared_ptr<BatchReader> Reader() const {
+    std::shared_ptr<BatchReader> reader = ws_->GetObject<BatchReader>(reader_name_);
+    if (replica_ < 0 || replica_ >= reader->replicas())
+      FailOperator(
+          def_, fmt::format("replica {} is outside the reader's {} replicas", replica_, reader->replicas()));
+    return reader;
+  }
+
+  std::string reader_name_;
   int replica_;
   Tensor host_data_, host_label_;  // a CUDA device's slice as read, in host memory
 };

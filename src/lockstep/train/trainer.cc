@@ -14,7 +14,7 @@
 #include "lockstep/data/batch_reader.h"
 #include "lockstep/data/batch_source.h"
 #include "lockstep/data/db_source.h"
-#include "lockstep/data/image.h"
+#include "lockstep/data/open_batch_source.h"
 #include "lockstep/model/layers.h"
 #include "lockstep/model/mixed_precision.h"
 #include "lockstep/model/optimizer.h"
@@ -152,33 +152,23 @@ void BuildModels(const TrainerConfig& config, const std::string& shard_communica
   if (config.device_type == DeviceType::kCuda) SetGpuOptions(config, &m->test.net());
 }
 
-std::unique_ptr<BatchSource> MakeSource(const std::string& name, const TrainerConfig& config, bool train) {
-  if (name == "null")
-    return std::make_unique<SyntheticSource>(config.num_channels, config.image_size, config.num_labels,
-                                             config.seed);
-  if (name == "fashion-mnist") {
-    auto dataset = std::make_shared<ImageDataset>(LoadFashionMnist(train));
-    return std::make_unique<DatasetSource>(dataset, train, config.seed);
-  }
-  DbSourceOptions options;
-  options.db_type = config.db_type;
-  options.format = ParseRecordFormat(config.record_format);
-  options.channels = config.num_channels;
-  options.num_labels = config.num_labels;
-  options.transform.scale = std::max(config.scale, config.image_size);
-  options.transform.crop = config.image_size;
-  options.transform.random_crop = train;
-  options.transform.mirror = train;
-  options.transform.mean = {128.0f};
-  options.transform.std = {128.0f};
-  options.transform.color_order = ParseColorOrder(config.color_order);
-  options.decode_threads = config.decode_threads;
-  options.skip_bad_records = config.skip_bad_records;
-  options.seed = config.seed;
-  return std::make_unique<DbSource>(name, options);
+// What opening --train_data (train) or --test_data needs of the configuration.
+SourceSpec DataSpec(const std::string& name, const TrainerConfig& config, bool train) {
+  SourceSpec spec;
+  spec.name = name;
+  spec.db_type = config.db_type;
+  spec.record_format = config.record_format;
+  spec.color_order = config.color_order;
+  spec.channels = config.num_channels;
+  spec.image_size = config.image_size;
+  spec.num_labels = config.num_labels;
+  spec.scale = config.scale;
+  spec.train = train;
+  spec.decode_threads = config.decode_threads;
+  spec.skip_bad_records = config.skip_bad_records;
+  spec.seed = config.seed;
+  return spec;
 }
-
-bool IsDatabase(const std::string& name) { return name != "null" && name != "fashion-mnist"; }
 
 int64_t Skipped(const BatchSource* source) {
   auto* db = dynamic_cast<const DbSource*>(source);
@@ -256,8 +246,8 @@ struct Sources {
 
 Sources OpenSources(const TrainerConfig& config) {
   Sources sources;
-  sources.train = MakeSource(config.train_data, config, true);
-  if (!config.test_data.empty()) sources.test = MakeSource(config.test_data, config, false);
+  sources.train = OpenBatchSource(DataSpec(config.train_data, config, true));
+  if (!config.test_data.empty()) sources.test = OpenBatchSource(DataSpec(config.test_data, config, false));
   return sources;
 }
 
@@ -495,7 +485,7 @@ EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::stri
   as_training.train_data = config.test_data;
   ValidateTrainerConfig(as_training);
   if (config.threads > 0) omp_set_num_threads(config.threads);
-  std::unique_ptr<BatchSource> source = MakeSource(config.test_data, config, false);
+  std::unique_ptr<BatchSource> source = OpenBatchSource(DataSpec(config.test_data, config, false));
 
   // The trainer's model on the same devices, its parameters from the checkpoint on device 0 and broadcast;
   // the training net is never created, so nothing trains and nothing is written back.

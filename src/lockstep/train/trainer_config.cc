@@ -38,7 +38,7 @@ void ResolveDataDefaults(const std::string& data, const GivenOptions& given, Tra
   if (data != "fashion-mnist") return;
   const std::pair<const char*, int*> geometry[] = {
       {"num_channels", &c->num_channels}, {"image_size", &c->image_size}, {"num_labels", &c->num_labels}};
-  const int expected[] = {1, 28, 10};
+  const int expected[] = {kFashionMnistChannels, kFashionMnistImageSize, kFashionMnistLabels};
   for (int i = 0; i < 3; ++i) {
     if (given.count(geometry[i].first) && *geometry[i].second != expected[i])
       throw InvalidInput(fmt::format("--{} {} does not match fashion-mnist ({}); drop the flag",

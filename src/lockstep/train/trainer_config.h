@@ -9,7 +9,9 @@
 
 #include "lockstep/core/schema.h"
 #include "lockstep/core/tensor.h"
-#include "lockstep/model/model_helper.h"
+#include "lockstep/core/seed.h"
+#include "lockstep/data/batch_reader.h"
+#include "lockstep/data/open_batch_source.h"
 
 namespace lockstep {
 
@@ -20,14 +22,18 @@ struct TrainerConfig {
   bool use_cpu = false;    // CPU devices; else CUDA GPUs (ResolveDevices sets device_type from it)
   std::vector<int> gpus;   // --gpus: device ids (CPU devices are numbered 0..num_devices-1)
   int num_devices = 1;     // CPU devices: concurrent replicas, each with threads / num_devices threads
-  int num_channels = 3, image_size = 227, num_labels = 1000;
+  // The data options' defaults are SourceSpec's, which the CreateDB operator shares.
+  int num_channels = SourceSpec{}.channels, image_size = SourceSpec{}.image_size,
+      num_labels = SourceSpec{}.num_labels;
   // Image databases: records are resized (shortest side `scale`), cropped to image_size (random for training,
   // centre for test), mirrored at random for training and normalized with (x - 128) / 128, as Caffe2's
   // trainer. Colour reaches the network in color_order, "bgr" (Caffe's and Caffe2's) or "rgb", whether a
   // record is raw (stored BGR) or encoded.
-  std::string db_type = "lmdb", record_format = "auto", color_order = "bgr";
-  int scale = 256, decode_threads = 2, prefetch = 2;
-  bool skip_bad_records = false;
+  std::string db_type = SourceSpec{}.db_type, record_format = SourceSpec{}.record_format,
+              color_order = SourceSpec{}.color_order;
+  int scale = SourceSpec{}.scale, decode_threads = SourceSpec{}.decode_threads;
+  int prefetch = BatchReader::kDefaultPrefetch;
+  bool skip_bad_records = SourceSpec{}.skip_bad_records;
   // Model parallelism: each replica spans model_parallel devices (the model split into that many stages of
   // balanced cost) and pipelines its batch as micro_batches micro-batches.
   int model_parallel = 1, micro_batches = 1;

@@ -1,0 +1,240 @@
+// CreateDB: the reader it puts into the workspace hands ReadBatch the same slices as a BatchReader built by
+// hand over OpenBatchSource, for fashion-mnist, synthetic data and databases; running it again restarts the
+// stream; every bad argument is a one-line error naming it.
+#include <gtest/gtest.h>
+
+#include "index_db.h"
+#include "lockstep/data/batch_reader.h"
+#include "lockstep/data/open_batch_source.h"
+#include "test_util.h"
+
+namespace lockstep::testing {
+namespace {
+
+constexpr const char* kReader = "reader";
+
+NetDef CreateDBNet(const std::vector<Arg>& args) {
+  NetDef net;
+  net.set_name("create_db");
+  *net.add_op() = MakeOperatorDef("CreateDB", {}, {kReader}, args);
+  return net;
+}
+
+// One ReadBatch per replica, replica r into data_r and label_r.
+NetDef ReadNet(int replicas) {
+  NetDef net;
+  net.set_name("read");
+  for (int r = 0; r < replicas; ++r)
+    *net.add_op() = MakeOperatorDef("ReadBatch", {}, {fmt::format("data_{}", r), fmt::format("label_{}", r)},
+                                    {Arg("reader", kReader), Arg("replica", int64_t{r})});
+  return net;
+}
+
+// The message of the InvalidInput that running `net` throws.
+std::string ErrorOf(const NetDef& net) {
+  Workspace ws;
+  try {
+    ws.RunNetOnce(net);
+  } catch (const InvalidInput& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "CreateDB ran without an error";
+  return "";
+}
+
+std::vector<int32_t> Labels(const Tensor& label) {
+  return std::vector<int32_t>(label.data<int32_t>(), label.data<int32_t>() + label.numel());
+}
+
+// What a replica read at one step.
+struct Slice {
+  Shape shape;
+  std::vector<float> data;
+  std::vector<int32_t> labels;
+};
+using Slices = std::vector<std::vector<Slice>>;  // [step][replica]
+
+// `steps` global batches read by hand from a BatchReader over OpenBatchSource(spec), which is closed again
+// (LevelDB allows one open of a database at a time).
+Slices ReadByHand(const SourceSpec& spec, int64_t batch_per_replica, int replicas, int steps) {
+  BatchReader reader(OpenBatchSource(spec), batch_per_replica, replicas);
+  Slices slices(steps, std::vector<Slice>(replicas));
+  for (auto& step : slices)
+    for (int r = 0; r < replicas; ++r) {
+      Tensor data, label;
+      reader.Read(r, &data, &label);
+      step[r] = {data.shape(), Values(data), Labels(label)};
+    }
+  return slices;
+}
+
+// The same global batches, read by the ReadBatch ops of one net from the reader that CreateDB made.
+void ExpectReadBatchReads(Workspace* ws, const Slices& expected) {
+  const int replicas = static_cast<int>(expected[0].size());
+  Net* read = ws->CreateNet(ReadNet(replicas));
+  for (size_t step = 0; step < expected.size(); ++step) {
+    read->Run();
+    for (int r = 0; r < replicas; ++r) {
+      SCOPED_TRACE(fmt::format("step {} replica {}", step, r));
+      const Tensor& data = ws->Blob(fmt::format("data_{}", r));
+      EXPECT_EQ(data.shape(), expected[step][r].shape);
+      EXPECT_EQ(Values(data), expected[step][r].data);  // bitwise: the same positions and augmentation
+      EXPECT_EQ(Labels(ws->Blob(fmt::format("label_{}", r))), expected[step][r].labels);
+    }
+  }
+}
+
+TEST(CreateDB, FashionMnistReadsWhatABatchReaderOverOpenBatchSourceReads) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  for (int train : {1, 0}) {
+    SCOPED_TRACE(fmt::format("train {}", train));
+    SourceSpec spec;
+    spec.name = "fashion-mnist";
+    spec.seed = 5;
+    spec.train = train == 1;
+    const Slices expected = ReadByHand(spec, 8, 2, 3);
+    Workspace ws;
+    ws.RunNetOnce(CreateDBNet({Arg("db", "fashion-mnist"), Arg("batch_size", int64_t{8}),
+                               Arg("num_replicas", int64_t{2}), Arg("seed", int64_t{5}),
+                               Arg("train", int64_t{train})}));
+    ExpectReadBatchReads(&ws, expected);
+    EXPECT_EQ(ws.Blob("data_0").shape(), (Shape{8, 1, 28, 28}));
+  }
+}
+
+TEST(CreateDB, NullMakesSyntheticBatchesOfTheGivenGeometry) {
+  const NetDef create =
+      CreateDBNet({Arg("db", "null"), Arg("batch_size", int64_t{3}), Arg("num_channels", int64_t{2}),
+                   Arg("image_size", int64_t{5}), Arg("num_labels", int64_t{4})});
+  Workspace ws;
+  ws.RunNetOnce(create);
+  EXPECT_NE(ws.FindObject<BatchReader>(kReader), nullptr);
+  EXPECT_FALSE(ws.HasBlob(kReader)) << "an object, not a tensor";
+  EXPECT_EQ(InferNetShapes(create, {}).at(kReader).dtype, DataType::kUndefined);
+  SourceSpec spec;
+  spec.name = "null";
+  spec.channels = 2;
+  spec.image_size = 5;
+  spec.num_labels = 4;
+  ExpectReadBatchReads(&ws, ReadByHand(spec, 3, 1, 2));
+  EXPECT_EQ(ws.Blob("data_0").shape(), (Shape{3, 2, 5, 5}));
+  EXPECT_EQ(ws.Blob("label_0").shape(), (Shape{3}));
+  for (int32_t label : Labels(ws.Blob("label_0"))) {
+    EXPECT_GE(label, 0);
+    EXPECT_LT(label, 4);
+  }
+}
+
+class CreateDBOnDatabase : public ::testing::TestWithParam<std::string> {};
+
+// Records in file order (train 0): replica r of step t reads records [(2t + r) * 4, (2t + r + 1) * 4), each
+// pixel its index normalized as the trainer does, (x - 128) / 128.
+TEST_P(CreateDBOnDatabase, EvaluationReadsEachReplicasSliceInFileOrder) {
+  TempDirectory dir;
+  const std::string path = MakeIndexDb(dir, GetParam(), 40);
+  Workspace ws;
+  ws.RunNetOnce(
+      CreateDBNet({Arg("db", path), Arg("db_type", GetParam()), Arg("batch_size", int64_t{4}),
+                   Arg("num_replicas", int64_t{2}), Arg("train", int64_t{0}), Arg("num_channels", int64_t{1}),
+                   Arg("image_size", int64_t{1}), Arg("scale", int64_t{0}), Arg("num_labels", int64_t{10})}));
+  Net* read = ws.CreateNet(ReadNet(2));
+  for (int step = 0; step < 3; ++step) {
+    read->Run();
+    for (int r = 0; r < 2; ++r) {
+      std::vector<float> pixels;
+      std::vector<int32_t> labels;
+      for (int i = 0; i < 4; ++i) {
+        const int index = (2 * step + r) * 4 + i;
+        pixels.push_back((static_cast<float>(index) - 128.0f) / 128.0f);
+        labels.push_back(index % 10);
+      }
+      EXPECT_EQ(Values(ws.Blob(fmt::format("data_{}", r))), pixels) << "step " << step << " replica " << r;
+      EXPECT_EQ(Labels(ws.Blob(fmt::format("label_{}", r))), labels) << "step " << step << " replica " << r;
+    }
+  }
+}
+
+// Training (the defaults: shuffled, random crops and mirrors, prefetching) reads what the trainer's reader
+// over the same spec reads.
+TEST_P(CreateDBOnDatabase, TrainingReadsWhatABatchReaderOverOpenBatchSourceReads) {
+  TempDirectory dir;
+  const std::string path = MakeIndexDb(dir, GetParam(), 40);
+  SourceSpec spec;
+  spec.name = path;
+  spec.db_type = GetParam();
+  spec.seed = 9;
+  spec.channels = 1;
+  spec.image_size = 1;
+  spec.num_labels = 10;
+  const Slices expected = ReadByHand(spec, 3, 2, 8);  // past the end of the first pass
+  Workspace ws;
+  ws.RunNetOnce(
+      CreateDBNet({Arg("db", path), Arg("db_type", GetParam()), Arg("batch_size", int64_t{3}),
+                   Arg("num_replicas", int64_t{2}), Arg("seed", int64_t{9}), Arg("num_channels", int64_t{1}),
+                   Arg("image_size", int64_t{1}), Arg("num_labels", int64_t{10})}));
+  ExpectReadBatchReads(&ws, expected);
+}
+
+// A second run replaces the reader: the stream starts again at position 0, for the nets already created too.
+TEST_P(CreateDBOnDatabase, RunningAgainRestartsTheStream) {
+  TempDirectory dir;
+  const std::string path = MakeIndexDb(dir, GetParam(), 40);
+  const NetDef create = CreateDBNet(
+      {Arg("db", path), Arg("db_type", GetParam()), Arg("batch_size", int64_t{4}), Arg("train", int64_t{0}),
+       Arg("num_channels", int64_t{1}), Arg("image_size", int64_t{1}), Arg("num_labels", int64_t{10})});
+  Workspace ws;
+  std::vector<std::vector<int32_t>> first_run;
+  ws.RunNetOnce(create);
+  Net* read = ws.CreateNet(ReadNet(1));
+  for (int step = 0; step < 3; ++step) {
+    read->Run();
+    first_run.push_back(Labels(ws.Blob("label_0")));
+  }
+  EXPECT_EQ(first_run[1], (std::vector<int32_t>{4, 5, 6, 7}));
+
+  ws.RunNetOnce(create);
+  for (int step = 0; step < 3; ++step) {
+    read->Run();
+    EXPECT_EQ(Labels(ws.Blob("label_0")), first_run[step]) << "step " << step;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CreateDBOnDatabase, ::testing::Values("lmdb", "leveldb"));
+
+struct BadArguments {
+  std::vector<Arg> args;
+  std::vector<std::string> expected;  // parts of the message
+};
+
+TEST(CreateDB, EveryBadArgumentIsAOneLineErrorNamingIt) {
+  const Arg db("db", "null"), batch("batch_size", int64_t{2});
+  const std::vector<BadArguments> cases = {
+      {{batch}, {"argument db is required", "fashion-mnist", "a database path"}},
+      {{db}, {"argument batch_size is required", "a positive integer"}},
+      {{db, Arg("batch_size", int64_t{0})}, {"argument batch_size must be a positive integer, got 0"}},
+      {{db, batch, Arg("num_replicas", int64_t{0})}, {"argument num_replicas must be a positive integer"}},
+      {{db, batch, Arg("db_type", "rocksdb")}, {"argument db_type 'rocksdb'", "leveldb, lmdb"}},
+      {{db, batch, Arg("record_format", "json")}, {"argument record_format", "auto, datum, tensorprotos"}},
+      {{db, batch, Arg("color_order", "rbg")}, {"argument color_order must be bgr or rgb, got 'rbg'"}},
+      {{db, batch, Arg("train", int64_t{2})}, {"argument train must be 0 or 1, got 2"}},
+      {{db, batch, Arg("skip_bad_records", int64_t{-1})}, {"argument skip_bad_records must be 0 or 1"}},
+      {{db, batch, Arg("seed", int64_t{-1})}, {"argument seed must be a non-negative integer, got -1"}},
+      {{db, batch, Arg("image_size", int64_t{0})}, {"argument image_size must be a positive integer"}},
+      {{db, batch, Arg("decode_threads", int64_t{0})},
+       {"argument decode_threads must be a positive integer"}},
+      {{db, batch, Arg("prefetch", int64_t{-1})}, {"argument prefetch must be a non-negative integer"}},
+      {{Arg("db", "fashion-mnist"), batch, Arg("num_channels", int64_t{3})},
+       {"argument num_channels 3 does not match fashion-mnist (1)"}},
+      {{Arg("db", "/nonexistent/train_lmdb"), batch},
+       {"argument db '/nonexistent/train_lmdb' cannot be opened", "does not exist"}},
+  };
+  for (const BadArguments& bad : cases) {
+    const std::string error = ErrorOf(CreateDBNet(bad.args));
+    EXPECT_NE(error.find("CreateDB() -> reader"), std::string::npos) << error;
+    for (const std::string& part : bad.expected) EXPECT_NE(error.find(part), std::string::npos) << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos) << "one line: " << error;
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::testing
