@@ -78,6 +78,7 @@ def main():
         brew.accuracy(test_model, [lenet(test_model, data, is_test=True), label], "test_accuracy")
 
     workspace.RunNetOnce(train_model.param_init_net)
+    workspace.RunNetOnce(test_model.param_init_net)
     workspace.CreateNet(train_model.net)
     workspace.CreateNet(test_model.net)
 

@@ -99,19 +99,16 @@ def main(argv):
     workspace.RunNetOnce(train_model.param_init_net)
     state = dict(epochs_done=0, reader_position=0, images_trained=0, training_milliseconds=0)
     if flag("load_model_path"):
-        state = checkpoint.load(flag("load_model_path"), train_model)
+        state = checkpoint.load(flag("load_model_path"), train_model, reader="train_reader")
         if state["model"] != flag("model") or state["seed"] != seed:
             raise Error(f"checkpoint {flag('load_model_path')} was saved from model '{state['model']}' with seed "
                         f"{state['seed']}; pass --model {state['model']} --seed {state['seed']}")
     workspace.CreateNet(train_model.net)
-    # The stream resumes where the checkpoint left it: skip the records it had read.
     global_batch = flag("batch_size") * num_shards
     epoch_size = flag("epoch_size") or C.reader_records(workspace.CurrentWorkspace(), "train_reader")
     iterations = epoch_size // global_batch
     if iterations == 0:
         raise Error(f"--epoch_size {epoch_size} is smaller than the global batch {global_batch}")
-    if state["reader_position"]:
-        C.reader_seek(workspace.CurrentWorkspace(), "train_reader", state["reader_position"])
 
     log_name = C.CsvLog.file_name(flag("model"), len(devices), flag("batch_size"), flag("num_labels"),
                                   flag("base_learning_rate"))

@@ -28,11 +28,14 @@ def save(file_path, model, model_name=None, epochs_done=0, reader_position=0, se
     return state
 
 
-def load(file_path, model):
+def load(file_path, model, reader=None):
     """Loads a checkpoint into the first replica and copies it to every device and shard; returns the
-    trainer state it was saved with (model, epochs_done, iteration, reader_position, seed, ...)."""
+    trainer state it was saved with (model, epochs_done, iteration, reader_position, seed, ...). With
+    ``reader`` (a CreateDB output, created already), its stream continues where the checkpoint left off."""
     parallel = _parallel(model)
     state = C.load_checkpoint(str(file_path), workspace.CurrentWorkspace(), parallel.scopes[0],
                               list(parallel.state_blobs))
     workspace.RunNetOnce(parallel.broadcast_net_bytes())
+    if reader is not None:
+        C.reader_seek(workspace.CurrentWorkspace(), str(reader), state["reader_position"])
     return state

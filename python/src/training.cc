@@ -1,5 +1,6 @@
 // What a training program needs beyond graphs: the trainer's option table (the same flags as the command
-// line), the shards of a multi-machine job, checkpoints in the trainer's safetensors format and its CSV log.
+// line), the shards of a multi-machine job, checkpoints in the trainer's safetensors format, the readers'
+// streams and the CSV log.
 #include <pybind11/chrono.h>
 
 #include "bindings.h"
@@ -96,13 +97,6 @@ void BindShards(py::module_& m) {
         py::gil_scoped_release release;
         s.gloo->Close();
       });
-  // The training stream of a CreateDB reader: its records per pass, and a resumed run's position in it.
-  m.def("reader_records", [](const Workspace& ws, const std::string& reader) {
-    return ws.GetObject<BatchReader>(reader)->records();
-  });
-  m.def("reader_seek", [](const Workspace& ws, const std::string& reader, int64_t position) {
-    ws.GetObject<BatchReader>(reader)->Seek(position);
-  });
   m.def("connect_shards", &ConnectShards, "workspace"_a, "object"_a, "rendezvous"_a, "network"_a);
 }
 
@@ -147,6 +141,16 @@ void BindCheckpoints(py::module_& m) {
       "path"_a, "workspace"_a, "scope"_a, "names"_a);
 }
 
+// The training stream of a CreateDB reader: its records per pass, and a resumed run's position in it.
+void BindReaders(py::module_& m) {
+  m.def("reader_records", [](const Workspace& ws, const std::string& reader) {
+    return ws.GetObject<BatchReader>(reader)->records();
+  });
+  m.def("reader_seek", [](const Workspace& ws, const std::string& reader, int64_t position) {
+    ws.GetObject<BatchReader>(reader)->Seek(position);
+  });
+}
+
 void BindCsvLog(py::module_& m) {
   py::class_<EpochRecord>(m, "EpochRecord")
       .def(py::init<>())
@@ -174,6 +178,7 @@ void BindTraining(py::module_& m) {
   BindOptions(m);
   BindShards(m);
   BindCheckpoints(m);
+  BindReaders(m);
   BindCsvLog(m);
 }
 

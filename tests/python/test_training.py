@@ -1,0 +1,157 @@
+"""Training from Python against the command line: the seed-style LeNet example reaches the parameters of
+`lockstep train` with the same flags, resnet50_trainer.py under mpirun matches one process with the global
+batch, and checkpoints go between Python and the command line both ways. Run with build/python on
+PYTHONPATH; skipped without Fashion-MNIST or the lockstep binary."""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from lockstep import brew, checkpoint, data_parallel_model, model_helper, models, optimizer, workspace
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLI = os.environ.get("LOCKSTEP_CLI_PATH", os.path.join(REPO, "build", "lockstep"))
+EXAMPLES = os.path.join(REPO, "examples", "python")
+FASHION_MNIST = os.environ.get("LOCKSTEP_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
+LENET_FLAGS = ["--model", "lenet", "--train_data", "fashion-mnist", "--use_cpu", "--base_learning_rate", "0.2",
+               "--momentum", "0", "--weight_decay", "0"]
+
+pytestmark = [
+    pytest.mark.skipif(not os.path.exists(CLI), reason="the lockstep binary is not built"),
+    pytest.mark.skipif(not os.path.exists(os.path.join(FASHION_MNIST, "train-images-idx3-ubyte.gz")),
+                       reason="dataset-fashion-mnist is not installed"),
+]
+
+
+def read_safetensors(path):
+    """{name: array} and the metadata of a safetensors file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (size,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + size])
+    metadata = header.pop("__metadata__", {})
+    types = {"F32": np.float32, "I64": np.int64, "I32": np.int32, "F16": np.float16}
+    tensors = {}
+    for name, entry in header.items():
+        begin, end = entry["data_offsets"]
+        raw = data[8 + size + begin:8 + size + end]
+        tensors[name] = np.frombuffer(raw, dtype=types[entry["dtype"]]).reshape(entry["shape"])
+    return tensors, metadata
+
+
+def largest_relative_difference(a, b):
+    assert sorted(a) == sorted(b)
+    worst = 0.0
+    for name in b:
+        diff = np.linalg.norm(a[name].astype(np.float64) - b[name])
+        worst = max(worst, diff / max(np.linalg.norm(b[name].astype(np.float64)), 1e-30))
+    return worst
+
+
+def run(command, cwd, env=None):
+    result = subprocess.run(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, timeout=300)
+    assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout}"
+    return result.stdout
+
+
+def python_env():
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+
+
+def test_lenet_example_reaches_the_command_lines_parameters(tmp_path):
+    steps, batch = 20, 256
+    run([CLI, "train"] + LENET_FLAGS + ["--num_gpus", "2", "--batch_size", str(batch), "--num_epochs", "1",
+                                        "--epoch_size", str(steps * batch), "--save_model_name", "cli",
+                                        "--file_store_path", ".", "--log_dir", "."], tmp_path)
+    output = run([sys.executable, os.path.join(EXAMPLES, "lenet_data_parallel.py"), "--devices", "0,1",
+                  "--steps", str(steps), "--save", "python.safetensors"], tmp_path, python_env())
+    assert "epoch 1: 20 steps" in output
+    python, python_meta = read_safetensors(tmp_path / "python.safetensors")
+    cli, cli_meta = read_safetensors(tmp_path / "cli_1.safetensors")
+    assert largest_relative_difference(python, cli) <= 1e-6
+    for key in ("model", "seed", "iteration", "reader_position"):
+        assert python_meta[key] == cli_meta[key], key
+
+
+def test_two_mpirun_shards_match_one_process_with_the_global_batch(tmp_path):
+    if shutil.which("mpirun") is None:
+        pytest.skip("mpirun is not installed")
+    trainer = os.path.join(EXAMPLES, "resnet50_trainer.py")
+    flags = LENET_FLAGS + ["--epoch_size", "320", "--num_epochs", "1", "--save_model_name", "m"]
+    (tmp_path / "one").mkdir()
+    (tmp_path / "shards").mkdir()
+    run([sys.executable, trainer] + flags + ["--num_gpus", "2", "--batch_size", "16", "--file_store_path", "one",
+                                             "--log_dir", "one"], tmp_path, python_env())
+    env = dict(python_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    output = run(["mpirun", "-np", "2", "--oversubscribe", "-x", "PYTHONPATH", sys.executable, trainer] + flags
+                 + ["--num_gpus", "1", "--batch_size", "8", "--file_store_path", "shards", "--log_dir", "shards"],
+                 tmp_path, env)
+    assert "shard 1 of 2: joined" in output
+    one, _ = read_safetensors(tmp_path / "one" / "m_1.safetensors")
+    shards, _ = read_safetensors(tmp_path / "shards" / "m_1.safetensors")
+    assert largest_relative_difference(shards, one) <= 1e-6
+
+
+def build_lenet(devices):
+    """LeNet as `lockstep train --model lenet` builds it, trained with plain SGD on Fashion-MNIST."""
+    workspace.ResetWorkspace()
+    model = model_helper.ModelHelper(name="lenet")
+    model.param_init_net.CreateDB([], "reader", db="fashion-mnist", batch_size=64 // len(devices),
+                                  num_replicas=len(devices))
+
+    def forward(m, loss_scale):
+        logits = models.build("lenet", m, "data", num_channels=1, image_size=28, num_labels=10)
+        softmax, loss = brew.softmax_with_loss(m, [logits, "label"], ["softmax", "loss"])
+        return [brew.scale(m, loss, "scaled_loss", scale=loss_scale)]
+
+    data_parallel_model.Parallelize_CPU(
+        model, input_builder_fun=lambda m: brew.image_input(m, "reader", ["data", "label"]),
+        forward_pass_builder_fun=forward, devices=devices,
+        param_update_builder_fun=lambda m: optimizer.build_sgd(m, 0.2, momentum=0.9))
+    workspace.RunNetOnce(model.param_init_net)
+    workspace.CreateNet(model.net)
+    return model
+
+
+def test_fetched_blobs_are_what_the_checkpoint_holds_and_the_command_line_resumes_it(tmp_path):
+    model = build_lenet([0, 1])
+    workspace.RunNet(model.net, 3)
+    state = checkpoint.save(tmp_path / "lenet_1.safetensors", model, epochs_done=1, reader_position=3 * 64)
+    assert state["iteration"] == 3 and state["model"] == "lenet"
+    saved, metadata = read_safetensors(tmp_path / "lenet_1.safetensors")
+    np.testing.assert_array_equal(workspace.FetchBlob("cpu_0/conv1_w"), saved["conv1_w"])
+    assert set(saved) == {str(name)[len("cpu_0/"):] for name in data_parallel_model.GetCheckpointParams(model)}
+
+    # The command line resumes the Python checkpoint for a second epoch and writes its own.
+    run([CLI, "train", "--model", "lenet", "--train_data", "fashion-mnist", "--use_cpu", "--num_gpus", "2",
+         "--batch_size", "64", "--epoch_size", "192", "--num_epochs", "2", "--base_learning_rate", "0.2",
+         "--momentum", "0.9", "--weight_decay", "0", "--load_model_path", "lenet_1.safetensors",
+         "--save_model_name", "lenet", "--file_store_path", ".", "--log_dir", "."], tmp_path)
+    resumed, resumed_meta = read_safetensors(tmp_path / "lenet_2.safetensors")
+    assert int(resumed_meta["iteration"]) == 6
+
+    # Python continues from the same checkpoint to the same parameters, and loads the command line's.
+    model = build_lenet([0, 1])
+    loaded = checkpoint.load(tmp_path / "lenet_1.safetensors", model, reader="reader")
+    assert loaded["reader_position"] == 192
+    workspace.RunNet(model.net, 3)
+    for scope in ("cpu_0/", "cpu_1/"):
+        np.testing.assert_array_equal(workspace.FetchBlob(scope + "conv1_w"), resumed["conv1_w"])
+    checkpoint.load(tmp_path / "lenet_2.safetensors", model)
+    np.testing.assert_array_equal(workspace.FetchBlob("cpu_1/fc4_w"), resumed["fc4_w"])
+
+
+def test_a_checkpoint_of_another_model_is_refused(tmp_path):
+    model = build_lenet([0])
+    checkpoint.save(tmp_path / "one_device.safetensors", model)
+    other = model_helper.ModelHelper(name="other")
+    with pytest.raises(Exception, match="not been parallelized"):
+        checkpoint.load(tmp_path / "one_device.safetensors", other)
+    with pytest.raises(OSError, match="missing.safetensors"):
+        checkpoint.load(tmp_path / "missing.safetensors", model)
