@@ -29,7 +29,8 @@ class Net:
         return lockstep_pb2.NetDef.FromString(cpp.init_net_bytes() if self._init else cpp.net_bytes())
 
     def Name(self):
-        return self.Proto().name
+        cpp = self._model._cpp
+        return cpp.init_net_name if self._init else cpp.name
 
     def __str__(self):
         return self.Name()

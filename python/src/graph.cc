@@ -36,7 +36,9 @@ const char* TagName(ParamTag tag) {
   return "";
 }
 
-FillSpec MakeFill(const std::string& type, const py::dict& args) { return FillSpec{type, ArgsFromKwargs(args)}; }
+FillSpec MakeFill(const std::string& type, const py::dict& args) {
+  return FillSpec{type, ArgsFromKwargs(args)};
+}
 
 // A name or device scope entered with `with` from Python; the C++ guard restores the previous scope on exit.
 template <typename Guard, typename Value>
@@ -70,8 +72,10 @@ std::vector<std::string> BlobNames(const py::handle& names) {
 
 void BindModelHelper(py::module_& m) {
   py::class_<Device>(m, "Device")
-      .def(py::init([](int type, int id) { return Device{static_cast<DeviceType>(type), id}; }), "type"_a,
-           "id"_a = 0)
+      .def(py::init([](int type, int id) {
+             return Device{static_cast<DeviceType>(type), id};
+           }),
+           "type"_a, "id"_a = 0)
       .def_property_readonly("type", [](const Device& d) { return static_cast<int>(d.type); })
       .def_readonly("id", &Device::id)
       .def("__eq__", &Device::operator==)
@@ -81,6 +85,8 @@ void BindModelHelper(py::module_& m) {
       .def(py::init<const std::string&, bool>(), "name"_a, "init_params"_a = true)
       .def_property("seed", &ModelHelper::seed, &ModelHelper::set_seed)
       .def_property_readonly("name", [](const ModelHelper& model) { return model.net().name(); })
+      .def_property_readonly("init_net_name",
+                             [](ModelHelper& model) { return model.param_init_net().name(); })
       .def("net_bytes", [](const ModelHelper& model) { return NetDefToBytes(model.net()); })
       .def("init_net_bytes", [](ModelHelper& model) { return NetDefToBytes(model.param_init_net()); })
       .def(
@@ -133,17 +139,16 @@ void BindModelHelper(py::module_& m) {
 }
 
 void BindLayers(py::module_& m) {
-  m.def(
-      "conv",
-      [](ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out, int kernel,
-         int stride, int pad, int dilation, int group, bool bias, const std::string& weight_fill,
-         const py::dict& weight_args, const std::string& bias_fill, const py::dict& bias_args) {
-        layers::ConvOptions o;
-        o.stride = stride, o.pad = pad, o.dilation = dilation, o.group = group, o.bias = bias;
-        o.weight_init = MakeFill(weight_fill, weight_args);
-        o.bias_init = MakeFill(bias_fill, bias_args);
-        return layers::Conv(model, in, out, dim_in, dim_out, kernel, o);
-      });
+  m.def("conv", [](ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
+                   int kernel, int stride, int pad, int dilation, int group, bool bias,
+                   const std::string& weight_fill, const py::dict& weight_args, const std::string& bias_fill,
+                   const py::dict& bias_args) {
+    layers::ConvOptions o;
+    o.stride = stride, o.pad = pad, o.dilation = dilation, o.group = group, o.bias = bias;
+    o.weight_init = MakeFill(weight_fill, weight_args);
+    o.bias_init = MakeFill(bias_fill, bias_args);
+    return layers::Conv(model, in, out, dim_in, dim_out, kernel, o);
+  });
   m.def("fc", [](ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
                  const std::string& weight_fill, const py::dict& weight_args, const std::string& bias_fill,
                  const py::dict& bias_args) {
@@ -162,11 +167,10 @@ void BindLayers(py::module_& m) {
   m.def("read_batch", &layers::ReadBatch);
   m.def("softmax_with_loss", &layers::SoftmaxWithLoss);
   m.def("accuracy", &layers::Accuracy);
-  m.def("build_model",
-        [](const std::string& name, ModelHelper& model, const std::string& data, int num_channels,
-           int image_size, int num_labels, bool is_test) {
-          return BuildModel(name, model, data, ModelConfig{num_channels, image_size, num_labels, is_test});
-        });
+  m.def("build_model", [](const std::string& name, ModelHelper& model, const std::string& data,
+                          int num_channels, int image_size, int num_labels, bool is_test) {
+    return BuildModel(name, model, data, ModelConfig{num_channels, image_size, num_labels, is_test});
+  });
   m.def("known_models", &KnownModelsText);
   m.def("operator_types",
         [](int device) { return OperatorRegistry::Types(static_cast<DeviceType>(device)); });
@@ -189,8 +193,8 @@ void BindParallelize(py::module_& m) {
   // raise leaves through Parallelize unchanged, traceback included.
   m.def(
       "parallelize",
-      [](ModelHelper& model, py::object py_model, py::function input, py::function forward,
-         py::object update, const std::vector<int>& devices, int device_type, const py::dict& kwargs) {
+      [](ModelHelper& model, py::object py_model, py::function input, py::function forward, py::object update,
+         const std::vector<int>& devices, int device_type, const py::dict& kwargs) {
         ParallelOptions o;
         o.devices = devices;
         o.device_type = static_cast<DeviceType>(device_type);
@@ -203,19 +207,32 @@ void BindParallelize(py::module_& m) {
         if (!update.is_none()) o.param_update_builder = [&](ModelHelper&) { update(py_model); };
         for (const auto& [key, value] : kwargs) {
           const std::string name = key.cast<std::string>();
-          if (name == "devices_per_replica") o.devices_per_replica = value.cast<int>();
-          else if (name == "micro_batches") o.micro_batches = value.cast<int>();
-          else if (name == "num_shards") o.num_shards = value.cast<int>();
-          else if (name == "shard_id") o.shard_id = value.cast<int>();
-          else if (name == "shard_communicator") o.shard_communicator = value.cast<std::string>();
-          else if (name == "bucket_bytes") o.bucket_bytes = value.cast<size_t>();
-          else if (name == "combine_spatial_bn") o.combine_spatial_bn = value.cast<bool>();
-          else if (name == "optimize_gradient_memory") o.optimize_gradient_memory = value.cast<bool>();
-          else if (name == "share_activations") o.share_activations = value.cast<bool>();
-          else if (name == "keep_blobs") o.keep_blobs = value.cast<std::vector<std::string>>();
-          else if (name == "threads_per_device") o.threads_per_device = value.cast<int>();
-          else if (name == "max_threads") o.max_threads = value.cast<int>();
-          else throw InvalidInput(fmt::format("Parallelize has no option '{}'", name));
+          if (name == "devices_per_replica")
+            o.devices_per_replica = value.cast<int>();
+          else if (name == "micro_batches")
+            o.micro_batches = value.cast<int>();
+          else if (name == "num_shards")
+            o.num_shards = value.cast<int>();
+          else if (name == "shard_id")
+            o.shard_id = value.cast<int>();
+          else if (name == "shard_communicator")
+            o.shard_communicator = value.cast<std::string>();
+          else if (name == "bucket_bytes")
+            o.bucket_bytes = value.cast<size_t>();
+          else if (name == "combine_spatial_bn")
+            o.combine_spatial_bn = value.cast<bool>();
+          else if (name == "optimize_gradient_memory")
+            o.optimize_gradient_memory = value.cast<bool>();
+          else if (name == "share_activations")
+            o.share_activations = value.cast<bool>();
+          else if (name == "keep_blobs")
+            o.keep_blobs = value.cast<std::vector<std::string>>();
+          else if (name == "threads_per_device")
+            o.threads_per_device = value.cast<int>();
+          else if (name == "max_threads")
+            o.max_threads = value.cast<int>();
+          else
+            throw InvalidInput(fmt::format("Parallelize has no option '{}'", name));
         }
         return Parallelize(model, o);
       },
@@ -274,14 +291,16 @@ std::vector<Arg> ArgsFromKwargs(const py::dict& kwargs) {
         for (const py::handle& item : items) arg.proto.add_strings(item.cast<std::string>());
         args.push_back(std::move(arg));
       } else {
-        throw InvalidInput(fmt::format("argument '{}' mixes types; a list argument holds only numbers or "
-                                       "only strings",
-                                       name));
+        throw InvalidInput(
+            fmt::format("argument '{}' mixes types; a list argument holds only numbers or "
+                        "only strings",
+                        name));
       }
     } else {
-      throw InvalidInput(fmt::format("argument '{}' is a {}; operator arguments are int, float, str or a "
-                                     "list of them",
-                                     name, py::str(value.get_type().attr("__name__")).cast<std::string>()));
+      throw InvalidInput(
+          fmt::format("argument '{}' is a {}; operator arguments are int, float, str or a "
+                      "list of them",
+                      name, py::str(value.get_type().attr("__name__")).cast<std::string>()));
     }
   }
   return args;

@@ -10,7 +10,8 @@ PYBIND11_MODULE(_lockstep, m) {
   m.doc() = "lockstep's C++ core; use the modules of the lockstep package";
   auto error = py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
   py::register_exception<IoError>(m, "IoError", py::make_tuple(error, py::handle(PyExc_OSError)));
-  py::register_exception<InvalidInput>(m, "InvalidInput", py::make_tuple(error, py::handle(PyExc_ValueError)));
+  py::register_exception<InvalidInput>(m, "InvalidInput",
+                                       py::make_tuple(error, py::handle(PyExc_ValueError)));
   m.def("version_line", &VersionLine, "The version line lockstep's programs print first");
   BindGraph(m);
   BindWorkspace(m);

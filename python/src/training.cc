@@ -23,18 +23,23 @@ using namespace pybind11::literals;
 void BindOptions(py::module_& m) {
   py::class_<TrainerConfig>(m, "TrainerConfig")
       .def(py::init<>())
-      .def("set", [](TrainerConfig& c, const std::string& name, const std::string& value) { SetOption(&c, name, value); })
-      .def("get", [](const TrainerConfig& c, const std::string& name) { return OptionText(c, FindTrainerOption(name)); })
-      .def("resolve", [](TrainerConfig& c, const std::set<std::string>& given) { ResolveTrainerConfig(given, &c); })
+      .def("set", [](TrainerConfig& c, const std::string& name,
+                     const std::string& value) { SetOption(&c, name, value); })
+      .def("get", [](const TrainerConfig& c,
+                     const std::string& name) { return OptionText(c, FindTrainerOption(name)); })
+      .def("resolve",
+           [](TrainerConfig& c, const std::set<std::string>& given) { ResolveTrainerConfig(given, &c); })
       .def("validate", &ValidateTrainerConfig)
       .def_readwrite("arguments", &TrainerConfig::arguments)
-      .def_property_readonly("device_type", [](const TrainerConfig& c) { return static_cast<int>(c.device_type); });
+      .def_property_readonly("device_type",
+                             [](const TrainerConfig& c) { return static_cast<int>(c.device_type); });
   m.def("trainer_options", [] {
     TrainerConfig defaults;
     py::list options;
     for (const TrainerOption& o : TrainerOptions())
       options.append(py::dict("name"_a = o.name, "help"_a = o.help, "default"_a = OptionText(defaults, o),
-                              "flag"_a = IsFlag(o), "list"_a = IsList(o), "integer"_a = IsInteger(o), "numeric"_a = IsNumeric(o),
+                              "flag"_a = IsFlag(o), "list"_a = IsList(o), "integer"_a = IsInteger(o),
+                              "numeric"_a = IsNumeric(o),
                               "range"_a = IsNumeric(o) ? RangeText(o) : std::string()));
     return options;
   });
@@ -84,7 +89,8 @@ void BindShards(py::module_& m) {
   py::class_<Shards, std::shared_ptr<Shards>>(m, "Shards")
       .def_property_readonly("description", [](const Shards& s) { return s.rendezvous->description(); })
       .def("end_first_iteration", [](Shards& s) { s.gloo->EndFirstIteration(); })
-      .def("report_failure", [](Shards& s, const std::string& what) { s.rendezvous->ReportFailure(-1, what); })
+      .def("report_failure",
+           [](Shards& s, const std::string& what) { s.rendezvous->ReportFailure(-1, what); })
       .def("agree_on_model",
            [](Shards& s, const ModelHelper& model, const DataParallelModel& parallel,
               const std::vector<std::pair<std::string, std::string>>& extra) {
@@ -104,22 +110,30 @@ TrainerState StateFromDict(const py::dict& d) {
   TrainerState s;
   for (const auto& [key, value] : d) {
     const std::string name = key.cast<std::string>();
-    if (name == "model") s.model = value.cast<std::string>();
-    else if (name == "epochs_done") s.epochs_done = value.cast<int64_t>();
-    else if (name == "iteration") s.iteration = value.cast<int64_t>();
-    else if (name == "reader_position") s.reader_position = value.cast<int64_t>();
-    else if (name == "seed") s.seed = value.cast<uint64_t>();
-    else if (name == "images_trained") s.images_trained = value.cast<int64_t>();
-    else if (name == "training_milliseconds") s.training_milliseconds = value.cast<int64_t>();
-    else throw InvalidInput(fmt::format("unknown checkpoint state '{}'", name));
+    if (name == "model")
+      s.model = value.cast<std::string>();
+    else if (name == "epochs_done")
+      s.epochs_done = value.cast<int64_t>();
+    else if (name == "iteration")
+      s.iteration = value.cast<int64_t>();
+    else if (name == "reader_position")
+      s.reader_position = value.cast<int64_t>();
+    else if (name == "seed")
+      s.seed = value.cast<uint64_t>();
+    else if (name == "images_trained")
+      s.images_trained = value.cast<int64_t>();
+    else if (name == "training_milliseconds")
+      s.training_milliseconds = value.cast<int64_t>();
+    else
+      throw InvalidInput(fmt::format("unknown checkpoint state '{}'", name));
   }
   return s;
 }
 
 py::dict StateToDict(const TrainerState& s) {
   return py::dict("model"_a = s.model, "epochs_done"_a = s.epochs_done, "iteration"_a = s.iteration,
-                  "reader_position"_a = s.reader_position, "seed"_a = s.seed, "images_trained"_a = s.images_trained,
-                  "training_milliseconds"_a = s.training_milliseconds);
+                  "reader_position"_a = s.reader_position, "seed"_a = s.seed,
+                  "images_trained"_a = s.images_trained, "training_milliseconds"_a = s.training_milliseconds);
 }
 
 void BindCheckpoints(py::module_& m) {
@@ -135,7 +149,8 @@ void BindCheckpoints(py::module_& m) {
       "path"_a, "workspace"_a, "scope"_a, "names"_a, "state"_a);
   m.def(
       "load_checkpoint",
-      [](const std::string& path, Workspace& ws, const std::string& scope, const std::vector<std::string>& names) {
+      [](const std::string& path, Workspace& ws, const std::string& scope,
+         const std::vector<std::string>& names) {
         return StateToDict(LoadCheckpoint(path, &ws, scope, names));
       },
       "path"_a, "workspace"_a, "scope"_a, "names"_a);
@@ -165,8 +180,8 @@ void BindCsvLog(py::module_& m) {
       .def_readwrite("loss", &EpochRecord::loss)
       .def_readwrite("test_accuracy", &EpochRecord::test_accuracy);
   py::class_<CsvLog>(m, "CsvLog")
-      .def(py::init<const std::string&, const std::string&, const std::string&>(), "directory"_a, "file_name"_a,
-           "arguments"_a)
+      .def(py::init<const std::string&, const std::string&, const std::string&>(), "directory"_a,
+           "file_name"_a, "arguments"_a)
       .def_static("file_name", &CsvLog::FileName)
       .def("append", &CsvLog::Append)
       .def_property_readonly("path", &CsvLog::path);

@@ -1,11 +1,12 @@
 // Workspaces from Python: blobs in and out as numpy arrays, and nets created and run over them. Runs release
 // the GIL, so other Python threads go on while a net runs.
+#include "lockstep/core/workspace.h"
+
 #include <pybind11/numpy.h>
 
 #include "bindings.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/core/net.h"
-#include "lockstep/core/workspace.h"
 
 namespace lockstep::python {
 namespace {
@@ -75,13 +76,14 @@ py::array Fetch(const Workspace& ws, const std::string& name, bool copy) {
   const auto strides = Strides(tensor->shape(), ElementSize(tensor->dtype()));
   if (copy) {
     py::array out(dtype, tensor->shape(), strides);
-    std::memcpy(out.mutable_data(), tensor->raw_data(), NumElements(tensor->shape()) * ElementSize(tensor->dtype()));
+    std::memcpy(out.mutable_data(), tensor->raw_data(),
+                NumElements(tensor->shape()) * ElementSize(tensor->dtype()));
     return out;
   }
   const Tensor* blob = &ws.Blob(name);
   if (tensor.get() != blob)
-    throw InvalidInput(fmt::format("blob '{}' is not in host memory in plain layout; fetch it with copy=True",
-                                   name));
+    throw InvalidInput(
+        fmt::format("blob '{}' is not in host memory in plain layout; fetch it with copy=True", name));
   // The view holds the workspace (through the base object) so the buffer outlives neither.
   py::array view(dtype, tensor->shape(), strides, tensor->raw_data(), py::cast(&ws));
   py::detail::array_proxy(view.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
@@ -89,7 +91,8 @@ py::array Fetch(const Workspace& ws, const std::string& name, bool copy) {
 }
 
 // Into the blob's own buffer where it is large enough, so blobs that share a buffer keep sharing it.
-void Feed(Workspace& ws, const std::string& name, const py::array& array, const std::optional<Device>& device) {
+void Feed(Workspace& ws, const std::string& name, const py::array& array,
+          const std::optional<Device>& device) {
   py::array contiguous = py::array::ensure(array, py::array::c_style);
   if (!contiguous) throw InvalidInput(fmt::format("blob '{}': the value is not an array", name));
   const Shape shape(contiguous.shape(), contiguous.shape() + contiguous.ndim());
@@ -134,7 +137,8 @@ void BindWorkspace(py::module_& m) {
           "run_net",
           [](Workspace& ws, const std::string& name, int64_t num_iter) {
             Net* net = ws.GetNet(name);
-            if (!net) throw InvalidInput(fmt::format("no net '{}' in the workspace; create it with CreateNet", name));
+            if (!net)
+              throw InvalidInput(fmt::format("no net '{}' in the workspace; create it with CreateNet", name));
             py::gil_scoped_release release;
             for (int64_t i = 0; i < num_iter; ++i) net->Run();
           },
