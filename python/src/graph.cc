@@ -1,6 +1,9 @@
 // Graph building: the C++ ModelHelper, its layers, any registered operator, the data-parallel rewrite and the
 // optimizer. The Python modules (model_helper, brew, data_parallel_model, optimizer) give them Caffe2's names
 // and arguments; everything here only adds operators to NetDefs.
+#include <pybind11/numpy.h>
+
+#include <algorithm>
 #include <optional>
 
 #include "bindings.h"
@@ -261,46 +264,57 @@ void BindOptimizer(py::module_& m) {
       "model"_a, "base_learning_rate"_a, "momentum"_a, "nesterov"_a, "weight_decay"_a, "schedule"_a);
 }
 
+enum class ValueKind { kInt, kFloat, kString, kOther };
+
+ValueKind KindOf(const py::handle& value) {
+  if (py::isinstance<py::str>(value)) return ValueKind::kString;
+  if (py::isinstance<py::int_>(value) || py::hasattr(value, "__index__")) return ValueKind::kInt;  // bool too
+  if (py::isinstance<py::float_>(value) || py::hasattr(value, "__float__")) return ValueKind::kFloat;
+  return ValueKind::kOther;
+}
+
 }  // namespace
 
 std::vector<Arg> ArgsFromKwargs(const py::dict& kwargs) {
   std::vector<Arg> args;
-  for (const auto& [key, value] : kwargs) {
+  for (const auto& [key, given] : kwargs) {
     const std::string name = key.cast<std::string>();
-    if (py::isinstance<py::bool_>(value) || py::isinstance<py::int_>(value)) {
+    // A numpy array is its list of values; numpy scalars are the Python numbers they convert to.
+    const py::object value =
+        py::isinstance<py::array>(given) ? given.attr("tolist")() : py::reinterpret_borrow<py::object>(given);
+    const bool is_list = py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value);
+    std::vector<ValueKind> kinds;
+    const py::sequence items = is_list ? value.cast<py::sequence>() : py::sequence(py::make_tuple(value));
+    for (const py::handle& item : items) kinds.push_back(KindOf(item));
+    const auto all = [&](ValueKind kind) {
+      return std::all_of(kinds.begin(), kinds.end(), [&](ValueKind k) { return k == kind; });
+    };
+    const auto all_numbers = [&] {
+      return std::all_of(kinds.begin(), kinds.end(),
+                         [](ValueKind k) { return k != ValueKind::kOther && k != ValueKind::kString; });
+    };
+    if (!is_list && all(ValueKind::kInt)) {
       args.emplace_back(name, value.cast<int64_t>());
-    } else if (py::isinstance<py::float_>(value)) {
+    } else if (!is_list && all(ValueKind::kFloat)) {
       args.emplace_back(name, value.cast<float>());
-    } else if (py::isinstance<py::str>(value)) {
+    } else if (!is_list && all(ValueKind::kString)) {
       args.emplace_back(name, value.cast<std::string>());
-    } else if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
-      py::sequence items = value.cast<py::sequence>();
-      bool all_int = true, all_number = true, all_str = true;
-      for (const py::handle& item : items) {
-        const bool is_int = py::isinstance<py::int_>(item);
-        all_int = all_int && is_int;
-        all_number = all_number && (is_int || py::isinstance<py::float_>(item));
-        all_str = all_str && py::isinstance<py::str>(item);
-      }
-      if (all_int) {
-        args.emplace_back(name, value.cast<std::vector<int64_t>>());
-      } else if (all_number) {
-        args.emplace_back(name, value.cast<std::vector<float>>());
-      } else if (all_str) {
-        Arg arg(name, std::vector<int64_t>{});
-        for (const py::handle& item : items) arg.proto.add_strings(item.cast<std::string>());
-        args.push_back(std::move(arg));
-      } else {
-        throw InvalidInput(
-            fmt::format("argument '{}' mixes types; a list argument holds only numbers or "
-                        "only strings",
-                        name));
-      }
+    } else if (is_list && all(ValueKind::kInt)) {
+      args.emplace_back(name, value.cast<std::vector<int64_t>>());
+    } else if (is_list && all_numbers()) {
+      args.emplace_back(name, value.cast<std::vector<float>>());
+    } else if (is_list && all(ValueKind::kString)) {
+      Arg arg(name, std::vector<int64_t>{});
+      for (const py::handle& item : value.cast<py::sequence>())
+        arg.proto.add_strings(item.cast<std::string>());
+      args.push_back(std::move(arg));
+    } else if (is_list) {
+      throw InvalidInput(
+          fmt::format("argument '{}' mixes types; a list argument holds only numbers or only strings", name));
     } else {
       throw InvalidInput(
-          fmt::format("argument '{}' is a {}; operator arguments are int, float, str or a "
-                      "list of them",
-                      name, py::str(value.get_type().attr("__name__")).cast<std::string>()));
+          fmt::format("argument '{}' is a {}; operator arguments are int, float, str or a list of them", name,
+                      py::str(value.get_type().attr("__name__")).cast<std::string>()));
     }
   }
   return args;
