@@ -11,6 +11,7 @@ packages=(
   liblmdb-dev libleveldb-dev libsnappy-dev libturbojpeg0-dev libpng-dev
   python3-lmdb python3-plyvel python3-pil python3-protobuf
   dataset-fashion-mnist python3-numpy python3-matplotlib python3-pytest pybind11-dev python3-dev
+  python3-pip python3-setuptools python3-wheel python3-venv
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch libopenblas0-pthread)

@@ -1,0 +1,80 @@
+"""The lockstep Python package as a wheel: CMake builds the library and the _lockstep extension, installs
+the package (component `python`) and the wheel bundles liblockstep next to the extension.
+
+    pip wheel --no-build-isolation --no-deps -w dist .
+
+builds in build-wheel/ (CUDA off unless LOCKSTEP_CUDA=ON); LOCKSTEP_BUILD_DIR=build packs an existing build
+instead. The version is the project's (CMakeLists.txt), as everywhere else.
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from setuptools import Distribution, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+# The CMake build to pack (given), or the one this builds; setuptools' own files go there too, not into the
+# source tree.
+GIVEN_BUILD = os.environ.get("LOCKSTEP_BUILD_DIR")
+BUILD = os.path.abspath(GIVEN_BUILD) if GIVEN_BUILD else os.path.join(ROOT, "build-wheel")
+SETUPTOOLS_DIR = os.path.join(BUILD, "setuptools")
+
+
+def project_version():
+    with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
+        return re.search(r"project\(lockstep VERSION ([0-9.]+)", f.read()).group(1)
+
+
+def run(command):
+    print("$ " + " ".join(command), flush=True)
+    subprocess.run(command, check=True)
+
+
+def needed_library(extension):
+    """The file name under which the extension loads liblockstep (its SONAME)."""
+    dynamic = subprocess.run(["readelf", "-d", extension], check=True, capture_output=True, text=True).stdout
+    return re.search(r"Shared library: \[(liblockstep[^\]]*)\]", dynamic).group(1)
+
+
+class CMakeBuild(build_ext):
+    """Builds with CMake and puts the installed package where setuptools collects the wheel's files."""
+
+    def run(self):
+        if not GIVEN_BUILD:
+            run(["cmake", "-S", ROOT, "-B", BUILD, "-DCMAKE_BUILD_TYPE=Release", "-DLOCKSTEP_TESTS=OFF",
+                 "-DLOCKSTEP_BENCH=OFF", "-DLOCKSTEP_PYTHON=ON", f"-DPython_EXECUTABLE={sys.executable}",
+                 f"-DLOCKSTEP_CUDA={os.environ.get('LOCKSTEP_CUDA', 'OFF')}"])
+            run(["cmake", "--build", BUILD, "-j", "2", "--target", "_lockstep", "lockstep_python"])
+        staging = os.path.join(BUILD, "wheel-staging")
+        shutil.rmtree(staging, ignore_errors=True)
+        run(["cmake", "--install", BUILD, "--component", "python", "--prefix", staging])
+        (package,) = glob.glob(os.path.join(staging, "**", "lockstep"), recursive=True)
+        target = os.path.join(self.build_lib, "lockstep")
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(package, target)
+        (extension,) = glob.glob(os.path.join(target, "_lockstep*.so"))
+        library = os.path.realpath(os.path.join(BUILD, "liblockstep.so"))
+        shutil.copyfile(library, os.path.join(target, needed_library(extension)))
+
+
+class BinaryDistribution(Distribution):
+    def has_ext_modules(self):
+        return True  # a platform wheel: it holds compiled code
+
+
+os.makedirs(SETUPTOOLS_DIR, exist_ok=True)
+setup(
+    name="lockstep",
+    version=project_version(),
+    description="Synchronous data-parallel training in native C++, driven from Python graph builders",
+    python_requires=">=3.9",
+    install_requires=["numpy"],
+    packages=[],
+    cmdclass={"build_ext": CMakeBuild},
+    distclass=BinaryDistribution,
+    options={"build": {"build_base": SETUPTOOLS_DIR}, "egg_info": {"egg_base": SETUPTOOLS_DIR}},
+)
