@@ -6,6 +6,7 @@ buckets that start as soon as their last gradient is computed, and adds each rep
 replica holds the same parameters after every step. With ``rendezvous``, the job spans several processes
 (machines) through Gloo. The rewrite itself is lockstep's C++ Parallelize.
 """
+import datetime
 import sys
 
 from lockstep import core, workspace
@@ -62,6 +63,7 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
         if meet.num_shards > 1:
             options["shard_communicator"] = _SHARDS_OBJECT
             shards = C.connect_shards(workspace.CurrentWorkspace(), _SHARDS_OBJECT, meet, network)
+
     def forward(replica, loss_scale):
         losses = forward_pass_builder_fun(replica, loss_scale)
         if losses is None:
@@ -110,7 +112,6 @@ def _rendezvous_options(rendezvous):
     network.interfaces = [interface] if isinstance(interface, str) and interface else list(interface or [])
     network.algorithm = str(rendezvous.pop("algorithm", "auto"))
     if "timeout" in rendezvous:
-        import datetime
         network.timeout = datetime.timedelta(seconds=float(rendezvous.pop("timeout")))
     rendezvous.pop("exit_nets", None)  # Caffe2's exit nets: lockstep's shards end together on their own
     if rendezvous:
