@@ -5,3 +5,5 @@ The modules follow Caffe2's: ``model_helper.ModelHelper`` holds a model's nets, 
 update and ``workspace`` feeds, runs and fetches. Python only builds graphs; every step runs in the C++ core.
 Importing the package loads nothing compiled; the modules that need the core load it.
 """
+
+from lockstep._version import __version__  # noqa: F401 (the project's version)

@@ -41,10 +41,12 @@ def test_wheel_installs_into_a_fresh_environment_and_trains(tmp_path):
     venv.create(tmp_path / "env", system_site_packages=True, with_pip=True)  # numpy from the system
     python = str(tmp_path / "env" / "bin" / "python")
     run([python, "-m", "pip", "install", "--no-deps", "--no-index", wheel], env=env)
-    where = run([python, "-c", "import lockstep.workspace as w, lockstep._core as c; print(w.__file__); "
-                               "print(c.C.version_line())"], env=env, cwd=tmp_path)
-    assert str(tmp_path / "env") in where.splitlines()[0]
-    assert where.splitlines()[1].startswith(f"lockstep {version} ")
+    where = run([python, "-c", "import lockstep, lockstep.workspace as w, lockstep._core as c; "
+                               "print(w.__file__); "
+                               "print(c.C.version_line()); print(lockstep.__version__)"], env=env, cwd=tmp_path)
+    location, version_line, package_version = where.splitlines()
+    assert str(tmp_path / "env") in location
+    assert version_line.startswith(f"lockstep {version} ") and package_version == version
     output = run([python, os.path.join(REPO, "examples", "python", "lenet_data_parallel.py"), "--steps", "3"],
                  env=env, cwd=tmp_path)
     assert re.search(r"epoch 1: 3 steps, [0-9.]+ img/s, loss [0-9.]+, test accuracy", output), output
