@@ -39,8 +39,14 @@ prefix)
 deb)
   [ -x "$cpack" ] || skip "no cpack"
   command -v dpkg-deb > /dev/null || skip "no dpkg-deb"
-  (cd "$build" && "$cpack" -G DEB -B "$tmp/package") > "$tmp/cpack.log" 2>&1 ||
-    fail "cpack -G DEB: $(cat "$tmp/cpack.log")"
+  # The package holds what `cmake --install` of every component puts under CPACK_PACKAGING_INSTALL_PREFIX.
+  # cpack would build the project first (its preinstall step), which relinks the library whenever the git
+  # commit changed since the build, under the tests running beside this one; so it packages that install.
+  packaging_prefix=$(sed -nE 's/^set\(CPACK_PACKAGING_INSTALL_PREFIX "(.*)"\)$/\1/p' "$build/CPackConfig.cmake")
+  DESTDIR=$tmp/stage "$cmake" --install "$build" --prefix "$packaging_prefix" > "$tmp/install.log" ||
+    fail "cmake --install: $(cat "$tmp/install.log")"
+  "$cpack" -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/package" -D CPACK_INSTALL_CMAKE_PROJECTS= \
+    -D "CPACK_INSTALLED_DIRECTORIES=$tmp/stage;." > "$tmp/cpack.log" 2>&1 || fail "cpack -G DEB: $(cat "$tmp/cpack.log")"
   debs=("$tmp"/package/*.deb)
   [ ${#debs[@]} -eq 1 ] || fail "cpack made ${#debs[@]} packages: ${debs[*]}"
   deb=${debs[0]}
@@ -55,6 +61,7 @@ deb)
   done
   dpkg-deb -x "$deb" "$tmp/root"
   prefix=$tmp/root/usr
+  [ -x "$prefix/bin/lockstep" ] || fail "the package has no /usr/bin/lockstep: $(dpkg-deb -c "$deb")"
   ;;
 *) fail "mode $mode: prefix or deb" ;;
 esac
