@@ -1,10 +1,10 @@
 #!/bin/bash
-# The installed library, used as a user would use it. `prefix`: `cmake --install` of the runtime and
-# development components into a temporary prefix; `deb`: the .deb that cpack makes, unpacked with dpkg-deb.
-# Then, against that tree alone: its headers include only installed or dependency headers, the installed
-# `lockstep --version` matches the build's, examples/consumer configures (find_package), builds without a
-# path into the source or build tree and trains an epoch of a Fashion-MNIST subset, and a program builds with
-# pkg-config's flags. Exit status 77 means skipped (a tool or the data is missing).
+# The installed library, used as a user would use it. `prefix`: `cmake --install` of the runtime,
+# development and (where built) python components into a temporary prefix; `deb`: the .deb that cpack makes,
+# unpacked with dpkg-deb. Then, against that tree alone: its headers include only installed or dependency
+# headers, the installed `lockstep --version` matches the build's, the Python package imports and `lockstep
+# plot` finds it, examples/consumer configures (find_package), builds without a path into the source or build
+# tree and trains an epoch of a Fashion-MNIST subset, and a program builds with pkg-config's flags. Exit status 77 means skipped (a tool or the data is missing).
 #
 #   tests/install_test.sh prefix|deb SOURCE_DIR BUILD_DIR CMAKE CPACK CXX
 set -eu
@@ -31,8 +31,10 @@ trap 'rm -rf "$tmp"' EXIT
 case $mode in
 prefix)
   prefix=$tmp/prefix
-  for component in runtime development; do
-    "$cmake" --install "$build" --prefix "$prefix" --component $component > "$tmp/install.log" ||
+  components=(runtime development)
+  [ -d "$build/python/lockstep" ] && components+=(python)
+  for component in "${components[@]}"; do
+    "$cmake" --install "$build" --prefix "$prefix" --component "$component" > "$tmp/install.log" ||
       fail "cmake --install --component $component: $(cat "$tmp/install.log")"
   done
   ;;
@@ -87,6 +89,23 @@ cd "$tmp"
 installed_line=$(env -u LD_LIBRARY_PATH "$prefix/bin/lockstep" --version | head -n 1)
 [ "$installed_line" = "$version_line" ] || fail "installed lockstep --version: '$installed_line', build: '$version_line'"
 env -u LD_LIBRARY_PATH "$prefix/bin/resnet50_trainer" --help > /dev/null || fail "installed resnet50_trainer --help"
+
+# The Python package (where the build has it): it loads the installed library, and the installed
+# `lockstep plot` finds it beside itself.
+python_dir=$prefix/lib/python3/dist-packages
+if [ -d "$build/python/lockstep" ]; then
+  extensions=("$python_dir"/lockstep/_lockstep*.so)
+  [ -f "${extensions[0]}" ] || fail "no Python package in $python_dir"
+  imported=$(cd "$tmp" && env -u LD_LIBRARY_PATH PYTHONPATH="$python_dir" /usr/bin/python3 -c \
+    'import lockstep, lockstep.workspace as w, lockstep._core as c; print(w.__file__, lockstep.__version__, c.C.version_line())') ||
+    fail "import lockstep from $python_dir"
+  [ "$imported" = "$python_dir/lockstep/workspace.py $version $version_line" ] || fail "imported: $imported"
+  printf '%s\n%s\n' "time_spent,cumulative_time_spent,input_count,cumulative_input_count,cumulative_batch_count,inputs_per_sec,accuracy,epoch,learning_rate,loss,test_accuracy" \
+    "1,1,100,100,10,100,0.5,1,0.1,1.5,0.4" > "$tmp/run.log"
+  env -u LD_LIBRARY_PATH -u LOCKSTEP_PYTHON_DIR "$prefix/bin/lockstep" plot "$tmp/run.log" -o "$tmp/curves.png" \
+    > "$tmp/plot.log" 2>&1 || fail "installed lockstep plot: $(cat "$tmp/plot.log")"
+  [ -s "$tmp/curves.png" ] || fail "installed lockstep plot wrote no PNG"
+fi
 
 # examples/consumer: find_package(lockstep) from the installed tree.
 config=$(find "$prefix" -name lockstepConfig.cmake)

@@ -48,9 +48,8 @@ TEST(PlotCli, MissingPackageSaysWhereItLooked) {
   CliOutput run = RunCliWithFiles(dir, "plot run.log -o curves.png");
   EXPECT_EQ(run.code, 1);
   EXPECT_EQ(run.err, "lockstep: error: plot: the lockstep Python package is not in " + dir.string() +
-                         " (no " + (dir / "lockstep" / "plot.py").string() +
-                         "); build the package, or set LOCKSTEP_PYTHON_DIR to the folder that holds "
-                         "lockstep/plot.py\n");
+                         " (no lockstep/plot.py there); build the package, or set LOCKSTEP_PYTHON_DIR to the "
+                         "folder that holds lockstep/plot.py\n");
 }
 
 TEST(PlotCli, OutputIsRequiredAndHelpDescribesIt) {

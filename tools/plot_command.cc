@@ -1,16 +1,20 @@
-// `lockstep plot`: runs `python3 -m lockstep.plot` on the built Python package. The package folder is the
-// build's (LOCKSTEP_PYTHON_DIR, defined by CMake) unless the environment's LOCKSTEP_PYTHON_DIR names another,
-// and the interpreter is /usr/bin/python3 (Debian's, with numpy and matplotlib) unless LOCKSTEP_PYTHON does.
+// `lockstep plot`: runs `python3 -m lockstep.plot` on the Python package. The package folder is the build's
+// (LOCKSTEP_PYTHON_DIR, defined by CMake) or, for an installed program, the prefix's
+// (<prefix>/LOCKSTEP_PYTHON_INSTALL_DIR); the environment's LOCKSTEP_PYTHON_DIR names another instead. The
+// interpreter is /usr/bin/python3 (Debian's, with numpy and matplotlib) unless LOCKSTEP_PYTHON names one.
 #include "plot_command.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "lockstep/core/enforce.h"
 
@@ -36,15 +40,28 @@ void AddPlotFlags(CLI::App* app, PlotFlags* flags) {
                   "Comma-separated legend labels, one per log (default: the file names)");
 }
 
+// The folders that may hold lockstep/plot.py, in order.
+std::vector<std::string> PackageFolders() {
+  if (const char* given = std::getenv("LOCKSTEP_PYTHON_DIR"); given && *given) return {given};
+  std::vector<std::string> folders = {LOCKSTEP_PYTHON_DIR};
+  std::error_code error;
+  const std::filesystem::path program = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) folders.push_back((program.parent_path().parent_path() / LOCKSTEP_PYTHON_INSTALL_DIR).string());
+  return folders;
+}
+
 int RunPlot(const PlotFlags& flags) {
-  const std::string python_dir = FromEnvironment("LOCKSTEP_PYTHON_DIR", LOCKSTEP_PYTHON_DIR);
-  const std::string python = FromEnvironment("LOCKSTEP_PYTHON", "/usr/bin/python3");
-  const std::filesystem::path module = std::filesystem::path(python_dir) / "lockstep" / "plot.py";
-  if (!std::filesystem::is_regular_file(module))
+  const std::vector<std::string> folders = PackageFolders();
+  auto found = std::find_if(folders.begin(), folders.end(), [](const std::string& folder) {
+    return std::filesystem::is_regular_file(std::filesystem::path(folder) / "lockstep" / "plot.py");
+  });
+  if (found == folders.end())
     throw InvalidInput(
-        fmt::format("plot: the lockstep Python package is not in {} (no {}); build the package, or set "
-                    "LOCKSTEP_PYTHON_DIR to the folder that holds lockstep/plot.py",
-                    python_dir, module.string()));
+        fmt::format("plot: the lockstep Python package is not in {} (no lockstep/plot.py there); build the "
+                    "package, or set LOCKSTEP_PYTHON_DIR to the folder that holds lockstep/plot.py",
+                    fmt::join(folders, " or ")));
+  const std::string& python_dir = *found;
+  const std::string python = FromEnvironment("LOCKSTEP_PYTHON", "/usr/bin/python3");
   const std::string old_path = FromEnvironment("PYTHONPATH", "");
   const std::string path = old_path.empty() ? python_dir : python_dir + ":" + old_path;
   if (setenv("PYTHONPATH", path.c_str(), 1) != 0)
