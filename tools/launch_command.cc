@@ -2,6 +2,7 @@
 // runs the agent.
 #include "launch_command.h"
 
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -73,6 +74,7 @@ int SplitLaunchCommand(int argc, char** argv, LaunchFlags* flags) {
 }
 
 void AddLaunchFlags(CLI::App* app, LaunchFlags* flags) {
+  app->allow_extras();  // RunLaunch names them: most likely a training command without `--`
   app->add_option("--nproc_per_node", flags->nproc_per_node, "Shard processes this agent runs on its machine")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
@@ -110,6 +112,9 @@ int RunLaunch(const LaunchFlags& flags) {
         "--rdzv is required: redis://HOST:PORT or file://DIR, where the agents (and shards) meet");
   if (!flags.has_command || flags.command.empty() || flags.command[0] != "train")
     throw InvalidInput("give the training command after `--`: lockstep launch [flags] -- train ARGS...");
+  if (!flags.unknown.empty())
+    throw InvalidInput(fmt::format("unknown launch arguments before `--`: {}; see lockstep launch --help",
+                                   fmt::join(flags.unknown, " ")));
   AgentOptions options;
   options.rendezvous = ParseAgentStoreAddress(flags.rdzv);
   options.train_arguments.assign(flags.command.begin() + 1, flags.command.end());

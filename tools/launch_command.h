@@ -16,6 +16,7 @@ struct LaunchFlags {
   std::string rdzv, job_id;
   bool has_command = false;          // `--` was given
   std::vector<std::string> command;  // after `--`: train ARGS...
+  std::vector<std::string> unknown;  // what the parser did not recognize before `--`
 };
 
 // Takes what follows the first `--` of `lockstep launch ...` into flags->command and returns the argument

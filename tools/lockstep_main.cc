@@ -48,7 +48,10 @@ int main(int argc, char** argv) {
                               ? lockstep::SplitLaunchCommand(argc, argv, &launch_flags)
                               : argc;
   if (auto code = lockstep::ParseCommandLine(&app, parsed_argc, argv)) return *code;
-  if (launch->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunLaunch(launch_flags); });
+  if (launch->parsed()) {
+    launch_flags.unknown = launch->remaining();
+    return lockstep::ReportErrors([&] { return lockstep::RunLaunch(launch_flags); });
+  }
   if (make_db->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunMakeDb(make_db_flags); });
   if (plot->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunPlot(plot_flags); });
   if (eval->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunEval(*eval, eval_flags); });
