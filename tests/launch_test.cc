@@ -379,6 +379,28 @@ TEST(Launch, TwoAgentsRestartTogetherThroughRedis) {
   ExpectTwoAgentsRestartTogether(fmt::format("redis://127.0.0.1:{}", redis.port()));
 }
 
+// mpirun starts one agent per "machine"; the agents take their order, count and job id from it, and their
+// shards do not mistake mpirun's variables for their own.
+TEST(Launch, AgentsStartedByMpirunRestartTogether) {
+  const char* mpirun = "/usr/bin/mpirun";
+  if (access(mpirun, X_OK) != 0) GTEST_SKIP() << "mpirun is not installed";
+  TempDirectory dir;
+  Process agents(Concat({mpirun, "-np", "2", "--oversubscribe"},
+                        Launch(dir.path(), {"--max_restarts", "1"}, NullTraining(dir.path(), 4))),
+                 dir / "mpirun.out", {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"});
+  std::optional<pid_t> victim = ShardPid(agents, 0, 1, kJobLimit);
+  ASSERT_TRUE(victim) << agents.Output();
+  ASSERT_TRUE(WaitForFile(dir / "m_1.safetensors", agents, kJobLimit)) << agents.Output();
+  kill(*victim, SIGKILL);
+  EXPECT_EQ(agents.Wait(kJobLimit), std::optional<int>(0)) << agents.Output();
+  const std::string output = agents.Output();
+  for (int shard = 0; shard < 2; ++shard)
+    EXPECT_TRUE(std::regex_search(
+        output, std::regex(fmt::format("round 1: run id .*_r1, 2 shards.* shard {} pid", shard))))
+        << output;
+  EXPECT_TRUE(fs::exists(dir / "m_4.safetensors"));
+}
+
 // An agent that comes while a round runs waits for the next one, which then has more shards with the same
 // global batch: 2 shards x 8 images, then 4 x 4.
 TEST(Launch, LaterAgentJoinsNextRoundWithSameGlobalBatch) {
