@@ -237,6 +237,12 @@ TEST(LaunchAgent, BatchKeepsTheGlobalBatch) {
   } catch (const InvalidInput& e) {
     EXPECT_NE(std::string(e.what()).find("are 4 and 6"), std::string::npos) << e.what();
   }
+  try {
+    BatchForShards(4, 5);
+    ADD_FAILURE() << "4 images do not divide among 5 shards";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("keep it is 4:"), std::string::npos) << e.what();
+  }
 }
 
 TEST(LaunchAgent, RosterOrdersShardsByAgent) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -81,7 +82,7 @@ class Agent {
         return Stopped(round);
       }
       history_.push_back(failure);
-      if (round >= options_.max_restarts) return GiveUp(round);
+      if (round >= options_.max_restarts) return GiveUp();
       ++round;
     }
   }
@@ -224,13 +225,12 @@ class Agent {
     return 128 + stop_signal;
   }
 
-  int GiveUp(int round) {
+  int GiveUp() {
     for (size_t k = 0; k < history_.size(); ++k) Say(fmt::format("failure {}: {}", k + 1, history_[k]));
     std::fprintf(stderr,
                  "lockstep: error: job '%s' failed %zu times and --max_restarts %d restarts are spent (the "
                  "failures are listed above); the newest checkpoint is kept for a later run\n",
                  options_.job_id.c_str(), history_.size(), options_.max_restarts);
-    (void)round;
     return 1;
   }
 
@@ -251,14 +251,15 @@ std::pair<int, int> ParseNodeRange(const std::string& text) {
 
 int64_t BatchForShards(int64_t global_batch, int num_shards) {
   if (global_batch % num_shards == 0) return global_batch / num_shards;
-  int below = num_shards - 1, above = num_shards + 1;
-  while (below > 1 && global_batch % below != 0) --below;
+  int64_t below = std::min<int64_t>(num_shards - 1, global_batch), above = num_shards + 1;
+  while (global_batch % below != 0) --below;
   while (above < global_batch && global_batch % above != 0) ++above;
+  const std::string nearest =
+      above <= global_batch ? fmt::format("are {} and {}", below, above) : fmt::format("is {}", below);
   throw InvalidInput(
       fmt::format("the global batch {} of the first round does not divide among {} shards; the "
-                  "nearest shard counts that keep it are {} and {}: change --nproc_per_node or "
-                  "the machines",
-                  global_batch, num_shards, below, above));
+                  "nearest shard counts that keep it {}: change --nproc_per_node or the machines",
+                  global_batch, num_shards, nearest));
 }
 
 int Roster::num_shards() const {
