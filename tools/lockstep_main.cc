@@ -1,8 +1,9 @@
 // The lockstep command line: `lockstep train ...`, `lockstep eval ...`, `lockstep make-db ...`,
-// `lockstep plot ...` and `lockstep --version`.
+// `lockstep plot ...`, `lockstep launch ... -- train ...` and `lockstep --version`.
 #include <string>
 
 #include "eval_command.h"
+#include "launch_command.h"
 #include "lockstep/core/version.h"
 #include "make_db_command.h"
 #include "plot_command.h"
@@ -36,7 +37,21 @@ int main(int argc, char** argv) {
       "Draw training curves from CSV logs into a PNG: training loss, training accuracy, test accuracy and "
       "images/s, one line per log (runs python3 -m lockstep.plot)");
   lockstep::AddPlotFlags(plot, &plot_flags);
-  if (auto code = lockstep::ParseCommandLine(&app, argc, argv)) return *code;
+  lockstep::LaunchFlags launch_flags;
+  CLI::App* launch = app.add_subcommand(
+      "launch",
+      "Run the shards of a training job on this machine (`lockstep launch [flags] -- train ARGS...`), and "
+      "restart the job from its newest checkpoint when a shard fails or stalls");
+  lockstep::AddLaunchFlags(launch, &launch_flags);
+  // `--` ends the agent's flags: what follows is the training command, passed to the shards.
+  const int parsed_argc = argc > 1 && std::string(argv[1]) == "launch"
+                              ? lockstep::SplitLaunchCommand(argc, argv, &launch_flags)
+                              : argc;
+  if (auto code = lockstep::ParseCommandLine(&app, parsed_argc, argv)) return *code;
+  if (launch->parsed()) {
+    launch_flags.unknown = launch->remaining();
+    return lockstep::ReportErrors([&] { return lockstep::RunLaunch(launch_flags); });
+  }
   if (make_db->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunMakeDb(make_db_flags); });
   if (plot->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunPlot(plot_flags); });
   if (eval->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunEval(*eval, eval_flags); });

@@ -1,0 +1,338 @@
+// The agent's keys in its store, for round r: "round{r}.slot{k}" (the k-th agent to join: "<id> <shards>"),
+// "round{r}.roster", "round{r}.failed" (the round's first failure, one line) and "round{r}.done.{id}".
+#include "lockstep/launch/agent.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "lockstep/core/enforce.h"
+#include "lockstep/launch/resume.h"
+#include "lockstep/launch/shard_processes.h"
+
+namespace lockstep {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+volatile std::sig_atomic_t stop_signal = 0;
+void OnStopSignal(int signal) { stop_signal = signal; }
+
+// mpirun and srun number processes by these; a shard must take its numbers from the agent's flags instead.
+const std::vector<std::string> kLauncherVariables = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                                                     "SLURM_PROCID", "SLURM_NTASKS"};
+
+std::chrono::milliseconds Milliseconds(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void Say(const std::string& line) {
+  std::fprintf(stderr, "lockstep launch: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+std::string SlotKey(int round, int slot) { return fmt::format("round{}.slot{}", round, slot); }
+std::string RosterKey(int round) { return fmt::format("round{}.roster", round); }
+std::string FailedKey(int round) { return fmt::format("round{}.failed", round); }
+std::string DoneKey(int round, const std::string& agent) {
+  return fmt::format("round{}.done.{}", round, agent);
+}
+std::string RunId(const std::string& job_id, int round) { return fmt::format("{}_r{}", job_id, round); }
+
+int ParseCount(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || value < 1 || value > 65536)
+    throw InvalidInput(fmt::format("{} '{}' is not a count in [1, 65536]", what, text));
+  return static_cast<int>(value);
+}
+
+class Agent {
+ public:
+  explicit Agent(const AgentOptions& options)
+      : options_(options), store_(OpenAgentStore(options.rendezvous, options.job_id)) {}
+
+  int Run() {
+    int round = FirstOpenRound();
+    while (true) {
+      std::optional<Roster> roster = Join(round);
+      if (!roster) return Stopped(round);
+      std::string failure;
+      if (roster->FirstShard(options_.agent_id) < 0) {
+        Say(fmt::format("round {} formed without this agent ({} agents at most); waiting for it to end",
+                        round, options_.max_nodes));
+        if (std::optional<bool> finished = WaitForEnd(round, *roster, &failure); !finished)
+          return Stopped(round);
+        else if (*finished)
+          return 0;
+      } else if (RunRound(round, *roster, &failure)) {
+        return 0;
+      } else if (stop_signal) {
+        return Stopped(round);
+      }
+      history_.push_back(failure);
+      if (round >= options_.max_restarts) return GiveUp();
+      ++round;
+    }
+  }
+
+ private:
+  // The first round that has not failed: 0 for a new job, later ones for an agent that joins a job again.
+  int FirstOpenRound() {
+    int round = 0;
+    while (store_->Get(RosterKey(round)) && store_->Get(FailedKey(round))) ++round;
+    if (round > options_.max_restarts)
+      throw InvalidInput(fmt::format("job '{}' in {} already failed {} times: pass a fresh --job_id",
+                                     options_.job_id, store_->description(), round));
+    return round;
+  }
+
+  // Claims a place in `round` and waits until the round forms; nothing when the agent was stopped.
+  std::optional<Roster> Join(int round) {
+    if (auto text = store_->Get(RosterKey(round))) return Roster::Parse(*text);
+    int slot = -1;
+    for (int k = 0; k < options_.max_nodes && slot < 0; ++k)
+      if (store_->Create(SlotKey(round, k), fmt::format("{} {}", options_.agent_id, options_.nproc_per_node)))
+        slot = k;
+    const auto start = Clock::now();
+    std::optional<Clock::time_point> enough_since;
+    while (!stop_signal) {
+      if (auto text = store_->Get(RosterKey(round))) return Roster::Parse(*text);
+      int joined = 0;
+      while (joined < options_.max_nodes && store_->Get(SlotKey(round, joined))) ++joined;
+      if (joined >= options_.min_nodes && !enough_since) enough_since = Clock::now();
+      const bool full = joined >= options_.max_nodes;
+      if (slot >= 0 && (full || (enough_since && SecondsSince(*enough_since) >= options_.join_grace))) {
+        store_->Create(RosterKey(round), FormRoster(round, joined).ToText());
+        continue;
+      }
+      if (!enough_since && SecondsSince(start) > options_.join_timeout)
+        throw IoError(
+            fmt::format("round {}: {} of at least {} agents joined job '{}' in {} within {} s; start "
+                        "an agent on each machine with the same --job_id and --rdzv, or raise "
+                        "--join_timeout",
+                        round, joined, options_.min_nodes, options_.job_id, store_->description(),
+                        options_.join_timeout));
+      std::this_thread::sleep_for(std::min(Milliseconds(options_.monitor_interval), Milliseconds(0.1)));
+    }
+    return std::nullopt;
+  }
+
+  // The roster of the first `joined` agents. No shard of the job runs now (every agent joins only after
+  // stopping its own), so the newest checkpoint cannot change under the agents' feet.
+  Roster FormRoster(int round, int joined) {
+    Roster roster;
+    for (int k = 0; k < joined; ++k) {
+      std::istringstream in(store_->Get(SlotKey(round, k)).value_or(""));
+      std::pair<std::string, int> agent;
+      in >> agent.first >> agent.second;
+      roster.agents.push_back(agent);
+    }
+    std::sort(roster.agents.begin(), roster.agents.end());
+    std::optional<std::string> previous = round > 0 ? store_->Get(RosterKey(round - 1)) : std::nullopt;
+    roster.global_batch =
+        previous ? Roster::Parse(*previous).global_batch : options_.batch_size * roster.num_shards();
+    roster.checkpoint =
+        NewestCheckpoint(options_.checkpoint_directory, options_.save_model_name).value_or("");
+    return roster;
+  }
+
+  // Runs this agent's shards of `round` until they all exit 0 (true) or the round fails (false, with the
+  // failure that ended it) or the agent is stopped (false).
+  bool RunRound(int round, const Roster& roster, std::string* failure) {
+    const int first = roster.FirstShard(options_.agent_id);
+    std::vector<std::vector<std::string>> argvs;
+    std::vector<int> ids;
+    for (int k = 0; k < options_.nproc_per_node; ++k) {
+      ids.push_back(first + k);
+      argvs.push_back(ShardArguments(options_, roster, round, first + k));
+    }
+    ShardProcesses shards(argvs, ids, kLauncherVariables);
+    std::string pids;
+    for (size_t k = 0; k < ids.size(); ++k)
+      pids += fmt::format("{}shard {} pid {}", k ? ", " : "", ids[k], shards.pids()[k]);
+    Say(fmt::format("round {}: run id {}, {} shards, batch {} per shard, {}; started {}", round,
+                    RunId(options_.job_id, round), roster.num_shards(),
+                    roster.global_batch / roster.num_shards(),
+                    roster.checkpoint.empty() ? "fresh start" : "resuming from " + roster.checkpoint, pids));
+    const auto interval = Milliseconds(options_.monitor_interval);
+    auto last_look = Clock::now();
+    std::optional<std::string> published;
+    while (!published && !stop_signal) {
+      std::vector<ShardExit> exits = shards.Poll(interval);
+      // Of the shards that ended together, one killed by a signal is the likelier cause.
+      auto bad = std::find_if(exits.begin(), exits.end(), [](const ShardExit& e) { return e.signal != 0; });
+      if (bad == exits.end())
+        bad = std::find_if(exits.begin(), exits.end(), [](const ShardExit& e) { return !e.ok(); });
+      if (bad != exits.end()) {
+        store_->Create(FailedKey(round),
+                       fmt::format("round {} (run id {}): shard {} {} after {:.1f} s{}", round,
+                                   RunId(options_.job_id, round), bad->shard, bad->Describe(), bad->seconds,
+                                   bad->last_error.empty() ? "" : ": " + bad->last_error));
+        published = store_->Get(FailedKey(round));
+      } else if (shards.AllExited()) {
+        store_->Create(DoneKey(round, options_.agent_id), "done");
+        Say(fmt::format("round {}: shards {}-{} finished", round, first,
+                        first + options_.nproc_per_node - 1));
+        return true;
+      } else if (Clock::now() - last_look >= interval) {
+        published = store_->Get(FailedKey(round));
+        last_look = Clock::now();
+      }
+    }
+    if (stop_signal)
+      store_->Create(FailedKey(round), fmt::format("round {} (run id {}): agent {} was stopped by signal {}",
+                                                   round, RunId(options_.job_id, round), options_.agent_id,
+                                                   static_cast<int>(stop_signal)));
+    else
+      Say(fmt::format("{}; stopping shards {}-{}", *published, first, first + options_.nproc_per_node - 1));
+    shards.Stop(Milliseconds(options_.stop_grace));
+    if (published) *failure = *published;
+    return false;
+  }
+
+  // Waits for the end of a round this agent is not part of: true when it finished, false when it failed (with
+  // its failure), nothing when the agent was stopped.
+  std::optional<bool> WaitForEnd(int round, const Roster& roster, std::string* failure) {
+    while (!stop_signal) {
+      if (auto failed = store_->Get(FailedKey(round))) {
+        *failure = *failed;
+        return false;
+      }
+      for (const auto& [agent, shards] : roster.agents)
+        if (store_->Get(DoneKey(round, agent))) {
+          Say(fmt::format("job '{}' finished in round {}", options_.job_id, round));
+          return true;
+        }
+      std::this_thread::sleep_for(Milliseconds(options_.monitor_interval));
+    }
+    return std::nullopt;
+  }
+
+  int Stopped(int round) {
+    Say(fmt::format("stopped by signal {} in round {}", static_cast<int>(stop_signal), round));
+    return 128 + stop_signal;
+  }
+
+  int GiveUp() {
+    for (size_t k = 0; k < history_.size(); ++k) Say(fmt::format("failure {}: {}", k + 1, history_[k]));
+    std::fprintf(stderr,
+                 "lockstep: error: job '%s' failed %zu times and --max_restarts %d restarts are spent (the "
+                 "failures are listed above); the newest checkpoint is kept for a later run\n",
+                 options_.job_id.c_str(), history_.size(), options_.max_restarts);
+    return 1;
+  }
+
+  const AgentOptions& options_;
+  std::unique_ptr<AgentStore> store_;
+  std::vector<std::string> history_;  // one line per failed round
+};
+
+}  // namespace
+
+std::pair<int, int> ParseNodeRange(const std::string& text) {
+  const size_t colon = text.find(':');
+  const int low = ParseCount(text.substr(0, colon), "--nnodes");
+  const int high = colon == std::string::npos ? low : ParseCount(text.substr(colon + 1), "--nnodes");
+  if (low > high) throw InvalidInput(fmt::format("--nnodes {}: MIN must not exceed MAX", text));
+  return {low, high};
+}
+
+int64_t BatchForShards(int64_t global_batch, int num_shards) {
+  if (global_batch % num_shards == 0) return global_batch / num_shards;
+  int64_t below = std::min<int64_t>(num_shards - 1, global_batch), above = num_shards + 1;
+  while (global_batch % below != 0) --below;
+  while (above < global_batch && global_batch % above != 0) ++above;
+  const std::string nearest =
+      above <= global_batch ? fmt::format("are {} and {}", below, above) : fmt::format("is {}", below);
+  throw InvalidInput(
+      fmt::format("the global batch {} of the first round does not divide among {} shards; the "
+                  "nearest shard counts that keep it {}: change --nproc_per_node or the machines",
+                  global_batch, num_shards, nearest));
+}
+
+int Roster::num_shards() const {
+  int total = 0;
+  for (const auto& agent : agents) total += agent.second;
+  return total;
+}
+
+int Roster::FirstShard(const std::string& agent_id) const {
+  int first = 0;
+  for (const auto& [id, shards] : agents) {
+    if (id == agent_id) return first;
+    first += shards;
+  }
+  return -1;
+}
+
+std::string Roster::ToText() const {
+  std::string text = fmt::format("global_batch {}\ncheckpoint {}\n", global_batch, checkpoint);
+  for (const auto& [id, shards] : agents) text += fmt::format("agent {} {}\n", id, shards);
+  return text;
+}
+
+Roster Roster::Parse(const std::string& text) {
+  Roster roster;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const size_t space = line.find(' ');
+    const std::string key = line.substr(0, space),
+                      value = space == std::string::npos ? "" : line.substr(space + 1);
+    if (key == "global_batch") {
+      roster.global_batch = std::stoll(value);
+    } else if (key == "checkpoint") {
+      roster.checkpoint = value;
+    } else if (key == "agent") {
+      std::istringstream fields(value);
+      std::pair<std::string, int> agent;
+      fields >> agent.first >> agent.second;
+      roster.agents.push_back(agent);
+    }
+  }
+  LOCKSTEP_ENFORCE(roster.global_batch > 0 && !roster.agents.empty(), "malformed roster: ", text);
+  return roster;
+}
+
+std::vector<std::string> ShardArguments(const AgentOptions& options, const Roster& roster, int round,
+                                        int shard_id) {
+  const int num_shards = roster.num_shards();
+  std::vector<std::string> args = {options.program, "train"};
+  args.insert(args.end(), options.train_arguments.begin(), options.train_arguments.end());
+  const std::vector<std::string> job = {
+      "--num_shards", std::to_string(num_shards),
+      "--shard_id",   std::to_string(shard_id),
+      "--run_id",     RunId(options.job_id, round),
+      "--batch_size", std::to_string(BatchForShards(roster.global_batch, num_shards))};
+  args.insert(args.end(), job.begin(), job.end());
+  const AgentStoreAddress& where = options.rendezvous;
+  if (!where.redis_host.empty())
+    args.insert(args.end(),
+                {"--redis_host", where.redis_host, "--redis_port", std::to_string(where.redis_port)});
+  else if (!options.train_names_file_store)
+    args.insert(args.end(), {"--file_store_path", where.directory});
+  if (!roster.checkpoint.empty()) args.insert(args.end(), {"--load_model_path", roster.checkpoint});
+  return args;
+}
+
+int RunAgent(const AgentOptions& options) {
+  struct sigaction action = {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);  // no SA_RESTART: a wait returns at once
+  sigaction(SIGTERM, &action, nullptr);
+  return Agent(options).Run();
+}
+
+}  // namespace lockstep

@@ -1,0 +1,72 @@
+// The elastic agent behind `lockstep launch`: one per machine, it starts the machine's shard processes of a
+// training job, and when any shard of the job fails it stops them and starts the whole job again, from the
+// newest checkpoint, under a new run id, until the job ends or --max_restarts restarts are spent.
+//
+// Agents meet in rounds, in their store (agent_store.h). In round r each agent claims a slot; the round forms
+// when the most agents (--nnodes MIN:MAX) hold slots, or the fewest and then --join_grace seconds passed. The
+// agent that forms it writes the roster: the agents sorted by id with their shard counts, the global batch
+// and the checkpoint to resume from, chosen while no shard runs. Every agent derives the same shard ids from
+// the roster (agent k's shards follow those of agents 0 .. k-1) and starts its shards under run id
+// `<job_id>_r<r>`. An agent that sees a shard fail publishes the failure for round r (the first one published
+// counts); every agent that sees it stops its shards and joins round r + 1.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lockstep/launch/agent_store.h"
+
+namespace lockstep {
+
+struct AgentOptions {
+  std::string program;                       // the lockstep binary that the shards run
+  std::vector<std::string> train_arguments;  // those after `train`, passed on unchanged
+  int nproc_per_node = 1;
+  int min_nodes = 1, max_nodes = 1;
+  int max_restarts = 3;
+  double monitor_interval = 1;  // seconds between looks at the shards and the store
+  double join_grace = 3;        // seconds a round waits for more than MIN agents
+  double join_timeout = 600;    // seconds a round waits for MIN agents
+  double stop_grace = 5;        // seconds between SIGTERM and SIGKILL
+  AgentStoreAddress rendezvous;
+  std::string job_id;
+  std::string agent_id;  // unique in the job; the order of ids is the order of the agents' shards
+  // What the agent needs to know of the training arguments.
+  std::string save_model_name;
+  std::string checkpoint_directory;     // the trainer's --file_store_path
+  bool train_names_file_store = false;  // the arguments give --file_store_path
+  int64_t batch_size = 0;               // per shard, for the first round's shard count
+};
+
+// "N" or "MIN:MAX"; throws InvalidInput naming --nnodes.
+std::pair<int, int> ParseNodeRange(const std::string& text);
+
+// The per-shard batch that keeps `global_batch` on `num_shards` shards; throws InvalidInput naming the
+// nearest shard counts that divide it.
+int64_t BatchForShards(int64_t global_batch, int num_shards);
+
+// Who runs in a round, as the agent that formed it wrote it.
+struct Roster {
+  int64_t global_batch = 0;
+  std::string checkpoint;                           // empty: start fresh
+  std::vector<std::pair<std::string, int>> agents;  // (agent id, shards), sorted by id
+
+  int num_shards() const;
+  // The first shard id of `agent_id`, or -1 when the roster does not hold it.
+  int FirstShard(const std::string& agent_id) const;
+  std::string ToText() const;
+  static Roster Parse(const std::string& text);
+};
+
+// The arguments of local shard `shard_id` in `round` (argv[0] the program).
+std::vector<std::string> ShardArguments(const AgentOptions& options, const Roster& roster, int round,
+                                        int shard_id);
+
+// Runs the agent until the job ends; returns the exit code: 0 when every shard of the last round exited 0,
+// non-zero when the restarts are spent (after printing the failures, one per line) or the agent was stopped
+// by SIGINT or SIGTERM. Throws InvalidInput or IoError on bad options or an unreachable store.
+int RunAgent(const AgentOptions& options);
+
+}  // namespace lockstep

@@ -1,0 +1,477 @@
+// `lockstep launch`: the agent's pieces (node ranges, batches, rosters, the store, the newest checkpoint),
+// and whole jobs on 127.0.0.1 in which a shard is killed or stopped and the job finishes by itself with the
+// checkpoint of an uninterrupted run.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lockstep/core/enforce.h"
+#include "lockstep/launch/agent.h"
+#include "lockstep/launch/agent_store.h"
+#include "lockstep/launch/resume.h"
+#include "lockstep/train/safetensors.h"
+#include "processes.h"
+#include "shards.h"
+#include "test_util.h"
+
+namespace lockstep::testing {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Args = std::vector<std::string>;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr seconds kJobLimit{120};  // a whole small job with a restart, on a shared, slow machine
+
+Args Concat(Args first, const Args& second) {
+  first.insert(first.end(), second.begin(), second.end());
+  return first;
+}
+
+// LeNet on Fashion-MNIST, 3 epochs of 100 steps of 3 x 8 images, a checkpoint m_<epoch> per epoch in `dir`.
+Args LeNetTraining(const std::string& dir) {
+  return {"train",
+          "--use_cpu",
+          "--threads",
+          "1",
+          "--distributed_interfaces",
+          "lo",
+          "--model",
+          "lenet",
+          "--train_data",
+          "fashion-mnist",
+          "--batch_size",
+          "8",
+          "--epoch_size",
+          "2400",
+          "--num_epochs",
+          "3",
+          "--base_learning_rate",
+          "0.1",
+          "--momentum",
+          "0.9",
+          "--save_model_name",
+          "m",
+          "--log_dir",
+          dir,
+          "--timeout",
+          "3"};
+}
+
+// LeNet on synthetic images, for jobs whose numbers do not matter.
+Args NullTraining(const std::string& dir, int epochs) {
+  return {"train",
+          "--use_cpu",
+          "--threads",
+          "1",
+          "--distributed_interfaces",
+          "lo",
+          "--model",
+          "lenet",
+          "--train_data",
+          "null",
+          "--num_channels",
+          "1",
+          "--image_size",
+          "28",
+          "--num_labels",
+          "10",
+          "--batch_size",
+          "8",
+          "--epoch_size",
+          "1600",
+          "--num_epochs",
+          std::to_string(epochs),
+          "--save_model_name",
+          "m",
+          "--log_dir",
+          dir,
+          "--timeout",
+          "3"};
+}
+
+// `lockstep launch` with the store and checkpoints in `dir`, then `-- training`.
+Args Launch(const std::string& dir, const Args& flags, const Args& training) {
+  return Concat(
+      Concat(Concat({CliPath(), "launch", "--monitor_interval", "0.2", "--rdzv", "file://" + dir}, flags),
+             {"--"}),
+      training);
+}
+
+// The pid of `shard` in the agent's line "round <round>: ... shard <shard> pid <pid>", once it printed it.
+std::optional<pid_t> ShardPid(Process& agent, int round, int shard, milliseconds limit) {
+  const std::regex line(fmt::format("round {}: run id .*[ ,]shard {} pid ([0-9]+)", round, shard));
+  const auto deadline = Clock::now() + limit;
+  while (true) {
+    std::smatch match;
+    const std::string output = agent.Output();
+    if (std::regex_search(output, match, line)) return std::stoi(match[1]);
+    if (Clock::now() >= deadline || agent.Wait(milliseconds(20))) return std::nullopt;
+  }
+}
+
+bool WaitForFile(const std::string& path, Process& agent, milliseconds limit) {
+  for (const auto deadline = Clock::now() + limit; !fs::exists(path);) {
+    if (Clock::now() >= deadline || agent.Wait(milliseconds(0))) return false;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return true;
+}
+
+// True once no process has the pid (neither running nor a zombie), within a few seconds.
+bool Gone(pid_t pid) {
+  for (int i = 0; i < 250; ++i) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return false;
+}
+
+// Every tensor bitwise equal, and the same training position.
+void ExpectSameCheckpoint(const std::string& actual_path, const std::string& expected_path) {
+  SafetensorsFile actual = ReadSafetensors(actual_path), expected = ReadSafetensors(expected_path);
+  for (const char* key : {"model", "seed", "epochs_done", "iteration", "reader_position", "images_trained"})
+    EXPECT_EQ(actual.metadata[key], expected.metadata[key]) << key;
+  ASSERT_EQ(actual.tensors.size(), expected.tensors.size());
+  for (const auto& [name, want] : expected.tensors) {
+    auto it = actual.tensors.find(name);
+    ASSERT_NE(it, actual.tensors.end()) << name;
+    ASSERT_EQ(it->second.nbytes(), want.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(it->second.raw_data(), want.raw_data(), want.nbytes()), 0) << name << " differs";
+  }
+}
+
+// The one line of `output` that starts "lockstep: error: ".
+std::string ErrorLine(const std::string& output) {
+  std::istringstream in(output);
+  std::string found;
+  int count = 0;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("lockstep: error: ", 0) == 0) {
+      found = line;
+      ++count;
+    }
+  EXPECT_EQ(count, 1) << output;
+  return found;
+}
+
+// An uninterrupted job's last checkpoint, made once for the tests that compare with it.
+class LaunchedLeNet : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!HaveFashionMnist()) return;
+    reference_ = new TempDirectory;
+    Process agent(Launch(reference_->path(), {"--nproc_per_node", "3"}, LeNetTraining(reference_->path())),
+                  *reference_ / "agent.out");
+    const std::optional<int> code = agent.Wait(kJobLimit);
+    if (!code || *code != 0) ADD_FAILURE() << "the uninterrupted job failed:\n" << agent.Output();
+  }
+  static void TearDownTestSuite() {
+    delete reference_;
+    reference_ = nullptr;
+  }
+  void SetUp() override {
+    if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+
+  // A 3-shard job in which shard `victim` gets `signal` once the epoch-1 checkpoint exists: it must end by
+  // itself with exit code 0 after a restart, leave no shard behind and match the uninterrupted job.
+  void ExpectRecovers(int victim, int signal, const std::string& cause) {
+    TempDirectory dir;
+    Process agent(
+        Launch(dir.path(), {"--nproc_per_node", "3", "--max_restarts", "3"}, LeNetTraining(dir.path())),
+        dir / "agent.out");
+    std::vector<pid_t> first_round;
+    for (int shard = 0; shard < 3; ++shard) {
+      std::optional<pid_t> pid = ShardPid(agent, 0, shard, kJobLimit);
+      ASSERT_TRUE(pid) << agent.Output();
+      first_round.push_back(*pid);
+    }
+    ASSERT_TRUE(WaitForFile(dir / "m_1.safetensors", agent, kJobLimit)) << agent.Output();
+    kill(first_round[victim], signal);
+    const std::optional<int> code = agent.Wait(kJobLimit);
+    const std::string output = agent.Output();
+    ASSERT_EQ(code, std::optional<int>(0)) << output;
+    EXPECT_NE(output.find(cause), std::string::npos) << output;
+    EXPECT_NE(output.find("round 1: run id"), std::string::npos) << "no restart:\n" << output;
+    for (pid_t pid : first_round) EXPECT_TRUE(Gone(pid)) << "shard pid " << pid << " outlived its round";
+    ExpectSameCheckpoint(dir / "m_3.safetensors", *reference_ / "m_3.safetensors");
+  }
+
+  static TempDirectory* reference_;
+};
+
+TempDirectory* LaunchedLeNet::reference_ = nullptr;
+
+}  // namespace
+
+TEST(LaunchAgent, NodeRanges) {
+  EXPECT_EQ(ParseNodeRange("2"), std::make_pair(2, 2));
+  EXPECT_EQ(ParseNodeRange("1:4"), std::make_pair(1, 4));
+  EXPECT_THROW(ParseNodeRange("3:2"), InvalidInput);
+  EXPECT_THROW(ParseNodeRange("0"), InvalidInput);
+  EXPECT_THROW(ParseNodeRange("a:b"), InvalidInput);
+}
+
+TEST(LaunchAgent, BatchKeepsTheGlobalBatch) {
+  EXPECT_EQ(BatchForShards(24, 3), 8);
+  EXPECT_EQ(BatchForShards(24, 4), 6);
+  try {
+    BatchForShards(24, 5);
+    ADD_FAILURE() << "24 images do not divide among 5 shards";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("are 4 and 6"), std::string::npos) << e.what();
+  }
+  try {
+    BatchForShards(4, 5);
+    ADD_FAILURE() << "4 images do not divide among 5 shards";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("keep it is 4:"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LaunchAgent, RosterOrdersShardsByAgent) {
+  Roster roster;
+  roster.global_batch = 24;
+  roster.checkpoint = "/runs/m 1.safetensors";
+  roster.agents = {{"a", 2}, {"b", 1}, {"c", 3}};
+  Roster read = Roster::Parse(roster.ToText());
+  EXPECT_EQ(read.global_batch, 24);
+  EXPECT_EQ(read.checkpoint, roster.checkpoint);
+  EXPECT_EQ(read.agents, roster.agents);
+  EXPECT_EQ(read.num_shards(), 6);
+  EXPECT_EQ(read.FirstShard("a"), 0);
+  EXPECT_EQ(read.FirstShard("c"), 3);
+  EXPECT_EQ(read.FirstShard("d"), -1);
+
+  AgentOptions options;
+  options.program = "/bin/lockstep";
+  options.train_arguments = {"--model", "lenet"};
+  options.job_id = "job";
+  options.rendezvous.directory = "/store";
+  const Args args = ShardArguments(options, read, 2, 4);
+  const Args expected = {"/bin/lockstep",     "train",  "--model",           "lenet",
+                         "--num_shards",      "6",      "--shard_id",        "4",
+                         "--run_id",          "job_r2", "--batch_size",      "4",
+                         "--file_store_path", "/store", "--load_model_path", roster.checkpoint};
+  EXPECT_EQ(args, expected);
+}
+
+TEST(LaunchAgent, StoreAddresses) {
+  EXPECT_EQ(ParseAgentStoreAddress("file:///nfs/runs").directory, "/nfs/runs");
+  AgentStoreAddress redis = ParseAgentStoreAddress("redis://10.0.0.1:7000");
+  EXPECT_EQ(redis.redis_host, "10.0.0.1");
+  EXPECT_EQ(redis.redis_port, 7000);
+  EXPECT_THROW(ParseAgentStoreAddress("nfs:/runs"), InvalidInput);
+  EXPECT_THROW(ParseAgentStoreAddress("redis://host:99999"), InvalidInput);
+}
+
+// Of several creators of a key exactly one succeeds, and the value is the first one's.
+void ExpectExclusiveKeys(const AgentStoreAddress& address) {
+  auto first = OpenAgentStore(address, "exclusive"), second = OpenAgentStore(address, "exclusive");
+  EXPECT_FALSE(first->Get("k"));
+  EXPECT_TRUE(first->Create("k", "one"));
+  EXPECT_FALSE(second->Create("k", "two"));
+  EXPECT_EQ(second->Get("k"), std::optional<std::string>("one"));
+  EXPECT_FALSE(OpenAgentStore(address, "another job")->Get("k"));
+}
+
+TEST(LaunchAgent, DirectoryStoreKeysAreExclusive) {
+  TempDirectory dir;
+  AgentStoreAddress address;
+  address.directory = dir.path();
+  ExpectExclusiveKeys(address);
+}
+
+TEST(LaunchAgent, RedisStoreKeysAreExclusive) {
+  if (!RedisServer::Available()) GTEST_SKIP() << "redis-server is not installed";
+  RedisServer redis;
+  AgentStoreAddress address;
+  address.redis_host = "127.0.0.1";
+  address.redis_port = redis.port();
+  ExpectExclusiveKeys(address);
+}
+
+TEST(LaunchAgent, NewestCheckpointHasTheMostIterations) {
+  TempDirectory dir;
+  EXPECT_FALSE(NewestCheckpoint(dir.path(), "m"));
+  Tensor weight = TensorFromValues({2}, {1, 2});
+  auto write = [&](const std::string& file, int iteration, int epochs) {
+    WriteSafetensors(dir / file, {{"w", &weight}},
+                     {{"iteration", std::to_string(iteration)}, {"epochs_done", std::to_string(epochs)}});
+  };
+  write("m_2.safetensors", 200, 2);
+  write("m_10.safetensors", 1000, 10);  // newer, though it sorts first by name
+  write("other_11.safetensors", 1100, 11);
+  std::ofstream(dir / "m_12.safetensors.tmp.1") << "partial";
+  EXPECT_EQ(NewestCheckpoint(dir.path(), "m"), std::optional<std::string>(dir / "m_10.safetensors"));
+}
+
+TEST_F(LaunchedLeNet, KilledShardRestartsFromCheckpointAndMatchesUninterruptedJob) {
+  ExpectRecovers(1, SIGKILL, "shard 1 was killed by SIGKILL");
+}
+
+TEST_F(LaunchedLeNet, StoppedShardRestartsFromCheckpointAndMatchesUninterruptedJob) {
+  ExpectRecovers(2, SIGSTOP, "shard 2 sent nothing for 3 s");
+}
+
+TEST(Launch, RestartsSpentEndJobWithHistory) {
+  TempDirectory dir;
+  Process agent(
+      Launch(dir.path(), {"--nproc_per_node", "2", "--max_restarts", "0"}, NullTraining(dir.path(), 50)),
+      dir / "agent.out");
+  std::optional<pid_t> victim = ShardPid(agent, 0, 1, kJobLimit);
+  ASSERT_TRUE(victim) << agent.Output();
+  ASSERT_TRUE(WaitForFile(dir / "m_1.safetensors", agent, kJobLimit)) << agent.Output();
+  kill(*victim, SIGKILL);
+  const std::optional<int> code = agent.Wait(kJobLimit);
+  const std::string output = agent.Output();
+  ASSERT_TRUE(code) << output;
+  EXPECT_NE(*code, 0);
+  EXPECT_TRUE(
+      std::regex_search(output, std::regex("failure 1: round 0 \\(run id .*_r0\\): shard 1 was killed by "
+                                           "SIGKILL after [0-9.]+ s")))
+      << output;
+  EXPECT_NE(ErrorLine(output).find("--max_restarts 0"), std::string::npos);
+  EXPECT_EQ(output.find("round 1: run id"), std::string::npos) << output;
+}
+
+// Two agents with one shard each meet through `rdzv`; a killed shard restarts both agents' shards.
+void ExpectTwoAgentsRestartTogether(const std::string& rdzv) {
+  TempDirectory dir;
+  const Args flags = {"--monitor_interval", "0.2", "--rdzv",         rdzv, "--nnodes", "2",
+                      "--job_id",           "two", "--max_restarts", "2",  "--"};
+  const Args training = Concat(NullTraining(dir.path(), 4), {"--file_store_path", dir.path()});
+  auto agent = [&](const std::string& name) {
+    return std::make_unique<Process>(Concat(Concat({CliPath(), "launch"}, flags), training), dir / name);
+  };
+  auto first = agent("first.out"), second = agent("second.out");
+  ASSERT_TRUE(WaitForFile(dir / "m_1.safetensors", *first, kJobLimit)) << first->Output();
+  // Shard 1 runs under one of the agents; the other agent's shard must be restarted too.
+  Process* owner = ShardPid(*first, 0, 1, milliseconds(0)) ? first.get() : second.get();
+  std::optional<pid_t> victim = ShardPid(*owner, 0, 1, seconds(5));
+  ASSERT_TRUE(victim);
+  kill(*victim, SIGKILL);
+  for (Process* p : {first.get(), second.get()}) {
+    EXPECT_EQ(p->Wait(kJobLimit), std::optional<int>(0)) << p->Output();
+    EXPECT_NE(p->Output().find("round 1: run id two_r1, 2 shards"), std::string::npos) << p->Output();
+  }
+  EXPECT_TRUE(fs::exists(dir / "m_4.safetensors"));
+}
+
+TEST(Launch, TwoAgentsRestartTogetherThroughFileStore) {
+  TempDirectory store;
+  ExpectTwoAgentsRestartTogether("file://" + store.path());
+}
+
+TEST(Launch, TwoAgentsRestartTogetherThroughRedis) {
+  if (!RedisServer::Available()) GTEST_SKIP() << "redis-server is not installed";
+  RedisServer redis;
+  ExpectTwoAgentsRestartTogether(fmt::format("redis://127.0.0.1:{}", redis.port()));
+}
+
+// mpirun starts one agent per "machine"; the agents take their order, count and job id from it, and their
+// shards do not mistake mpirun's variables for their own.
+TEST(Launch, AgentsStartedByMpirunRestartTogether) {
+  const char* mpirun = "/usr/bin/mpirun";
+  if (access(mpirun, X_OK) != 0) GTEST_SKIP() << "mpirun is not installed";
+  TempDirectory dir;
+  Process agents(Concat({mpirun, "-np", "2", "--oversubscribe"},
+                        Launch(dir.path(), {"--max_restarts", "1"}, NullTraining(dir.path(), 4))),
+                 dir / "mpirun.out", {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"});
+  std::optional<pid_t> victim = ShardPid(agents, 0, 1, kJobLimit);
+  ASSERT_TRUE(victim) << agents.Output();
+  ASSERT_TRUE(WaitForFile(dir / "m_1.safetensors", agents, kJobLimit)) << agents.Output();
+  kill(*victim, SIGKILL);
+  EXPECT_EQ(agents.Wait(kJobLimit), std::optional<int>(0)) << agents.Output();
+  const std::string output = agents.Output();
+  for (int shard = 0; shard < 2; ++shard)
+    EXPECT_TRUE(std::regex_search(
+        output, std::regex(fmt::format("round 1: run id .*_r1, 2 shards.* shard {} pid", shard))))
+        << output;
+  EXPECT_TRUE(fs::exists(dir / "m_4.safetensors"));
+}
+
+// An agent that comes while a round runs waits for the next one, which then has more shards with the same
+// global batch: 2 shards x 8 images, then 4 x 4.
+TEST(Launch, LaterAgentJoinsNextRoundWithSameGlobalBatch) {
+  TempDirectory dir;
+  auto agent = [&](const std::string& name) {
+    return std::make_unique<Process>(
+        Launch(dir.path(),
+               {"--nnodes", "1:2", "--join_grace", "0.5", "--job_id", "grow", "--nproc_per_node", "2"},
+               NullTraining(dir.path(), 4)),
+        dir / name);
+  };
+  auto first = agent("first.out");
+  std::optional<pid_t> victim = ShardPid(*first, 0, 1, kJobLimit);
+  ASSERT_TRUE(victim) << first->Output();
+  auto second = agent("second.out");
+  for (auto until = Clock::now() + kJobLimit;
+       second->Output().find("formed without this agent") == std::string::npos;) {
+    ASSERT_LT(Clock::now(), until) << second->Output();
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_TRUE(WaitForFile(dir / "m_1.safetensors", *first, kJobLimit)) << first->Output();
+  kill(*victim, SIGKILL);
+  for (Process* p : {first.get(), second.get()}) {
+    EXPECT_EQ(p->Wait(kJobLimit), std::optional<int>(0)) << p->Output();
+    EXPECT_NE(p->Output().find("round 1: run id grow_r1, 4 shards, batch 4 per shard"), std::string::npos)
+        << p->Output();
+  }
+  EXPECT_EQ(ReadSafetensors(dir / "m_4.safetensors").metadata["images_trained"], "6400");
+}
+
+TEST(Launch, StoppedAgentStopsItsShards) {
+  TempDirectory dir;
+  Process agent(Launch(dir.path(), {"--nproc_per_node", "2"}, NullTraining(dir.path(), 1000)),
+                dir / "agent.out");
+  std::vector<pid_t> pids;
+  for (int shard = 0; shard < 2; ++shard) {
+    std::optional<pid_t> pid = ShardPid(agent, 0, shard, kJobLimit);
+    ASSERT_TRUE(pid) << agent.Output();
+    pids.push_back(*pid);
+  }
+  kill(pids[0], SIGSTOP);  // a stopped shard must end too
+  agent.Signal(SIGTERM);
+  EXPECT_EQ(agent.Wait(seconds(30)), std::optional<int>(128 + SIGTERM)) << agent.Output();
+  for (pid_t pid : pids) EXPECT_TRUE(Gone(pid)) << "shard pid " << pid << " outlived its agent";
+}
+
+TEST(LaunchInput, BadUsageGetsOneLine) {
+  TempDirectory dir;
+  const std::string training = "train --model lenet --train_data null --save_model_name m";
+  struct Case {
+    std::string arguments, expected;
+  } cases[] = {
+      {"launch -- " + training, "--rdzv is required"},
+      {"launch --rdzv file://" + dir.path() + " " + training, "give the training command after `--`"},
+      {"launch --rdzv file://" + dir.path() + " -- train --model lenet", "need --save_model_name"},
+      {"launch --rdzv file://" + dir.path() + " -- " + training + " --num_shards 2", "drop --num_shards"},
+      {"launch --rdzv file://" + dir.path() + " --nnodes 2 -- " + training, "--job_id is required"},
+      {"launch --rdzv file://" + dir / "missing" + " -- " + training, "no such directory"},
+  };
+  for (const Case& c : cases) {
+    CliOutput result = RunCliWithFiles(dir.path(), c.arguments);
+    EXPECT_NE(result.code, 0) << c.arguments;
+    EXPECT_NE(ErrorLine(result.err).find(c.expected), std::string::npos) << c.arguments << ":\n"
+                                                                         << result.err;
+  }
+}
+
+}  // namespace lockstep::testing
