@@ -92,7 +92,7 @@ run() {  # folder, extra flags...
   images_per_sec=$(awk -F, 'FNR > 2 && $8 == 2 { print $6; found = 1 } END { if (!found) exit 1 }' \
     "$dir"/resnet50_*.log) || { echo "error: no epoch 2 row in the log of $dir" >&2; exit 1; }
   wall_seconds=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
-  checkpoints=$(cd "$dir" && ls -- *.safetensors | tr '\n' ' ')
+  checkpoints=$(cd "$dir" && ls -- *.safetensors | paste -sd ' ' -)
 }
 
 echo "ResNet-50, batch 16, ${image_size}x${image_size}, 2 epochs of $steps steps, mid-epoch checkpoint every" \

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <regex>
 
+#include "lockstep/train/checkpoint_writer.h"
 #include "lockstep/train/safetensors.h"
 #include "lockstep/train/trainer.h"
 #include "test_util.h"
@@ -182,6 +183,36 @@ TEST(MidEpochCheckpoints, AFailedWriteStopsTrainingNamingTheFile) {
     EXPECT_NE(std::string(e.what()).find(IterationCheckpointPath(config.file_store_path, "m", 5)),
               std::string::npos)
         << e.what();
+  }
+}
+
+TEST(CheckpointWriter, WritesEverySnapshotAndKeepsTheNewestUpToItsOwn) {
+  fs::path dir = FreshDir("writer");
+  // A later checkpoint of another run (one resumed from an earlier point into this directory) is not this
+  // run's to remove and does not count against the ones kept.
+  Workspace ws;
+  Tensor* w = ws.CreateBlob("scope/w");
+  w->Resize({3});
+  TrainerState state;
+  state.model = "lenet";
+  state.iteration = 100;
+  SaveCheckpoint(IterationCheckpointPath(dir.string(), "m", 100), ws, "scope/", {"w"}, state);
+  {
+    CheckpointWriter writer(dir.string(), "m", 2);
+    for (int64_t iteration = 1; iteration <= 5; ++iteration) {
+      for (int i = 0; i < 3; ++i) w->data<float>()[i] = static_cast<float>(iteration * 10 + i);
+      state.iteration = iteration;
+      writer.SaveInBackground(ws, "scope/", {"w"}, state);
+    }
+    writer.Finish();
+  }
+  EXPECT_EQ(Iterations(dir), (std::vector<int64_t>{4, 5, 100}));
+  // Each file holds the blob as it was when its snapshot was taken, not as training left it later.
+  for (int64_t iteration : {4, 5}) {
+    SafetensorsFile file = ReadSafetensors(IterationCheckpointPath(dir.string(), "m", iteration));
+    EXPECT_EQ(Values(file.tensors.at("w")),
+              (std::vector<float>{iteration * 10.0f, iteration * 10.0f + 1, iteration * 10.0f + 2}));
+    EXPECT_EQ(file.metadata.at("iteration"), std::to_string(iteration));
   }
 }
 
