@@ -350,6 +350,22 @@ TEST(DistributedTrainerInput, MismatchedModelsStopEveryShard) {
   for (int k = 0; k < 2; ++k) ExpectError(run[k], deadline, {"differ", "parameter"});
 }
 
+TEST(DistributedTrainerInput, ShardsStartingFromDifferentCheckpointsStopEveryShard) {
+  TempDirectory dir;
+  Processes first;
+  first.Start(Train(Concat(NullData(dir.path(), 16, 2), {"--save_model_name", "m"})), dir / "first.out");
+  ASSERT_TRUE(ExpectAllSucceed(first, kRunLimit));
+  Args flags = Concat(NullData(dir.path(), 16, 3), {"--first_iter_timeout", "30", "--run_id",
+                                                    UniqueName("checkpoints"), "--num_shards", "2"});
+  Processes run;
+  run.Start(Train(Concat(flags, {"--shard_id", "0", "--load_model_path", dir / "m_1.safetensors"})),
+            dir / "shard0.out");
+  run.Start(Train(Concat(flags, {"--shard_id", "1", "--load_model_path", dir / "m_2.safetensors"})),
+            dir / "shard1.out");
+  const auto deadline = Clock::now() + kErrorLimit;
+  for (int k = 0; k < 2; ++k) ExpectError(run[k], deadline, {"differ", "training starts from"});
+}
+
 TEST(DistributedTrainerInput, ShardIdOutOfRange) {
   TempDirectory dir;
   Processes run;

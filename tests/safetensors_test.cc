@@ -1,5 +1,6 @@
-// Safetensors: round trips of every dtype (scalars and empty tensors included), atomic writes, one clear
-// error per kind of corruption, and interop with a reader and writer written in Python with NumPy.
+// Safetensors: round trips of every dtype (scalars and empty tensors included), atomic writes, the metadata
+// alone, one clear error per kind of corruption, and interop with a reader and writer written in Python with
+// NumPy.
 #include "lockstep/train/safetensors.h"
 
 #include <gtest/gtest.h>
@@ -170,6 +171,23 @@ TEST_F(SafetensorsTest, WritesAtomically) {
   std::string unwritable = Path("missing_dir/model.safetensors");
   EXPECT_THROW(WriteSafetensors(unwritable, {{"x", &first}}, {}), IoError);
   EXPECT_FALSE(std::filesystem::exists(unwritable));
+}
+
+TEST_F(SafetensorsTest, MetadataAloneReadsTheHeaderOnly) {
+  Tensor x = MakeTensor<float>({2}, {1.0f, 2.0f});
+  std::string path = Path("model.safetensors");
+  WriteSafetensors(path, {{"x", &x}}, {{"iteration", "17"}, {"format", "lockstep"}});
+  const std::map<std::string, std::string> expected = {{"iteration", "17"}, {"format", "lockstep"}};
+  EXPECT_EQ(ReadSafetensorsMetadata(path), expected);
+  // The header is validated as ReadSafetensors does; a header that states more data than the file holds
+  // fails, one without metadata has none.
+  std::string truncated = Path("truncated.safetensors");
+  WriteBytes(truncated, RawFile(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "1234"));
+  EXPECT_THROW(ReadSafetensorsMetadata(truncated), InvalidInput);
+  std::string plain = Path("plain.safetensors");
+  WriteBytes(plain, RawFile(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", "1234"));
+  EXPECT_TRUE(ReadSafetensorsMetadata(plain).empty());
+  EXPECT_THROW(ReadSafetensorsMetadata(Path("absent.safetensors")), IoError);
 }
 
 TEST_F(SafetensorsTest, RefusesUndefinedTensors) {

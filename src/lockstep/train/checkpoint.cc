@@ -1,40 +1,142 @@
-// Checkpoint save/load on top of the safetensors reader and writer.
+// Checkpoint save/load and the checkpoints of a directory, on top of the safetensors reader and writer.
 #include "lockstep/train/checkpoint.h"
 
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
 #include <map>
 #include <set>
+#include <system_error>
 
 #include "lockstep/core/version.h"
 #include "lockstep/train/safetensors.h"
 
 namespace lockstep {
 
+namespace {
+
+constexpr const char* kExtension = ".safetensors";
+
+std::string Directory(const std::string& directory) { return directory.empty() ? "." : directory; }
+
+// N of a file named "{name}_{marker}N.safetensors", N decimal digits; -1 for any other name (a temporary file
+// "....safetensors.tmp.PID" among them).
+int64_t NumberInName(const std::string& file_name, const std::string& name, const std::string& marker) {
+  const std::string prefix = name + "_" + marker, suffix = kExtension;
+  if (file_name.size() <= prefix.size() + suffix.size() || file_name.compare(0, prefix.size(), prefix) != 0 ||
+      file_name.compare(file_name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return -1;
+  const char* first = file_name.data() + prefix.size();
+  const char* last = file_name.data() + file_name.size() - suffix.size();
+  int64_t number = -1;
+  auto [end, error] = std::from_chars(first, last, number);
+  if (error != std::errc() || end != last || *first == '-' || *first == '+') return -1;
+  return number;
+}
+
+// The names of the directory's entries, sorted; none when it does not exist.
+std::vector<std::string> FileNames(const std::string& directory) {
+  std::vector<std::string> names;
+  std::error_code error;
+  std::filesystem::directory_iterator it(directory, error);
+  if (error == std::errc::no_such_file_or_directory) return names;
+  for (; !error && it != std::filesystem::directory_iterator(); it.increment(error))
+    names.push_back(it->path().filename().string());
+  if (error)
+    throw IoError(fmt::format("cannot list checkpoint directory {}: {}", directory, error.message()));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A metadata entry as an integer, or -1 when it is missing or not one.
+int64_t MetadataNumber(const std::map<std::string, std::string>& metadata, const std::string& key) {
+  auto it = metadata.find(key);
+  if (it == metadata.end()) return -1;
+  int64_t number = -1;
+  const std::string& text = it->second;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+  return error == std::errc() && end == text.data() + text.size() ? number : -1;
+}
+
+}  // namespace
+
 std::string CheckpointPath(const std::string& directory, const std::string& name, int64_t epoch) {
-  return fmt::format("{}/{}_{}.safetensors", directory.empty() ? "." : directory, name, epoch);
+  return fmt::format("{}/{}_{}{}", Directory(directory), name, epoch, kExtension);
+}
+
+std::string IterationCheckpointPath(const std::string& directory, const std::string& name,
+                                    int64_t iteration) {
+  return fmt::format("{}/{}_iter{:010d}{}", Directory(directory), name, iteration, kExtension);
+}
+
+std::vector<std::pair<int64_t, std::string>> IterationCheckpoints(const std::string& directory,
+                                                                  const std::string& name) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  for (const std::string& file : FileNames(Directory(directory))) {
+    const int64_t iteration = NumberInName(file, name, "iter");
+    if (iteration >= 0) found.emplace_back(iteration, Directory(directory) + "/" + file);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::string LatestCheckpoint(const std::string& directory, const std::string& name) {
+  std::string latest;
+  std::pair<int64_t, int64_t> latest_order{-1, -1};  // (iteration, epochs_done): the epoch one wins a tie
+  for (const std::string& file : FileNames(Directory(directory))) {
+    if (NumberInName(file, name, "") < 0 && NumberInName(file, name, "iter") < 0) continue;
+    const std::string path = Directory(directory) + "/" + file;
+    std::map<std::string, std::string> metadata;
+    try {
+      metadata = ReadSafetensorsMetadata(path);
+    } catch (const Error&) {
+      continue;  // unreadable, truncated or not a safetensors file: not one to resume from
+    }
+    auto format = metadata.find("format");
+    if (format == metadata.end() || format->second != "lockstep") continue;
+    const std::pair<int64_t, int64_t> order{MetadataNumber(metadata, "iteration"),
+                                            MetadataNumber(metadata, "epochs_done")};
+    if (order.first < 0 || order.second < 0) continue;
+    if (order > latest_order) {
+      latest_order = order;
+      latest = path;
+    }
+  }
+  return latest;
+}
+
+void CheckpointSnapshot::Take(const Workspace& ws, const std::string& scope,
+                              const std::vector<std::string>& names, const TrainerState& state) {
+  // A blob in a backend layout or in device memory becomes a row-major host copy; so does a plain host blob,
+  // which training goes on changing while the copy is written.
+  for (const auto& name : names) ws.Blob(scope + name).ToPlain(&tensors_[name]);
+  LOCKSTEP_ENFORCE_EQ(tensors_.size(), names.size(), "a snapshot is taken of the same blobs every time");
+  state_ = state;
+}
+
+void CheckpointSnapshot::Write(const std::string& path) const {
+  std::map<std::string, const Tensor*> tensors;
+  for (const auto& [name, tensor] : tensors_) tensors[name] = &tensor;
+  std::map<std::string, std::string> metadata = {
+      {"format", "lockstep"},
+      {"lockstep_version", Version()},
+      {"model", state_.model},
+      {"epochs_done", std::to_string(state_.epochs_done)},
+      {"iteration", std::to_string(state_.iteration)},
+      {"epoch_iteration", std::to_string(state_.epoch_iteration)},
+      {"reader_position", std::to_string(state_.reader_position)},
+      {"seed", std::to_string(state_.seed)},
+      {"images_trained", std::to_string(state_.images_trained)},
+      {"training_milliseconds", std::to_string(state_.training_milliseconds)},
+  };
+  WriteSafetensors(path, tensors, metadata);
 }
 
 void SaveCheckpoint(const std::string& path, const Workspace& ws, const std::string& scope,
                     const std::vector<std::string>& names, const TrainerState& state) {
-  std::map<std::string, const Tensor*> tensors;
-  std::map<std::string, Tensor> host;  // blobs in a backend layout or in device memory: row-major host copies
-  for (const auto& name : names) {
-    const Tensor& blob = ws.Blob(scope + name);
-    const bool as_is = blob.is_plain() && blob.on_host();
-    if (!as_is) blob.ToPlain(&host[name]);
-    tensors[name] = as_is ? &blob : &host[name];
-  }
-  std::map<std::string, std::string> metadata = {
-      {"format", "lockstep"},
-      {"lockstep_version", Version()},
-      {"model", state.model},
-      {"epochs_done", std::to_string(state.epochs_done)},
-      {"iteration", std::to_string(state.iteration)},
-      {"reader_position", std::to_string(state.reader_position)},
-      {"seed", std::to_string(state.seed)},
-      {"images_trained", std::to_string(state.images_trained)},
-      {"training_milliseconds", std::to_string(state.training_milliseconds)},
-  };
-  WriteSafetensors(path, tensors, metadata);
+  CheckpointSnapshot snapshot;
+  snapshot.Take(ws, scope, names, state);
+  snapshot.Write(path);
 }
 
 namespace {
@@ -78,6 +180,9 @@ TrainerState StateOf(const std::string& path, const SafetensorsFile& file) {
   state.model = model == file.metadata.end() ? "" : model->second;
   state.epochs_done = MetadataInt(path, file.metadata, "epochs_done");
   state.iteration = MetadataInt(path, file.metadata, "iteration");
+  // Checkpoints from before mid-epoch checkpoints were all taken at an epoch's end.
+  if (file.metadata.count("epoch_iteration"))
+    state.epoch_iteration = MetadataInt(path, file.metadata, "epoch_iteration");
   state.reader_position = MetadataInt(path, file.metadata, "reader_position");
   state.seed = static_cast<uint64_t>(MetadataInt(path, file.metadata, "seed"));
   state.images_trained = MetadataInt(path, file.metadata, "images_trained");

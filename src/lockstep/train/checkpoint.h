@@ -1,9 +1,18 @@
 // Training checkpoints: the parameters and optimizer state of one replica with its name scope stripped, and
 // the trainer's position in the metadata, as a safetensors file that numpy/PyTorch/JAX can read.
+//
+// Names in the checkpoint directory (--file_store_path), for --save_model_name NAME:
+//   NAME_{epoch}.safetensors         after each epoch (epoch 1, 2, ...); never removed
+//   NAME_iter{iteration}.safetensors every --checkpoint_every_iters optimizer steps within an epoch, the
+//                                    iteration zero-padded to 10 digits so that a listing sorts them; the
+//                                    oldest beyond --keep_checkpoints are removed
+// Both hold the same tensors and metadata; "iteration" (global optimizer steps) orders them.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/core/workspace.h"
@@ -12,8 +21,9 @@ namespace lockstep {
 
 struct TrainerState {
   std::string model;
-  int64_t epochs_done = 0;
+  int64_t epochs_done = 0;      // completed epochs
   int64_t iteration = 0;        // optimizer steps taken
+  int64_t epoch_iteration = 0;  // steps taken in epoch epochs_done + 1: 0 at an epoch's end
   int64_t reader_position = 0;  // next record of the training stream
   uint64_t seed = 0;            // the data order and initialisation derive from it
   // The log's running totals continue from these. Images count the whole job (every shard); a machine's log
@@ -23,6 +33,35 @@ struct TrainerState {
 };
 
 std::string CheckpointPath(const std::string& directory, const std::string& name, int64_t epoch);
+// The mid-epoch checkpoint after optimizer step `iteration`.
+std::string IterationCheckpointPath(const std::string& directory, const std::string& name, int64_t iteration);
+
+// The mid-epoch checkpoints of `name` in `directory` as (iteration, path), by iteration; the iteration is
+// read from the file name. Throws IoError when the directory cannot be listed (a missing one has none).
+std::vector<std::pair<int64_t, std::string>> IterationCheckpoints(const std::string& directory,
+                                                                  const std::string& name);
+
+// Where a run of `name` resumes: of the epoch and mid-epoch checkpoints of `name` in `directory`, the one
+// with the largest "iteration" in its metadata (an epoch checkpoint on a tie); "" when there is none.
+// Temporary files of an unfinished write, files whose header does not parse and files not written by lockstep
+// are skipped. Only headers are read.
+std::string LatestCheckpoint(const std::string& directory, const std::string& name);
+
+// A checkpoint's contents in host memory, in plain row-major layout: taken from a workspace, written to a
+// file. Taking it again reuses the buffers of the same tensors.
+class CheckpointSnapshot {
+ public:
+  // Copies the blobs `scope + name` for each name, to be saved under their unscoped names, and the state.
+  void Take(const Workspace& ws, const std::string& scope, const std::vector<std::string>& names,
+            const TrainerState& state);
+  // Writes the file atomically; throws IoError when it cannot.
+  void Write(const std::string& path) const;
+  const TrainerState& state() const { return state_; }
+
+ private:
+  std::map<std::string, Tensor> tensors_;
+  TrainerState state_;
+};
 
 // Saves blobs `scope + name` for each name under their unscoped names, atomically.
 void SaveCheckpoint(const std::string& path, const Workspace& ws, const std::string& scope,

@@ -274,43 +274,70 @@ void WriteSafetensors(const std::string& path, const std::map<std::string, const
   SyncParentDirectory(path);
 }
 
-SafetensorsFile ReadSafetensors(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) ThrowIo("open checkpoint", path);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat info;
-  if (::fstat(fd, &info) != 0) ThrowIo("stat checkpoint", path);
-  const uint64_t file_size = static_cast<uint64_t>(info.st_size);
-  auto fail = [&](const std::string& what) {
-    throw InvalidInput(fmt::format("checkpoint {} {}", path, what));
-  };
+namespace {
 
-  unsigned char length[8];
-  if (file_size < sizeof(length) || !ReadAllAt(fd, length, sizeof(length), 0, path))
-    fail(fmt::format("is truncated: it has {} bytes, fewer than the 8-byte header length", file_size));
-  uint64_t header_size = 0;
-  for (int i = 0; i < 8; ++i) header_size |= static_cast<uint64_t>(length[i]) << (8 * i);
-  if (header_size > file_size - sizeof(length))
-    fail(fmt::format("is truncated: header says {} bytes, file has {}", header_size, file_size));
-
-  std::string text(header_size, '\0');
-  if (!ReadAllAt(fd, text.data(), text.size(), sizeof(length), path))
-    fail("is truncated: the file ended while reading its header");
-  const uint64_t data_start = sizeof(length) + header_size;
-
-  SafetensorsFile result;
+// An open safetensors file whose header has been read and validated; the tensors' bytes are not read yet.
+struct OpenedFile {
+  struct Descriptor {  // closed however the constructor ends
+    int fd = -1;
+    ~Descriptor() {
+      if (fd >= 0) ::close(fd);
+    }
+  } descriptor;
+  uint64_t data_start = 0;
   std::vector<Entry> entries;
-  HeaderParser(path, file_size - data_start).Parse(text, &entries, &result.metadata);
-  for (const auto& entry : entries) {
+  std::map<std::string, std::string> metadata;
+
+  explicit OpenedFile(const std::string& path) {
+    descriptor.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (descriptor.fd < 0) ThrowIo("open checkpoint", path);
+    struct stat info;
+    if (::fstat(descriptor.fd, &info) != 0) ThrowIo("stat checkpoint", path);
+    ReadHeader(path, static_cast<uint64_t>(info.st_size));
+  }
+  int fd() const { return descriptor.fd; }
+
+  [[noreturn]] static void Fail(const std::string& path, const std::string& what) {
+    throw InvalidInput(fmt::format("checkpoint {} {}", path, what));
+  }
+
+ private:
+  void ReadHeader(const std::string& path, uint64_t file_size) {
+    unsigned char length[8];
+    if (file_size < sizeof(length) || !ReadAllAt(fd(), length, sizeof(length), 0, path))
+      Fail(path,
+           fmt::format("is truncated: it has {} bytes, fewer than the 8-byte header length", file_size));
+    uint64_t header_size = 0;
+    for (int i = 0; i < 8; ++i) header_size |= static_cast<uint64_t>(length[i]) << (8 * i);
+    if (header_size > file_size - sizeof(length))
+      Fail(path, fmt::format("is truncated: header says {} bytes, file has {}", header_size, file_size));
+
+    std::string text(header_size, '\0');
+    if (!ReadAllAt(fd(), text.data(), text.size(), sizeof(length), path))
+      Fail(path, "is truncated: the file ended while reading its header");
+    data_start = sizeof(length) + header_size;
+    HeaderParser(path, file_size - data_start).Parse(text, &entries, &metadata);
+  }
+};
+
+}  // namespace
+
+SafetensorsFile ReadSafetensors(const std::string& path) {
+  OpenedFile file(path);
+  SafetensorsFile result;
+  result.metadata = std::move(file.metadata);
+  for (const auto& entry : file.entries) {
     Tensor& tensor = result.tensors[entry.name];
     tensor.Resize(entry.shape, entry.dtype);
-    if (!ReadAllAt(fd, tensor.raw_data(), tensor.nbytes(), data_start + entry.begin, path))
-      fail(fmt::format("is truncated: the file ended while reading tensor '{}'", entry.name));
+    if (!ReadAllAt(file.fd(), tensor.raw_data(), tensor.nbytes(), file.data_start + entry.begin, path))
+      OpenedFile::Fail(path,
+                       fmt::format("is truncated: the file ended while reading tensor '{}'", entry.name));
   }
   return result;
+}
+
+std::map<std::string, std::string> ReadSafetensorsMetadata(const std::string& path) {
+  return std::move(OpenedFile(path).metadata);
 }
 
 }  // namespace lockstep

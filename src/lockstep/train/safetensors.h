@@ -21,5 +21,8 @@ void WriteSafetensors(const std::string& path, const std::map<std::string, const
 
 // Throws IoError when the file cannot be opened or read, InvalidInput when it is truncated or corrupt.
 SafetensorsFile ReadSafetensors(const std::string& path);
+// Only the "__metadata__" entry, after validating the whole header as ReadSafetensors does; no tensor bytes
+// are read. Throws as ReadSafetensors.
+std::map<std::string, std::string> ReadSafetensorsMetadata(const std::string& path);
 
 }  // namespace lockstep

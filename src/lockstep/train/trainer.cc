@@ -1,5 +1,5 @@
 // The training loop, one named step after another: open the data, build and install the models, restore a
-// checkpoint, then per epoch train, test, log and save.
+// checkpoint, then per epoch train (saving mid-epoch checkpoints in the background), test, log and save.
 #include "lockstep/train/trainer.h"
 
 #include <omp.h>
@@ -24,10 +24,12 @@
 #include "lockstep/parallel/micro_batches.h"
 #include "lockstep/parallel/placement.h"
 #include "lockstep/train/checkpoint.h"
+#include "lockstep/train/checkpoint_writer.h"
 #include "lockstep/train/csv_log.h"
 #include "lockstep/train/evaluate.h"
 #include "lockstep/train/interval_log.h"
 #include "lockstep/train/progress.h"
+#include "lockstep/train/safetensors.h"
 #include "lockstep/train/trainer_options.h"
 
 namespace lockstep {
@@ -220,10 +222,18 @@ std::shared_ptr<Rendezvous> MeetShards(const TrainerConfig& c) {
   return std::make_shared<Rendezvous>(meet);
 }
 
-// Every shard must run the same model with the same hyper-parameters (the options marked so in the table).
+// Every shard must run the same model with the same hyper-parameters (the options marked so in the table),
+// from the same point: shards that found different checkpoints (--load_model_path latest on directories that
+// differ) would train on different batches.
 Fingerprint TrainingFingerprint(const TrainerConfig& c, const Models& m) {
   Fingerprint fingerprint = ModelFingerprint(m.train, m.parallel);
   for (auto& entry : ShardAgreementEntries(c)) fingerprint.push_back(std::move(entry));
+  std::string start = "a fresh start";
+  if (!c.load_model_path.empty()) {
+    auto metadata = ReadSafetensorsMetadata(c.load_model_path);
+    start = "the checkpoint of iteration " + (metadata.count("iteration") ? metadata["iteration"] : "?");
+  }
+  fingerprint.emplace_back("training starts from", start);
   return fingerprint;
 }
 
@@ -274,6 +284,7 @@ struct Session {
   Net* train_net = nullptr;
   Net* test_net = nullptr;  // null without test data
   TrainerState state;
+  std::unique_ptr<CheckpointWriter> checkpoints;  // shard 0's, with --save_model_name
 };
 
 // Builds the models, checks that every shard built the same, puts the shards' communicator and the training
@@ -296,8 +307,8 @@ void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicat
 }
 
 // With --load_model_path: the parameters, optimizer state and trainer state of the checkpoint, on every
-// device of every shard, and the reader where the checkpoint left it.
-void RestoreCheckpoint(const TrainerConfig& config, Session* session) {
+// device of every shard, and the reader where the checkpoint left it (within an epoch for a mid-epoch one).
+void RestoreCheckpoint(const TrainerConfig& config, int64_t iterations, Session* session) {
   if (config.load_model_path.empty()) return;
   const std::string& scope = session->models.parallel.scopes[0];
   TrainerState& state = session->state;
@@ -311,6 +322,11 @@ void RestoreCheckpoint(const TrainerConfig& config, Session* session) {
   if (state.epochs_done >= config.num_epochs)
     throw InvalidInput(fmt::format("checkpoint {} already has {} epochs; raise --num_epochs to train further",
                                    config.load_model_path, state.epochs_done));
+  if (state.epoch_iteration >= iterations)
+    throw InvalidInput(fmt::format(
+        "checkpoint {} stopped after step {} of epoch {}, but an epoch now has {} steps; resume with the "
+        "--epoch_size and --batch_size it was saved with",
+        config.load_model_path, state.epoch_iteration, state.epochs_done + 1, iterations));
   session->ws.RunNetOnce(session->models.parallel.broadcast_net);  // shard 0's device 0 is the reference
   session->reader->Seek(state.reader_position);
 }
@@ -333,35 +349,56 @@ IntervalLogOptions IntervalOptions(const TrainerConfig& config, int64_t iteratio
   return options;
 }
 
-// Trains one epoch (0-based `epoch`) of `iterations` steps, reporting progress; returns its seconds. The
+// Every --checkpoint_every_iters steps of the job (counted from its start, wherever a run resumed), shard 0
+// hands a snapshot to the background writer. The step that ends an epoch is left to the epoch's checkpoint,
+// written moments later with the same parameters.
+void MaybeSaveMidEpoch(const TrainerConfig& config, int64_t steps_left, Session* session) {
+  if (!session->checkpoints) return;
+  session->checkpoints->ThrowIfFailed();  // a failed background write ends training at the next step
+  const TrainerState& state = session->state;
+  if (config.checkpoint_every_iters == 0 || state.iteration % config.checkpoint_every_iters != 0 ||
+      steps_left == 0)
+    return;
+  session->checkpoints->SaveInBackground(session->ws, session->models.parallel.scopes[0],
+                                         session->models.parallel.state_blobs, state);
+}
+
+// Trains steps first_step .. iterations - 1 of one epoch (0-based `epoch`; first_step > 0 when a mid-epoch
+// checkpoint resumed it), reporting progress and saving mid-epoch checkpoints; returns its seconds. The
 // first step ends the first iteration of `first_step_of` (the communicator, in the run's first epoch; else
 // null), after which the shards wait for each other for --timeout instead of --first_iter_timeout.
-double RunEpoch(const TrainerConfig& config, int64_t epoch, int64_t iterations,
+double RunEpoch(const TrainerConfig& config, int64_t epoch, int64_t first_step, int64_t iterations,
                 GlooCommunicator* first_step_of, Session* session, ProgressLine* progress,
                 IntervalLog* intervals) {
   using Clock = std::chrono::steady_clock;
   const Workspace& ws = session->ws;
   const Models& models = session->models;
+  TrainerState& state = session->state;
+  const int64_t milliseconds_before = state.training_milliseconds;
   auto start = Clock::now();
-  for (int64_t i = 0; i < iterations; ++i) {
+  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  for (int64_t i = first_step; i < iterations; ++i) {
     session->train_net->Run();
-    if (first_step_of && i == 0) first_step_of->EndFirstIteration();
-    session->state.reader_position += GlobalBatch(config);
-    ++session->state.iteration;
-    if (progress->enabled()) {
-      double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      progress->Update(epoch + 1, config.num_epochs, i + 1, iterations, (i + 1) * config.batch_size / seconds,
-                       MeanOf(ws, models.train_loss));
-    }
+    if (first_step_of && i == first_step) first_step_of->EndFirstIteration();
+    state.reader_position += GlobalBatch(config);
+    state.images_trained += GlobalBatch(config);
+    ++state.iteration;
+    state.epoch_iteration = i + 1;
+    state.training_milliseconds = milliseconds_before + static_cast<int64_t>(seconds() * 1000);
+    MaybeSaveMidEpoch(config, iterations - (i + 1), session);
+    if (progress->enabled())
+      progress->Update(epoch + 1, config.num_epochs, i + 1, iterations,
+                       (i + 1 - first_step) * config.batch_size / seconds(), MeanOf(ws, models.train_loss));
     if (intervals->StepDone())
       intervals->Report({epoch + 1, i + 1, MeanOf(ws, models.train_loss), MeanOf(ws, models.train_accuracy),
                          ScalarOf(ws, models.lr)});
   }
   progress->Finish();
-  return std::chrono::duration<double>(Clock::now() - start).count();
+  return seconds();
 }
 
-// The epoch's row of the log: this machine's images, the running totals, and the last step's figures.
+// The epoch's row of the log: this machine's images, the running totals, and the last step's figures. An
+// epoch resumed from a mid-epoch checkpoint counts only the `iterations` this run trained.
 void RecordEpoch(const TrainerConfig& config, const Session& session, int64_t epoch, int64_t iterations,
                  double seconds, double test_accuracy, EpochRecord* record) {
   record->time_spent = seconds;
@@ -395,16 +432,17 @@ void PrintEpoch(const TrainerConfig& config, const Sources& sources, const Epoch
   std::fflush(stdout);
 }
 
-// The trainer state after an epoch, and, with --save_model_name, shard 0's checkpoint of it.
+// The trainer state after an epoch, and, with --save_model_name, shard 0's checkpoint of it (after the
+// mid-epoch checkpoint still being written, if any).
 void EndEpoch(const TrainerConfig& config, const EpochRecord& record, Session* session) {
   TrainerState& state = session->state;
   state.epochs_done = record.epoch;
-  state.images_trained += record.input_count * config.num_shards;
+  state.epoch_iteration = 0;
   state.training_milliseconds = static_cast<int64_t>(record.cumulative_time_spent * 1000);
-  if (config.save_model_name.empty() || config.shard_id != 0) return;
+  if (!session->checkpoints) return;
   std::string path = CheckpointPath(config.file_store_path, config.save_model_name, state.epochs_done);
-  SaveCheckpoint(path, session->ws, session->models.parallel.scopes[0], session->models.parallel.state_blobs,
-                 state);
+  session->checkpoints->SaveNow(path, session->ws, session->models.parallel.scopes[0],
+                                session->models.parallel.state_blobs, state);
   fmt::print("saved checkpoint {}\n", path);
   std::fflush(stdout);
 }
@@ -424,8 +462,11 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
   const int64_t iterations = IterationsPerEpoch(config, *sources.train);
   Session session;
   BuildAndInstall(config, gloo, rendezvous, sources, &session);
-  RestoreCheckpoint(config, &session);
+  RestoreCheckpoint(config, iterations, &session);
   CreateNets(sources, &session);
+  if (!config.save_model_name.empty() && config.shard_id == 0)
+    session.checkpoints = std::make_unique<CheckpointWriter>(config.file_store_path, config.save_model_name,
+                                                             config.keep_checkpoints);
 
   const std::string log_name = CsvLog::FileName(config.model, config.num_devices, config.batch_size,
                                                 config.num_labels, config.base_learning_rate);
@@ -437,27 +478,45 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
   result.log_path = log.path();
   const int64_t first_epoch = session.state.epochs_done;
   for (int64_t epoch = first_epoch; epoch < config.num_epochs; ++epoch) {
-    GlooCommunicator* first_step_of = epoch == first_epoch ? gloo.get() : nullptr;
-    const double seconds =
-        RunEpoch(config, epoch, iterations, first_step_of, &session, &progress, &intervals);
-    RecordEpoch(config, session, epoch, iterations, seconds, TestAccuracy(config, sources, &session),
-                &record);
+    const bool first = epoch == first_epoch;
+    const int64_t first_step = first ? session.state.epoch_iteration : 0;
+    const double seconds = RunEpoch(config, epoch, first_step, iterations, first ? gloo.get() : nullptr,
+                                    &session, &progress, &intervals);
+    RecordEpoch(config, session, epoch, iterations - first_step, seconds,
+                TestAccuracy(config, sources, &session), &record);
     log.Append(record);
     PrintEpoch(config, sources, record);
     EndEpoch(config, record, &session);
     result.last_test_accuracy = record.test_accuracy;
     result.last_loss = record.loss;
   }
+  if (session.checkpoints) session.checkpoints->Finish();
   if (gloo) gloo->Close();
   return result;
 }
 
+// --load_model_path latest: the newest checkpoint of --save_model_name, or none (a fresh start); says which.
+// Each shard looks for itself; the fingerprint catches shards that found different ones.
+TrainerConfig ResolveLatestCheckpoint(const TrainerConfig& config) {
+  if (config.load_model_path != "latest") return config;
+  TrainerConfig resolved = config;
+  resolved.load_model_path = LatestCheckpoint(config.file_store_path, config.save_model_name);
+  if (resolved.load_model_path.empty())
+    fmt::print("--load_model_path latest: no checkpoint {}_*.safetensors in {}; starting fresh\n",
+               config.save_model_name, config.file_store_path);
+  else
+    fmt::print("--load_model_path latest: resuming from {}\n", resolved.load_model_path);
+  std::fflush(stdout);
+  return resolved;
+}
+
 }  // namespace
 
-TrainerResult Train(const TrainerConfig& config) {
-  ValidateTrainerConfig(config);
+TrainerResult Train(const TrainerConfig& given_config) {
+  ValidateTrainerConfig(given_config);
   fmt::print("{}\n", VersionLine());
   std::fflush(stdout);
+  const TrainerConfig config = ResolveLatestCheckpoint(given_config);
   if (config.threads > 0) omp_set_num_threads(config.threads);
   std::shared_ptr<GlooCommunicator> gloo = OpenNetwork(config);
   std::shared_ptr<Rendezvous> rendezvous = MeetShards(config);

@@ -122,6 +122,15 @@ void CheckShards(const TrainerConfig& c) {
         "shard");
 }
 
+void CheckCheckpoints(const TrainerConfig& c) {
+  if (c.checkpoint_every_iters > 0 && c.save_model_name.empty())
+    throw InvalidInput(
+        "--checkpoint_every_iters needs --save_model_name: the name of the checkpoints to write");
+  if (c.load_model_path == "latest" && c.save_model_name.empty())
+    throw InvalidInput(
+        "--load_model_path latest needs --save_model_name: the name of the checkpoints to look for");
+}
+
 }  // namespace
 
 void ValidateTrainerConfig(const TrainerConfig& c) {
@@ -132,6 +141,7 @@ void ValidateTrainerConfig(const TrainerConfig& c) {
   CheckDeviceSplit(c);
   CheckPrecision(c);
   CheckShards(c);
+  CheckCheckpoints(c);
 }
 
 }  // namespace lockstep

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "lockstep/core/schema.h"
-#include "lockstep/core/tensor.h"
 #include "lockstep/core/seed.h"
+#include "lockstep/core/tensor.h"
 #include "lockstep/data/batch_reader.h"
 #include "lockstep/data/open_batch_source.h"
 
@@ -67,6 +67,11 @@ struct TrainerConfig {
   // Checkpoints go to file_store_path (shard 0 writes them), which is also the file store of a multi-shard
   // run.
   std::string save_model_name, file_store_path = ".", load_model_path, log_dir = ".";
+  // Mid-epoch checkpoints every checkpoint_every_iters optimizer steps (0 = none), the newest
+  // keep_checkpoints of them kept (0 = all). load_model_path "latest": the newest checkpoint of
+  // save_model_name, if any.
+  int64_t checkpoint_every_iters = 0;
+  int keep_checkpoints = 2;
   // Progress of long runs: every log_every_secs seconds or log_every_iters steps (0 = never), a line on
   // stderr when it is not a terminal, and a row of the CSV iter_log when one is named.
   double log_every_secs = 60;

@@ -65,7 +65,8 @@ const std::vector<TrainerOption>& Table() {
        kNoRange, kNone, true},
       {"load_model_path", &C::load_model_path,
        "A checkpoint (.safetensors) the trainer saved: train resumes from it, eval evaluates it (and only "
-       "reads it)",
+       "reads it). train --load_model_path latest resumes from the newest checkpoint of --save_model_name in "
+       "--file_store_path, or starts fresh when there is none",
        kNoRange, kNone, true},
 
       // Training.
@@ -118,6 +119,13 @@ const std::vector<TrainerOption>& Table() {
       {"save_model_name", &C::save_model_name,
        "Save a checkpoint {file_store_path}/{save_model_name}_{epoch}.safetensors after each epoch", kNoRange,
        kNone, false},
+      {"checkpoint_every_iters", &C::checkpoint_every_iters,
+       "Also save {save_model_name}_iter{iteration}.safetensors every this many optimizer steps within an "
+       "epoch, written in the background (0: never; needs --save_model_name)",
+       Between(0, 1LL << 40), kNone, false},
+      {"keep_checkpoints", &C::keep_checkpoints,
+       "Mid-epoch checkpoints to keep, the newest (0: all); the per-epoch ones are never removed",
+       Between(0, 1000000), kNone, false},
       {"file_store_path", &C::file_store_path,
        "Directory for checkpoints; with --num_shards > 1 and no --redis_host also where the shards meet (a "
        "directory every shard can write, e.g. on NFS)",

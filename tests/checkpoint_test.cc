@@ -1,0 +1,295 @@
+// Mid-epoch checkpoints: written every N steps in the background with the newest kept, a resume from one
+// that ends bit for bit where the uninterrupted run ends, LatestCheckpoint and --load_model_path latest, and
+// the errors of bad flags and failed writes.
+#include "lockstep/train/checkpoint.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "lockstep/train/checkpoint_writer.h"
+#include "lockstep/train/safetensors.h"
+#include "lockstep/train/trainer.h"
+#include "test_util.h"
+
+namespace lockstep::testing {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// LeNet on synthetic images, 12 steps of batch 8 an epoch, 2 epochs, checkpoints "m" in `dir`.
+TrainerConfig SyntheticLeNet(const fs::path& dir) {
+  TrainerConfig config;
+  config.model = "lenet";
+  config.train_data = "null";
+  config.num_channels = 1;
+  config.image_size = 28;
+  config.num_labels = 10;
+  config.batch_size = 8;
+  config.epoch_size = 96;
+  config.num_epochs = 2;
+  config.threads = 1;
+  config.log_dir = dir.string();
+  config.file_store_path = dir.string();
+  config.save_model_name = "m";
+  config.arguments = "test run";
+  return config;
+}
+
+// The iterations of the mid-epoch checkpoints of "m" in `dir`.
+std::vector<int64_t> Iterations(const fs::path& dir) {
+  std::vector<int64_t> iterations;
+  for (const auto& [iteration, path] : IterationCheckpoints(dir.string(), "m")) {
+    EXPECT_EQ(path, IterationCheckpointPath(dir.string(), "m", iteration));
+    iterations.push_back(iteration);
+  }
+  return iterations;
+}
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Runs the CLI; returns the exit code and what it printed on stdout and stderr.
+std::pair<int, std::string> RunCli(const std::string& arguments) {
+  const std::string output = ::testing::TempDir() + "/checkpoint_cli.txt";
+  const int status = std::system((CliPath() + " " + arguments + " > " + output + " 2>&1").c_str());
+  std::ifstream in(output);
+  return {WEXITSTATUS(status), std::string(std::istreambuf_iterator<char>(in), {})};
+}
+
+// Every tensor of the two checkpoints is the same bytes.
+void ExpectSameTensors(const std::string& actual_path, const std::string& expected_path) {
+  SafetensorsFile actual = ReadSafetensors(actual_path), expected = ReadSafetensors(expected_path);
+  ASSERT_EQ(actual.tensors.size(), expected.tensors.size());
+  for (const auto& [name, want] : expected.tensors) {
+    ASSERT_TRUE(actual.tensors.count(name)) << name;
+    const Tensor& got = actual.tensors.at(name);
+    ASSERT_EQ(got.shape(), want.shape()) << name;
+    ASSERT_EQ(got.nbytes(), want.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()), 0) << name << " differs";
+  }
+  for (const char* key : {"epochs_done", "iteration", "epoch_iteration", "reader_position", "images_trained"})
+    EXPECT_EQ(actual.metadata[key], expected.metadata[key]) << key;
+}
+
+}  // namespace
+
+TEST(MidEpochCheckpoints, WrittenEveryNStepsWithTheNewestKept) {
+  fs::path all_dir = FreshDir("mid_all");
+  TrainerConfig config = SyntheticLeNet(all_dir);
+  config.checkpoint_every_iters = 5;
+  config.keep_checkpoints = 0;
+  Train(config);
+  // Steps 5, 10, 15 and 20 of the 24; step 12 and 24 end an epoch, whose checkpoint is the epoch's.
+  EXPECT_EQ(Iterations(all_dir), (std::vector<int64_t>{5, 10, 15, 20}));
+  EXPECT_TRUE(fs::exists(all_dir / "m_1.safetensors"));
+  EXPECT_TRUE(fs::exists(all_dir / "m_2.safetensors"));
+  EXPECT_EQ(IterationCheckpointPath(all_dir.string(), "m", 15),
+            (all_dir / "m_iter0000000015.safetensors").string());
+  auto metadata = ReadSafetensorsMetadata(IterationCheckpointPath(all_dir.string(), "m", 15));
+  EXPECT_EQ(metadata["iteration"], "15");
+  EXPECT_EQ(metadata["epochs_done"], "1");
+  EXPECT_EQ(metadata["epoch_iteration"], "3");
+  EXPECT_EQ(metadata["reader_position"], "120");
+  EXPECT_EQ(metadata["images_trained"], "120");
+  EXPECT_EQ(ReadSafetensors(IterationCheckpointPath(all_dir.string(), "m", 15)).tensors.size(),
+            ReadSafetensors((all_dir / "m_2.safetensors").string()).tensors.size());
+
+  fs::path kept_dir = FreshDir("mid_kept");
+  config = SyntheticLeNet(kept_dir);
+  config.checkpoint_every_iters = 5;  // keep_checkpoints: the default 2
+  Train(config);
+  EXPECT_EQ(Iterations(kept_dir), (std::vector<int64_t>{15, 20}));
+  EXPECT_TRUE(fs::exists(kept_dir / "m_1.safetensors")) << "epoch checkpoints are never removed";
+  EXPECT_TRUE(fs::exists(kept_dir / "m_2.safetensors"));
+  for (const auto& entry : fs::directory_iterator(kept_dir))
+    EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
+}
+
+// Trains 2 epochs of 12 steps on Fashion-MNIST on `devices` CPU devices, saving a checkpoint at step 17
+// (step 5 of epoch 2), then resumes from it in a fresh directory: the final checkpoint is the same bytes.
+void ResumeMidEpochExactly(int devices) {
+  fs::path full_dir = FreshDir(fmt::format("mid_full_{}", devices));
+  TrainerConfig config = SyntheticLeNet(full_dir);
+  config.train_data = "fashion-mnist";
+  config.batch_size = 32;
+  config.epoch_size = 384;
+  config.num_devices = devices;
+  config.threads = devices;
+  config.checkpoint_every_iters = 17;
+  Train(config);
+  const std::string step17 = IterationCheckpointPath(full_dir.string(), "m", 17);
+  ASSERT_TRUE(fs::exists(step17));
+
+  fs::path resumed_dir = FreshDir(fmt::format("mid_resumed_{}", devices));
+  TrainerConfig resumed = config;
+  resumed.log_dir = resumed.file_store_path = resumed_dir.string();
+  resumed.load_model_path = step17;
+  resumed.checkpoint_every_iters = 5;  // counted from the job's start: step 20 (24 ends the epoch)
+  TrainerResult result = Train(resumed);
+  ExpectSameTensors((resumed_dir / "m_2.safetensors").string(), (full_dir / "m_2.safetensors").string());
+  EXPECT_EQ(Iterations(resumed_dir), std::vector<int64_t>{20});
+  EXPECT_FALSE(fs::exists(resumed_dir / "m_1.safetensors"));
+  // One row, for epoch 2: the 7 steps of this run (224 images), the running totals of the whole job.
+  auto lines = Lines(result.log_path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_TRUE(std::regex_match(lines[2], std::regex(R"([\d.]+,[\d.]+,224,768,24,[\d.]+,[\d.]+,2,0\.1,.*)")))
+      << lines[2];
+}
+
+TEST(MidEpochCheckpoints, ResumeEndsBitForBitLikeTheUninterruptedRunOnOneAndTwoDevices) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  ResumeMidEpochExactly(1);
+  ResumeMidEpochExactly(2);
+}
+
+TEST(MidEpochCheckpoints, ResumeNeedsTheEpochSizeItWasSavedWith) {
+  fs::path dir = FreshDir("mid_epoch_size");
+  TrainerConfig config = SyntheticLeNet(dir);
+  config.checkpoint_every_iters = 10;
+  Train(config);
+  config.load_model_path = IterationCheckpointPath(dir.string(), "m", 10);
+  config.epoch_size = 64;  // 8 steps an epoch: step 10 lies past it
+  try {
+    Train(config);
+    FAIL() << "resumed past the end of an epoch";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("stopped after step 10 of epoch 1, but an epoch now has 8 steps"),
+              std::string::npos)
+        << e.what();
+  }
+  config.epoch_size = 96;
+  config.load_model_path = (dir / "m_2.safetensors").string();
+  EXPECT_THROW(Train(config), InvalidInput) << "the checkpoint already has --num_epochs epochs";
+}
+
+TEST(MidEpochCheckpoints, AFailedWriteStopsTrainingNamingTheFile) {
+  fs::path dir = FreshDir("mid_unwritable");
+  TrainerConfig config = SyntheticLeNet(dir);
+  config.file_store_path = (dir / "missing").string();
+  config.checkpoint_every_iters = 5;
+  try {
+    Train(config);
+    FAIL() << "a checkpoint that could not be written went unreported";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find(IterationCheckpointPath(config.file_store_path, "m", 5)),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CheckpointWriter, WritesEverySnapshotAndKeepsTheNewestUpToItsOwn) {
+  fs::path dir = FreshDir("writer");
+  // A later checkpoint of another run (one resumed from an earlier point into this directory) is not this
+  // run's to remove and does not count against the ones kept.
+  Workspace ws;
+  Tensor* w = ws.CreateBlob("scope/w");
+  w->Resize({3});
+  TrainerState state;
+  state.model = "lenet";
+  state.iteration = 100;
+  SaveCheckpoint(IterationCheckpointPath(dir.string(), "m", 100), ws, "scope/", {"w"}, state);
+  {
+    CheckpointWriter writer(dir.string(), "m", 2);
+    for (int64_t iteration = 1; iteration <= 5; ++iteration) {
+      for (int i = 0; i < 3; ++i) w->data<float>()[i] = static_cast<float>(iteration * 10 + i);
+      state.iteration = iteration;
+      writer.SaveInBackground(ws, "scope/", {"w"}, state);
+    }
+    writer.Finish();
+  }
+  EXPECT_EQ(Iterations(dir), (std::vector<int64_t>{4, 5, 100}));
+  // Each file holds the blob as it was when its snapshot was taken, not as training left it later.
+  for (int64_t iteration : {4, 5}) {
+    SafetensorsFile file = ReadSafetensors(IterationCheckpointPath(dir.string(), "m", iteration));
+    EXPECT_EQ(Values(file.tensors.at("w")),
+              (std::vector<float>{iteration * 10.0f, iteration * 10.0f + 1, iteration * 10.0f + 2}));
+    EXPECT_EQ(file.metadata.at("iteration"), std::to_string(iteration));
+  }
+}
+
+TEST(LatestCheckpoint, PicksTheLargestIterationAndSkipsOtherFiles) {
+  fs::path dir = FreshDir("latest");
+  EXPECT_EQ(LatestCheckpoint(dir.string(), "m"), "");
+  EXPECT_EQ(LatestCheckpoint((dir / "absent").string(), "m"), "");
+  TrainerConfig config = SyntheticLeNet(dir);
+  config.checkpoint_every_iters = 5;
+  config.keep_checkpoints = 0;
+  Train(config);  // m_1 (step 12), m_2 (24), m_iter 5, 10, 15, 20
+  // Another name that starts alike, further on: not a checkpoint of "m".
+  TrainerConfig other = SyntheticLeNet(dir);
+  other.save_model_name = "m_long";
+  other.log_dir =
+      (dir / "m_long_logs").string();  // its log would take the first run's name in the same second
+  fs::create_directory(other.log_dir);
+  other.num_epochs = 3;
+  Train(other);
+  EXPECT_EQ(LatestCheckpoint(dir.string(), "m"), (dir / "m_2.safetensors").string());
+
+  // A write in progress, a broken file and a foreign safetensors file under names that would win.
+  fs::copy_file(dir / "m_long_3.safetensors", dir / "m_9.safetensors.tmp.1234");
+  std::ofstream(dir / "m_99.safetensors") << "not a checkpoint";
+  std::ofstream(dir / "m_iter0000000099.safetensors");  // empty
+  Tensor x({1}, DataType::kFloat);
+  WriteSafetensors((dir / "m_98.safetensors").string(), {{"x", &x}}, {{"iteration", "1000"}});
+  EXPECT_EQ(LatestCheckpoint(dir.string(), "m"), (dir / "m_2.safetensors").string());
+
+  fs::remove(dir / "m_2.safetensors");
+  EXPECT_EQ(LatestCheckpoint(dir.string(), "m"), IterationCheckpointPath(dir.string(), "m", 20));
+}
+
+TEST(LatestCheckpoint, LoadModelPathLatestStartsFreshThenResumes) {
+  fs::path dir = FreshDir("latest_cli");
+  const std::string flags = fmt::format(
+      "train --use_cpu --model lenet --train_data null --num_channels 1 --image_size 28 --num_labels 10 "
+      "--batch_size 8 --epoch_size 96 --threads 1 --save_model_name m --file_store_path {0} "
+      "--checkpoint_every_iters 5 --load_model_path latest",
+      dir.string());
+  // Each run logs to its own directory: two runs in the same second would want the same log name.
+  fs::create_directory(dir / "fresh");
+  fs::create_directory(dir / "resumed");
+  auto [fresh_code, fresh] = RunCli(flags + " --num_epochs 1 --log_dir " + (dir / "fresh").string());
+  ASSERT_EQ(fresh_code, 0) << fresh;
+  EXPECT_NE(fresh.find("--load_model_path latest: no checkpoint m_*.safetensors in " + dir.string() +
+                       "; starting fresh"),
+            std::string::npos)
+      << fresh;
+  auto [resumed_code, resumed] = RunCli(flags + " --num_epochs 2 --log_dir " + (dir / "resumed").string());
+  ASSERT_EQ(resumed_code, 0) << resumed;
+  EXPECT_NE(resumed.find("--load_model_path latest: resuming from " + (dir / "m_1.safetensors").string()),
+            std::string::npos)
+      << resumed;
+  EXPECT_EQ(ReadSafetensorsMetadata((dir / "m_2.safetensors").string())["iteration"], "24");
+}
+
+TEST(MidEpochCheckpoints, BadFlagsGiveOneLine) {
+  const std::string base =
+      "train --use_cpu --model lenet --train_data null --image_size 28 --num_channels 1 --epoch_size 8 "
+      "--batch_size 8 ";
+  struct Case {
+    std::string arguments, message;
+  } cases[] = {
+      {base + "--checkpoint_every_iters 5",
+       "--checkpoint_every_iters needs --save_model_name: the name of the checkpoints to write"},
+      {base + "--load_model_path latest", "--load_model_path latest needs --save_model_name"},
+      {base + "--save_model_name m --checkpoint_every_iters -1",
+       "--checkpoint_every_iters must be >= 0, got -1"},
+      {base + "--save_model_name m --keep_checkpoints 2000000", "--keep_checkpoints must be at most 1000000"},
+  };
+  for (const auto& c : cases) {
+    auto [code, output] = RunCli(c.arguments);
+    EXPECT_NE(code, 0) << c.arguments;
+    EXPECT_NE(output.find(c.message), std::string::npos) << c.arguments << "\noutput: " << output;
+    EXPECT_LE(std::count(output.begin(), output.end(), '\n'), 2) << output;
+  }
+}
+
+}  // namespace lockstep::testing
