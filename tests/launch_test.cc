@@ -19,7 +19,6 @@
 #include "lockstep/core/enforce.h"
 #include "lockstep/launch/agent.h"
 #include "lockstep/launch/agent_store.h"
-#include "lockstep/launch/resume.h"
 #include "lockstep/train/safetensors.h"
 #include "processes.h"
 #include "shards.h"
@@ -305,21 +304,6 @@ TEST(LaunchAgent, RedisStoreKeysAreExclusive) {
   address.redis_host = "127.0.0.1";
   address.redis_port = redis.port();
   ExpectExclusiveKeys(address);
-}
-
-TEST(LaunchAgent, NewestCheckpointHasTheMostIterations) {
-  TempDirectory dir;
-  EXPECT_FALSE(NewestCheckpoint(dir.path(), "m"));
-  Tensor weight = TensorFromValues({2}, {1, 2});
-  auto write = [&](const std::string& file, int iteration, int epochs) {
-    WriteSafetensors(dir / file, {{"w", &weight}},
-                     {{"iteration", std::to_string(iteration)}, {"epochs_done", std::to_string(epochs)}});
-  };
-  write("m_2.safetensors", 200, 2);
-  write("m_10.safetensors", 1000, 10);  // newer, though it sorts first by name
-  write("other_11.safetensors", 1100, 11);
-  std::ofstream(dir / "m_12.safetensors.tmp.1") << "partial";
-  EXPECT_EQ(NewestCheckpoint(dir.path(), "m"), std::optional<std::string>(dir / "m_10.safetensors"));
 }
 
 TEST_F(LaunchedLeNet, KilledShardRestartsFromCheckpointAndMatchesUninterruptedJob) {

@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "lockstep/core/enforce.h"
-#include "lockstep/launch/resume.h"
 #include "lockstep/launch/shard_processes.h"
+#include "lockstep/train/checkpoint.h"
 
 namespace lockstep {
 namespace {
@@ -143,8 +143,7 @@ class Agent {
     std::optional<std::string> previous = round > 0 ? store_->Get(RosterKey(round - 1)) : std::nullopt;
     roster.global_batch =
         previous ? Roster::Parse(*previous).global_batch : options_.batch_size * roster.num_shards();
-    roster.checkpoint =
-        NewestCheckpoint(options_.checkpoint_directory, options_.save_model_name).value_or("");
+    roster.checkpoint = LatestCheckpoint(options_.checkpoint_directory, options_.save_model_name);
     return roster;
   }
 
