@@ -14,6 +14,11 @@ import time
 from lockstep import brew, checkpoint, core, data_parallel_model, model_helper, models, optimizer, workspace
 from lockstep._core import C, Error
 
+# Flags of the command line that this script does not implement: given, they stop it (use `lockstep train`).
+NOT_HERE = {"test_data", "dtype", "float16_compute", "enable_tensor_core", "loss_scale", "cudnn_workspace_limit_mb",
+            "model_parallel", "micro_batches", "checkpoint_every_iters", "keep_checkpoints", "log_every_secs",
+            "log_every_iters", "iter_log"}
+
 
 def parse_flags(argv):
     """The trainer's flags from lockstep's option table; returns the resolved C++ TrainerConfig and a
@@ -27,6 +32,8 @@ def parse_flags(argv):
         else:
             parser.add_argument("--" + o["name"], help=f"{help_text} (default {o['default'] or 'none'})")
     flags = {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
+    for name in sorted(NOT_HERE & set(flags)):
+        parser.error(f"--{name} is not implemented by this script; `lockstep train` has it")
     config = C.TrainerConfig()
     config.set("model", "resnet50")
     for name, value in flags.items():
@@ -60,7 +67,8 @@ def main(argv):
         [], "train_reader", db=flag("train_data"), db_type=flag("db_type"), batch_size=batch_per_device,
         num_replicas=len(devices) * num_shards, seed=seed, num_channels=flag("num_channels"),
         image_size=flag("image_size"), num_labels=flag("num_labels"), scale=flag("scale"),
-        prefetch=flag("prefetch"), decode_threads=flag("decode_threads"))
+        record_format=flag("record_format"), color_order=flag("color_order"), prefetch=flag("prefetch"),
+        decode_threads=flag("decode_threads"), skip_bad_records=int(flag("skip_bad_records")))
 
     def add_image_input(model):
         brew.image_input(model, "train_reader", ["data", "label"])
@@ -80,7 +88,8 @@ def main(argv):
     if num_shards > 1:
         rendezvous = dict(num_shards=num_shards, shard_id=shard_id, run_id=flag("run_id"),
                           transport=flag("distributed_transport"), interfaces=flag("distributed_interfaces"),
-                          algorithm=flag("allreduce_algorithm"), timeout=flag("timeout") / 1000.0)
+                          algorithm=flag("allreduce_algorithm"), timeout=flag("timeout"),
+                          first_iter_timeout=flag("first_iter_timeout"))
         if flag("redis_host"):
             rendezvous.update(redis_host=flag("redis_host"), redis_port=flag("redis_port"))
         else:
@@ -98,10 +107,14 @@ def main(argv):
 
     workspace.RunNetOnce(train_model.param_init_net)
     state = dict(epochs_done=0, reader_position=0, images_trained=0, training_milliseconds=0)
-    if flag("load_model_path"):
-        state = checkpoint.load(flag("load_model_path"), train_model, reader="train_reader")
+    resume_from = flag("load_model_path")
+    if resume_from == "latest":
+        resume_from = checkpoint.latest(flag("file_store_path"), flag("save_model_name")) or ""
+        print(f"--load_model_path latest: {'resuming from ' + resume_from if resume_from else 'starting fresh'}")
+    if resume_from:
+        state = checkpoint.load(resume_from, train_model, reader="train_reader")
         if state["model"] != flag("model") or state["seed"] != seed:
-            raise Error(f"checkpoint {flag('load_model_path')} was saved from model '{state['model']}' with seed "
+            raise Error(f"checkpoint {resume_from} was saved from model '{state['model']}' with seed "
                         f"{state['seed']}; pass --model {state['model']} --seed {state['seed']}")
     workspace.CreateNet(train_model.net)
     global_batch = flag("batch_size") * num_shards
@@ -119,17 +132,24 @@ def main(argv):
     record.cumulative_time_spent = state["training_milliseconds"] / 1000.0
     record.cumulative_input_count = state["images_trained"] // num_shards
     record.cumulative_batch_count = state.get("iteration", 0)
-    for epoch in range(state["epochs_done"], flag("num_epochs")):
+    first_epoch, done_in_first = state["epochs_done"], state.get("epoch_iteration", 0)
+    if first_epoch >= flag("num_epochs"):
+        raise Error(f"checkpoint {resume_from} already has {first_epoch} epochs; raise --num_epochs to train further")
+    if done_in_first >= iterations:
+        raise Error(f"checkpoint {resume_from} is {done_in_first} steps into an epoch of {iterations}; "
+                    f"pass the --epoch_size it was saved with")
+    for epoch in range(first_epoch, flag("num_epochs")):
+        steps = iterations - (done_in_first if epoch == first_epoch else 0)  # a resumed epoch's rest
         start = time.perf_counter()
-        workspace.RunNet(train_model.net, iterations)
-        if epoch == state["epochs_done"] and train_model.shards:
+        workspace.RunNet(train_model.net, steps)
+        if epoch == first_epoch and train_model.shards:
             train_model.shards.end_first_iteration()
         seconds = time.perf_counter() - start
         record.time_spent = seconds
         record.cumulative_time_spent += seconds
-        record.input_count = iterations * flag("batch_size")
+        record.input_count = steps * flag("batch_size")
         record.cumulative_input_count += record.input_count
-        record.cumulative_batch_count += iterations
+        record.cumulative_batch_count += steps
         record.accuracy = float(workspace.FetchBlob(first + "accuracy"))
         record.loss = float(workspace.FetchBlob(first + "loss"))
         record.learning_rate = float(workspace.FetchBlob(first + "lr").reshape(-1)[0])
@@ -137,7 +157,7 @@ def main(argv):
         log.append(record)
         print(f"epoch {epoch + 1}/{flag('num_epochs')}: {seconds:.1f} s, {record.input_count / seconds:.1f} img/s, "
               f"loss {record.loss:.4f}, train accuracy {record.accuracy:.4f}", flush=True)
-        state["reader_position"] += iterations * global_batch
+        state["reader_position"] += steps * global_batch
         state["images_trained"] += record.input_count * num_shards
         if flag("save_model_name") and shard_id == 0:
             path = checkpoint.path(flag("file_store_path"), flag("save_model_name"), epoch + 1)

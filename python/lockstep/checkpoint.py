@@ -12,16 +12,24 @@ def path(directory, name, epoch):
     return C.checkpoint_path(directory, name, epoch)
 
 
-def save(file_path, model, model_name=None, epochs_done=0, reader_position=0, seed=None, images_trained=0,
-         training_milliseconds=0):
+def latest(directory, name):
+    """The checkpoint of ``name`` in ``directory`` with the most iterations (epoch or mid-epoch), as the
+    trainer's --load_model_path latest resolves it; None when there is none."""
+    return C.latest_checkpoint(str(directory), name) or None
+
+
+def save(file_path, model, model_name=None, epochs_done=0, epoch_iteration=0, reader_position=0, seed=None,
+         images_trained=0, training_milliseconds=0):
     """Saves the first replica's state. ``model_name`` (default: the model's name) and ``seed`` (default: the
-    model's) are what a resuming run must match; ``reader_position`` is where the training stream resumes."""
+    model's) are what a resuming run must match; ``reader_position`` is where the training stream resumes and
+    ``epoch_iteration`` the steps already taken in epoch ``epochs_done + 1`` (0 at an epoch's end)."""
     parallel = _parallel(model)
     scope = parallel.scopes[0]
     iteration = 0
     if workspace.HasBlob(scope + "iter"):
         iteration = int(workspace.FetchBlob(scope + "iter").reshape(-1)[0])
     state = dict(model=model_name or model.name, epochs_done=int(epochs_done), iteration=iteration,
+                 epoch_iteration=int(epoch_iteration),
                  reader_position=int(reader_position), seed=int(model._cpp.seed if seed is None else seed),
                  images_trained=int(images_trained), training_milliseconds=int(training_milliseconds))
     C.save_checkpoint(str(file_path), workspace.CurrentWorkspace(), scope, list(parallel.state_blobs), state)

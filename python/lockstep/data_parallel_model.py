@@ -29,7 +29,8 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
     param_update_builder_fun(model): adds the update (optimizer.build_sgd); None for forward only.
     devices: device ids, e.g. [0, 1]; cpu_device=True places them on CPU devices.
     rendezvous: for several processes, dict(num_shards=, shard_id=, and redis_host=/redis_port= or
-        file_store_path=, run_id=, engine="GLOO", transport="tcp", interface=, algorithm=, timeout= seconds);
+        file_store_path=, run_id=, engine="GLOO", transport="tcp", interface=, algorithm=, timeout= and
+        first_iter_timeout= seconds);
         num_shards and shard_id default to what mpirun or srun give.
 
     lockstep always runs the "dag" executor, broadcasts computed parameters and uses NCCL between distinct
@@ -113,6 +114,9 @@ def _rendezvous_options(rendezvous):
     network.algorithm = str(rendezvous.pop("algorithm", "auto"))
     if "timeout" in rendezvous:
         network.timeout = datetime.timedelta(seconds=float(rendezvous.pop("timeout")))
+    if "first_iter_timeout" in rendezvous:  # meeting the others and the first step: the slowest start-up
+        meet.timeout = network.first_iter_timeout = datetime.timedelta(
+            seconds=float(rendezvous.pop("first_iter_timeout")))
     rendezvous.pop("exit_nets", None)  # Caffe2's exit nets: lockstep's shards end together on their own
     if rendezvous:
         raise InvalidInput(f"unknown rendezvous keys: {', '.join(sorted(rendezvous))}")

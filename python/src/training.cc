@@ -3,6 +3,8 @@
 // streams and the CSV log.
 #include <pybind11/chrono.h>
 
+#include <map>
+
 #include "bindings.h"
 #include "lockstep/comm/gloo_communicator.h"
 #include "lockstep/comm/launcher.h"
@@ -106,38 +108,44 @@ void BindShards(py::module_& m) {
   m.def("connect_shards", &ConnectShards, "workspace"_a, "object"_a, "rendezvous"_a, "network"_a);
 }
 
+// The trainer state's counters by name, as the checkpoint's metadata names them.
+const std::map<std::string, int64_t TrainerState::*>& StateCounters() {
+  static const std::map<std::string, int64_t TrainerState::*> counters = {
+      {"epochs_done", &TrainerState::epochs_done},
+      {"iteration", &TrainerState::iteration},
+      {"epoch_iteration", &TrainerState::epoch_iteration},
+      {"reader_position", &TrainerState::reader_position},
+      {"images_trained", &TrainerState::images_trained},
+      {"training_milliseconds", &TrainerState::training_milliseconds}};
+  return counters;
+}
+
 TrainerState StateFromDict(const py::dict& d) {
   TrainerState s;
   for (const auto& [key, value] : d) {
     const std::string name = key.cast<std::string>();
-    if (name == "model")
+    if (name == "model") {
       s.model = value.cast<std::string>();
-    else if (name == "epochs_done")
-      s.epochs_done = value.cast<int64_t>();
-    else if (name == "iteration")
-      s.iteration = value.cast<int64_t>();
-    else if (name == "reader_position")
-      s.reader_position = value.cast<int64_t>();
-    else if (name == "seed")
+    } else if (name == "seed") {
       s.seed = value.cast<uint64_t>();
-    else if (name == "images_trained")
-      s.images_trained = value.cast<int64_t>();
-    else if (name == "training_milliseconds")
-      s.training_milliseconds = value.cast<int64_t>();
-    else
+    } else if (auto counter = StateCounters().find(name); counter != StateCounters().end()) {
+      s.*(counter->second) = value.cast<int64_t>();
+    } else {
       throw InvalidInput(fmt::format("unknown checkpoint state '{}'", name));
+    }
   }
   return s;
 }
 
 py::dict StateToDict(const TrainerState& s) {
-  return py::dict("model"_a = s.model, "epochs_done"_a = s.epochs_done, "iteration"_a = s.iteration,
-                  "reader_position"_a = s.reader_position, "seed"_a = s.seed,
-                  "images_trained"_a = s.images_trained, "training_milliseconds"_a = s.training_milliseconds);
+  py::dict d("model"_a = s.model, "seed"_a = s.seed);
+  for (const auto& [name, counter] : StateCounters()) d[py::str(name)] = s.*counter;
+  return d;
 }
 
 void BindCheckpoints(py::module_& m) {
   m.def("checkpoint_path", &CheckpointPath, "directory"_a, "name"_a, "epoch"_a);
+  m.def("latest_checkpoint", &LatestCheckpoint, "directory"_a, "name"_a);
   m.def(
       "save_checkpoint",
       [](const std::string& path, const Workspace& ws, const std::string& scope,

@@ -98,6 +98,24 @@ def test_two_mpirun_shards_match_one_process_with_the_global_batch(tmp_path):
     assert largest_relative_difference(shards, one) <= 1e-6
 
 
+def test_resnet50_trainer_resumes_the_command_lines_mid_epoch_checkpoint(tmp_path):
+    flags = LENET_FLAGS + ["--num_gpus", "2", "--batch_size", "32", "--epoch_size", "320", "--num_epochs", "2",
+                           "--save_model_name", "m"]
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "python").mkdir()
+    run([CLI, "train"] + flags + ["--file_store_path", "cli", "--log_dir", "cli", "--checkpoint_every_iters", "13",
+                                  "--keep_checkpoints", "0"], tmp_path)
+    shutil.copy(tmp_path / "cli" / "m_iter0000000013.safetensors", tmp_path / "python")
+    output = run([sys.executable, os.path.join(EXAMPLES, "resnet50_trainer.py")] + flags
+                 + ["--file_store_path", "python", "--log_dir", "python", "--load_model_path", "latest"], tmp_path,
+                 python_env())
+    assert "resuming from python/m_iter0000000013.safetensors" in output
+    assert "epoch 2/2" in output and "epoch 1/2" not in output
+    resumed, _ = read_safetensors(tmp_path / "python" / "m_2.safetensors")
+    uninterrupted, _ = read_safetensors(tmp_path / "cli" / "m_2.safetensors")
+    assert largest_relative_difference(resumed, uninterrupted) == 0
+
+
 def build_lenet(devices):
     """LeNet as `lockstep train --model lenet` builds it, trained with plain SGD on Fashion-MNIST."""
     workspace.ResetWorkspace()
