@@ -31,6 +31,7 @@ def training(directory, args):
             "--train_data", "fashion-mnist", "--batch_size", "8",
             "--epoch_size", str(args.steps_per_epoch * 8 * 3), "--num_epochs", str(args.epochs),
             "--base_learning_rate", "0.1", "--momentum", "0.9", "--save_model_name", "m",
+            "--checkpoint_every_iters", str(args.checkpoint_every_iters),
             "--log_dir", directory, "--timeout", "3", "--first_iter_timeout", "10"]
 
 
@@ -141,6 +142,8 @@ def main():
                                                            "..", "build", "lockstep"))
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--steps_per_epoch", type=int, default=100)
+    parser.add_argument("--checkpoint_every_iters", type=int, default=25,
+                        help="mid-epoch checkpoints, so a restart loses less (default 25; 0: per epoch only)")
     parser.add_argument("--seed", type=int, default=None, help="of the trials' choices (default: random)")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
