@@ -29,7 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Args = std::vector<std::string>;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -44,11 +43,6 @@ const Args kMpirunEnvironment = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_
 std::string UniqueName(const std::string& stem) {
   static int counter = 0;
   return fmt::format("{}_{}_{}_{}", stem, getpid(), counter++, Clock::now().time_since_epoch().count());
-}
-
-Args Concat(Args first, const Args& second) {
-  first.insert(first.end(), second.begin(), second.end());
-  return first;
 }
 
 milliseconds Remaining(Clock::time_point deadline) {

@@ -30,17 +30,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Args = std::vector<std::string>;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr seconds kJobLimit{120};  // a whole small job with a restart, on a shared, slow machine
-
-Args Concat(Args first, const Args& second) {
-  first.insert(first.end(), second.begin(), second.end());
-  return first;
-}
 
 // LeNet on Fashion-MNIST, 3 epochs of 100 steps of 3 x 8 images, a checkpoint m_<epoch> per epoch in `dir`.
 Args LeNetTraining(const std::string& dir) {

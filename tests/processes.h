@@ -12,6 +12,13 @@
 
 namespace lockstep::testing {
 
+using Args = std::vector<std::string>;  // a command line
+
+inline Args Concat(Args first, const Args& second) {
+  first.insert(first.end(), second.begin(), second.end());
+  return first;
+}
+
 class Process {
  public:
   // argv[0] is the program's path; `environment` entries ("NAME=value") are added to this process's.
