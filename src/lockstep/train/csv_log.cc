@@ -23,12 +23,23 @@ std::string CsvLog::FileName(const std::string& model, int num_devices, int batc
                      learning_rate, stamp);
 }
 
-CsvLog::CsvLog(const std::string& directory, const std::string& file_name, const std::string& arguments)
-    : path_((directory.empty() ? "." : directory) + "/" + file_name) {
-  int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+CsvLog::CsvLog(const std::string& directory, const std::string& file_name, const std::string& arguments) {
+  // A run that started in the same second (a restarted shard, say) may hold the name: take the next free one.
+  const std::string stem = (directory.empty() ? "." : directory) + "/" + file_name;
+  const size_t dot =
+      stem.size() >= 4 && stem.compare(stem.size() - 4, 4, ".log") == 0 ? stem.size() - 4 : stem.size();
+  int fd = -1;
+  for (int k = 1; fd < 0 && k <= kMaxSameNameRuns; ++k) {
+    path_ = k == 1 ? stem : fmt::format("{}_{}{}", stem.substr(0, dot), k, stem.substr(dot));
+    fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0 && errno != EEXIST)
+      throw IoError(fmt::format("cannot create log file {}: {}", path_, std::strerror(errno)));
+  }
   if (fd < 0)
-    throw IoError(fmt::format("cannot create log file {}: {}{}", path_, std::strerror(errno),
-                              errno == EEXIST ? " (a run started in the same second wrote it; retry)" : ""));
+    throw IoError(
+        fmt::format("cannot create log file {}: {} runs already took its name and every _<k> "
+                    "variant; use another --log_dir",
+                    stem, kMaxSameNameRuns));
   file_ = fdopen(fd, "w");
   std::fprintf(file_, "# %s\n%s\n", arguments.c_str(), kHeader);
   std::fflush(file_);

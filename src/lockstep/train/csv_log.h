@@ -25,7 +25,8 @@ class CsvLog {
 
   static std::string FileName(const std::string& model, int num_devices, int batch_size, int num_labels,
                               double learning_rate);
-  // Creates the file in `directory`; refuses to overwrite an existing log.
+  // Creates the file in `directory`, never over an existing log: when a run that started in the same second
+  // took the name, the next free "<name>_<k>.log" (k = 2, 3, ...).
   CsvLog(const std::string& directory, const std::string& file_name, const std::string& arguments);
   ~CsvLog();
   CsvLog(const CsvLog&) = delete;
@@ -35,6 +36,7 @@ class CsvLog {
   const std::string& path() const { return path_; }
 
  private:
+  static constexpr int kMaxSameNameRuns = 100;
   std::string path_;
   FILE* file_ = nullptr;
 };
