@@ -52,17 +52,24 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
         print(f"lockstep: no CUDA GPU here; running on CPU devices {', '.join(map(str, devices))}",
               file=sys.stderr)
         device_type = core.CPU
-    options = dict(optimize_gradient_memory=bool(optimize_gradient_memory),
-                   keep_blobs=[str(b) for b in (blobs_to_keep or [])], combine_spatial_bn=bool(combine_spatial_bn),
-                   threads_per_device=int(num_threads_per_device), max_threads=int(max_threads),
-                   bucket_bytes=int(bucket_bytes), share_activations=bool(share_activations),
-                   micro_batches=int(micro_batches), devices_per_replica=int(devices_per_replica))
+    options = C.ParallelOptions()
+    options.devices = [int(d) for d in devices]
+    options.device_type = device_type
+    options.optimize_gradient_memory = bool(optimize_gradient_memory)
+    options.keep_blobs = [str(b) for b in (blobs_to_keep or [])]
+    options.combine_spatial_bn = bool(combine_spatial_bn)
+    options.threads_per_device = int(num_threads_per_device)
+    options.max_threads = int(max_threads)
+    options.bucket_bytes = int(bucket_bytes)
+    options.share_activations = bool(share_activations)
+    options.micro_batches = int(micro_batches)
+    options.devices_per_replica = int(devices_per_replica)
     shards = None
     if rendezvous is not None:
         meet, network = _rendezvous_options(rendezvous)
-        options.update(num_shards=meet.num_shards, shard_id=meet.shard_id)
+        options.num_shards, options.shard_id = meet.num_shards, meet.shard_id
         if meet.num_shards > 1:
-            options["shard_communicator"] = _SHARDS_OBJECT
+            options.shard_communicator = _SHARDS_OBJECT
             shards = C.connect_shards(workspace.CurrentWorkspace(), _SHARDS_OBJECT, meet, network)
 
     def forward(replica, loss_scale):
@@ -71,8 +78,7 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
             return []
         return [replica._scope_name(loss) for loss in ([losses] if isinstance(losses, str) else losses)]
 
-    model.parallel = C.parallelize(model._cpp, model, input_builder_fun, forward, update, list(devices),
-                                   device_type, options)
+    model.parallel = C.parallelize(model._cpp, model, input_builder_fun, forward, update, options)
     model.shards = shards
     model.device_type = device_type
     if shards is not None:

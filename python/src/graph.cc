@@ -192,15 +192,31 @@ void BindParallelize(py::module_& m) {
                              })
       .def("broadcast_net_bytes", [](const DataParallelModel& p) { return NetDefToBytes(p.broadcast_net); });
 
+  py::class_<ParallelOptions>(m, "ParallelOptions")
+      .def(py::init<>())
+      .def_readwrite("devices", &ParallelOptions::devices)
+      .def_property(
+          "device_type", [](const ParallelOptions& o) { return static_cast<int>(o.device_type); },
+          [](ParallelOptions& o, int type) { o.device_type = static_cast<DeviceType>(type); })
+      .def_readwrite("devices_per_replica", &ParallelOptions::devices_per_replica)
+      .def_readwrite("micro_batches", &ParallelOptions::micro_batches)
+      .def_readwrite("num_shards", &ParallelOptions::num_shards)
+      .def_readwrite("shard_id", &ParallelOptions::shard_id)
+      .def_readwrite("shard_communicator", &ParallelOptions::shard_communicator)
+      .def_readwrite("bucket_bytes", &ParallelOptions::bucket_bytes)
+      .def_readwrite("combine_spatial_bn", &ParallelOptions::combine_spatial_bn)
+      .def_readwrite("optimize_gradient_memory", &ParallelOptions::optimize_gradient_memory)
+      .def_readwrite("share_activations", &ParallelOptions::share_activations)
+      .def_readwrite("keep_blobs", &ParallelOptions::keep_blobs)
+      .def_readwrite("threads_per_device", &ParallelOptions::threads_per_device)
+      .def_readwrite("max_threads", &ParallelOptions::max_threads);
+
   // The builders are Python callables given the Python model (which wraps `model`); an exception they
   // raise leaves through Parallelize unchanged, traceback included.
   m.def(
       "parallelize",
       [](ModelHelper& model, py::object py_model, py::function input, py::function forward, py::object update,
-         const std::vector<int>& devices, int device_type, const py::dict& kwargs) {
-        ParallelOptions o;
-        o.devices = devices;
-        o.device_type = static_cast<DeviceType>(device_type);
+         ParallelOptions o) {
         o.input_builder = [&](ModelHelper&) { input(py_model); };
         o.forward_builder = [&](ModelHelper&, float loss_scale) {
           py::object losses = forward(py_model, loss_scale);
@@ -208,38 +224,9 @@ void BindParallelize(py::module_& m) {
           return BlobNames(losses);
         };
         if (!update.is_none()) o.param_update_builder = [&](ModelHelper&) { update(py_model); };
-        for (const auto& [key, value] : kwargs) {
-          const std::string name = key.cast<std::string>();
-          if (name == "devices_per_replica")
-            o.devices_per_replica = value.cast<int>();
-          else if (name == "micro_batches")
-            o.micro_batches = value.cast<int>();
-          else if (name == "num_shards")
-            o.num_shards = value.cast<int>();
-          else if (name == "shard_id")
-            o.shard_id = value.cast<int>();
-          else if (name == "shard_communicator")
-            o.shard_communicator = value.cast<std::string>();
-          else if (name == "bucket_bytes")
-            o.bucket_bytes = value.cast<size_t>();
-          else if (name == "combine_spatial_bn")
-            o.combine_spatial_bn = value.cast<bool>();
-          else if (name == "optimize_gradient_memory")
-            o.optimize_gradient_memory = value.cast<bool>();
-          else if (name == "share_activations")
-            o.share_activations = value.cast<bool>();
-          else if (name == "keep_blobs")
-            o.keep_blobs = value.cast<std::vector<std::string>>();
-          else if (name == "threads_per_device")
-            o.threads_per_device = value.cast<int>();
-          else if (name == "max_threads")
-            o.max_threads = value.cast<int>();
-          else
-            throw InvalidInput(fmt::format("Parallelize has no option '{}'", name));
-        }
         return Parallelize(model, o);
       },
-      "model"_a, "py_model"_a, "input"_a, "forward"_a, "update"_a, "devices"_a, "device_type"_a, "options"_a);
+      "model"_a, "py_model"_a, "input"_a, "forward"_a, "update"_a, "options"_a);
   m.def("cuda_device_count", [] {
     DeviceBackend* cuda = FindDeviceBackend(DeviceType::kCuda);
     return cuda ? cuda->DeviceCount() : 0;
