@@ -39,7 +39,7 @@ def parse_flags(argv):
     for name, value in flags.items():
         config.set(name, "true" if value is True else value)
     config.arguments = " ".join(argv)
-    config.resolve(set(flags) | {"model"} if "model" in flags else set(flags))
+    config.resolve(set(flags))
     kinds = {o["name"]: o for o in options}
 
     def value(name):
