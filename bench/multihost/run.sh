@@ -1,0 +1,252 @@
+#!/bin/bash
+# N shards of `lockstep train`, each in its own network namespace, joined by a Linux bridge over veth links
+# shaped with tc (bandwidth and one-way latency); per configuration the step time, the allreduce time per step
+# and the share of it hidden behind other work (from shard 0's LOCKSTEP_TRACE). Needs root (ip netns, tc).
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+usage: bench/multihost/run.sh [options] [--sweep] [-h]
+
+Runs N shards of `lockstep train` on CPU, shard k in network namespace lsbench_<pid>_<k> with address
+198.18.0.(k+1)/24 on its veth, the veths' other ends on a bridge in namespace lsbench_<pid>_br. Each shard's
+veth gets a tc qdisc on egress: `netem delay L rate G` where the kernel has netem, else `tbf rate G` (no
+added latency: the latency column then says "none"). The shards meet in a file store in a temporary folder.
+Each run trains 2 epochs of S steps; epoch 2's time_spent from the CSV logs (the slowest shard) gives the
+step time, shard 0's trace of epoch 2 the allreduce time per step and its hidden share (trace_summary.py).
+
+  --build DIR          build folder holding `lockstep` (default: $LOCKSTEP_BUILD, else build/ in the repository)
+  --shards N           shards (default 2)
+  --gbit G             link bandwidth in Gbit/s (default 10)
+  --latency_ms L       one-way latency added on each shard's link, in ms (default 0.1)
+  --algorithm A        ring, ring_chunked, halving_doubling or bcube (even N) (default halving_doubling)
+  --model M            lockstep model (default resnet18)
+  --image_size N       input height and width (default 64)
+  --batch_size B       images per shard and step (default 8)
+  --steps S            steps per epoch (default 5)
+  --run_timeout SECS   limit of each shard's run (default 180)
+  --sweep              run the matrix: shards (--sweep_shards), 1 and 10 Gbit/s, 0.1 and 1 ms, every algorithm
+  --sweep_shards LIST  shard counts of the sweep, comma-separated (default 2,3)
+  --keep DIR           copy every run's output, logs and traces to DIR
+  -h, --help           this text
+EOF
+}
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${LOCKSTEP_BUILD:-$repo/build}
+shards=2
+gbit=10
+latency_ms=0.1
+algorithm=halving_doubling
+model=resnet18
+image_size=64
+batch_size=8
+steps=5
+run_timeout=180
+sweep=0
+sweep_shards=2,3
+keep=
+
+positive() {  # flag value
+  if ! [[ $2 =~ ^[1-9][0-9]*$ ]]; then
+    echo "error: $1 needs a positive integer, got '$2'" >&2
+    exit 2
+  fi
+}
+number() {  # flag value
+  if ! [[ $2 =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+    echo "error: $1 needs a non-negative number, got '$2'" >&2
+    exit 2
+  fi
+}
+
+while (($#)); do
+  case $1 in
+    -h | --help) usage; exit 0 ;;
+    --sweep) sweep=1; shift ;;
+    --build | --shards | --gbit | --latency_ms | --algorithm | --model | --image_size | --batch_size | --steps | \
+      --run_timeout | --sweep_shards | --keep)
+      if (($# < 2)); then
+        echo "error: $1 needs a value; see -h" >&2
+        exit 2
+      fi
+      case $1 in
+        --build) build=$2 ;;
+        --shards) positive "$1" "$2"; shards=$2 ;;
+        --gbit) number "$1" "$2"; gbit=$2 ;;
+        --latency_ms) number "$1" "$2"; latency_ms=$2 ;;
+        --algorithm) algorithm=$2 ;;
+        --model) model=$2 ;;
+        --image_size) positive "$1" "$2"; image_size=$2 ;;
+        --batch_size) positive "$1" "$2"; batch_size=$2 ;;
+        --steps) positive "$1" "$2"; steps=$2 ;;
+        --run_timeout) positive "$1" "$2"; run_timeout=$2 ;;
+        --sweep_shards) sweep_shards=$2 ;;
+        --keep) keep=$2 ;;
+      esac
+      shift 2
+      ;;
+    *) echo "error: unknown argument '$1'; see -h" >&2; exit 2 ;;
+  esac
+done
+
+case $algorithm in
+  ring | ring_chunked | halving_doubling | bcube) ;;
+  *) echo "error: --algorithm must be ring, ring_chunked, halving_doubling or bcube, got '$algorithm'" >&2; exit 2 ;;
+esac
+lockstep=$build/lockstep
+if [[ ! -x $lockstep ]]; then
+  echo "error: no lockstep binary at $lockstep; build it (scripts/build.sh) or pass --build DIR" >&2
+  exit 2
+fi
+if ((EUID != 0)); then
+  echo "error: needs root (ip netns, tc)" >&2
+  exit 2
+fi
+for tool in ip tc timeout /usr/bin/python3; do
+  command -v "$tool" >/dev/null || { echo "error: $tool not found" >&2; exit 2; }
+done
+
+prefix=lsbench_$$
+work=$(mktemp -d "${TMPDIR:-/tmp}/lsbench.XXXXXX")
+started=()     # pids of the shard runs still going
+namespaces=()  # namespaces that exist
+cleanup() {
+  local pid ns
+  for pid in "${started[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${started[@]}"; do wait "$pid" 2>/dev/null || true; done
+  started=()
+  for ns in "${namespaces[@]}"; do ip netns delete "$ns" 2>/dev/null || true; done
+  namespaces=()
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Whether the kernel has netem (some VMs' kernels do not): probe on a veth in a scratch namespace.
+has_netem=0
+ip netns add "${prefix}_probe"
+namespaces+=("${prefix}_probe")
+ip -n "${prefix}_probe" link add p0 type veth peer name p1
+if tc -n "${prefix}_probe" qdisc add dev p0 root netem delay 1ms rate 1gbit 2>/dev/null; then has_netem=1; fi
+ip netns delete "${prefix}_probe"
+namespaces=()
+if ((!has_netem)); then
+  echo "note: this kernel has no netem qdisc: links are shaped with tbf (bandwidth only), no latency is added" >&2
+fi
+
+# Tears down the namespaces of the previous configuration and builds n shard namespaces on a bridge.
+setup_network() {  # shards gbit latency_ms
+  local n=$1 rate=$2 delay=$3 k ns br=${prefix}_br
+  for ns in "${namespaces[@]}"; do ip netns delete "$ns" 2>/dev/null || true; done
+  namespaces=()
+  ip netns add "$br"
+  namespaces+=("$br")
+  ip -n "$br" link set lo up
+  ip -n "$br" link add br0 type bridge
+  ip -n "$br" link set br0 up
+  for ((k = 0; k < n; ++k)); do
+    ns=${prefix}_$k
+    ip netns add "$ns"
+    namespaces+=("$ns")
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link add veth0 type veth peer name "b$k" netns "$br"
+    ip -n "$br" link set "b$k" master br0
+    ip -n "$br" link set "b$k" up
+    ip -n "$ns" addr add "198.18.0.$((k + 1))/24" dev veth0
+    ip -n "$ns" link set veth0 up
+    if ((has_netem)); then
+      tc -n "$ns" qdisc add dev veth0 root netem delay "${delay}ms" rate "${rate}gbit" limit 100000
+    else
+      # burst: at least one 64 KiB GSO packet, else 1 ms of traffic.
+      tc -n "$ns" qdisc add dev veth0 root tbf rate "${rate}gbit" \
+        burst "$(awk -v g="$rate" 'BEGIN { b = g * 1e9 / 8 / 1000; printf "%d", (b > 65536 ? b : 65536) }')" \
+        latency 100ms
+    fi
+  done
+}
+
+# Waits for the started runs; on a failure shows the failed run's output and returns 1.
+wait_started() {  # output files, in the order of ${started[@]}
+  local outputs=("$@") i status failed=0
+  for i in "${!started[@]}"; do
+    status=0
+    wait "${started[$i]}" || status=$?
+    if ((status != 0 && !failed)); then
+      echo "error: shard $i exited with status $status; its output ends with:" >&2
+      tail -n 5 "${outputs[$i]}" >&2
+      failed=1
+    fi
+  done
+  started=()
+  return "$failed"
+}
+
+header() {
+  printf '%-6s %-8s %-11s %-16s %-10s %-14s %-8s\n' shards Gbit/s latency_ms algorithm step_s allreduce_s hidden
+}
+
+# One configuration: prints its row.
+run_config() {  # shards gbit latency_ms algorithm
+  local n=$1 rate=$2 delay=$3 algo=$4 k dir outputs=() step summary
+  local tag=n${n}_g${rate}_l${delay}_$algo
+  dir=$work/$tag
+  mkdir -p "$dir/store" "$dir/log"
+  setup_network "$n" "$rate" "$delay"
+  for ((k = 0; k < n; ++k)); do
+    LOCKSTEP_TRACE=$dir/trace$k ip netns exec "${prefix}_$k" timeout "$run_timeout" "$lockstep" train \
+      --model "$model" --image_size "$image_size" --batch_size "$batch_size" --num_labels 1000 \
+      --train_data null --use_cpu --threads 1 --epoch_size $((n * batch_size * steps)) --num_epochs 2 \
+      --num_shards "$n" --shard_id "$k" --run_id "lsbench_$$_$tag" --file_store_path "$dir/store" \
+      --distributed_interfaces veth0 --allreduce_algorithm "$algo" --timeout 60 --first_iter_timeout 120 \
+      --log_dir "$dir/log" --iter_log "$dir/iter.csv" --log_every_iters 1 >"$dir/shard$k.out" 2>&1 &
+    started+=($!)
+    outputs+=("$dir/shard$k.out")
+  done
+  local latency_column=$delay
+  ((has_netem)) || latency_column=none
+  if ! wait_started "${outputs[@]}"; then
+    printf '%-6s %-8s %-11s %-16s failed\n' "$n" "$rate" "$latency_column" "$algo"
+    [[ -z $keep ]] || { mkdir -p "$keep"; cp -r "$dir" "$keep/"; }
+    return 0
+  fi
+  step=$(awk -F, -v steps="$steps" '
+    FNR > 2 && $8 == 2 { if ($1 > worst) worst = $1; found = 1 }
+    END { if (!found) exit 1; printf "%.4f\n", worst / steps }' "$dir"/log/*.log) ||
+    { echo "error: no epoch 2 row in the logs of $dir/log" >&2; return 1; }
+  summary=$(/usr/bin/python3 "$repo/bench/multihost/trace_summary.py" --skip "$steps" --json "$dir/trace0.train.json")
+  /usr/bin/python3 - "$summary" "$n" "$rate" "$latency_column" "$algo" "$step" <<'EOF'
+import json, sys
+s = json.loads(sys.argv[1])
+n, rate, latency, algo, step = sys.argv[2:]
+hidden = "n/a" if s["hidden"] is None else f"{100 * s['hidden']:.0f}%"
+print(f"{n:<6} {rate:<8} {latency:<11} {algo:<16} {float(step):<10.3f} {s['allreduce_s']:<14.3f} {hidden:<8}")
+EOF
+  [[ -z $keep ]] || { mkdir -p "$keep"; cp -r "$dir" "$keep/"; }
+}
+
+echo "$model, batch $batch_size per shard, ${image_size}x${image_size}, $steps steps per epoch (epoch 2 timed)," \
+  "1 thread per shard; load: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
+header
+if ((sweep)); then
+  IFS=, read -r -a counts <<<"$sweep_shards"
+  for n in "${counts[@]}"; do
+    positive --sweep_shards "$n"
+    for rate in 1 10; do
+      for delay in 0.1 1; do
+        ((has_netem)) || [[ $delay == 0.1 ]] || continue  # no latency to vary without netem
+        for algo in ring ring_chunked halving_doubling bcube; do
+          if [[ $algo == bcube ]] && ((n % 2)); then continue; fi
+          run_config "$n" "$rate" "$delay" "$algo"
+        done
+      done
+    done
+  done
+else
+  if [[ $algorithm == bcube ]] && ((shards % 2)); then
+    echo "error: bcube needs an even shard count" >&2
+    exit 2
+  fi
+  run_config "$shards" "$gbit" "$latency_ms" "$algorithm"
+fi
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
