@@ -204,9 +204,9 @@ def project(args, prof, shapes):
           f"{scale:.2e}; fp32 gradients; NVLink {args.nvlink_gbs:g} GB/s per GPU per direction, alpha "
           f"{args.nvlink_alpha_us:g} us; network alpha {args.net_alpha_us:g} us per step; the machine's "
           f"bandwidth shared by its 8 GPUs (8 inter-node rings of 1/8 of each bucket)\n")
-    print(f"backward ends at {1e3 * scale * prof['backward_end']:.1f} ms of the {args.step_ms:.1f} ms step; "
+    print(f"forward and backward end at {1e3 * scale * prof['backward_end']:.1f} ms of the {args.step_ms:.1f} ms step; "
           f"bucket size from {{2, 4, 8, 16, 32, 64}} MiB and inter-node algorithm chosen per row for the "
-          f"best efficiency = compute / step; "no overlap": compute / (compute + allreduce)\n")
+          f"best efficiency = compute / step; no overlap: compute / (compute + allreduce)\n")
     print("| GPUs | Gbit/s | inter-node | bucket MiB | allreduce ms | exposed ms | step ms | efficiency | "
           "no overlap | limited by |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
