@@ -144,10 +144,11 @@ def fit_alpha_beta(points, fit_alpha):
 
 
 def read_table(readme):
-    """Rows of bench/README.md's multihost table: (shards, gbit, algorithm, step_s, allreduce_s) as means
+    """Rows of bench/README.md's multihost table (its section only): (shards, gbit, algorithm, step_s, allreduce_s) as means
     of the invocations."""
     text = open(readme).read()
     text = text[text.index("## Shards over shaped links"):]
+    text = text[: text.index("\n## ")]  # that section only
     rows = []
     for m in re.finditer(r"^\| (\d+) \| ([\d.]+) \| (\w+) \| ([\d. /]+) \| ([\d. /]+) \|", text, re.M):
         mean = lambda s: statistics.mean(float(x) for x in s.split("/"))
@@ -175,7 +176,8 @@ def calibrate(args, prof, shapes):
         fits[key] = fit_alpha_beta(pts, args.fit_alpha)
     print("fitted per (algorithm, link): alpha (latency per step) and effective bandwidth B")
     for (a, g), (alpha, b) in fits.items():
-        print(f"  {a:<17} {g:>4g} Gbit/s link: alpha {alpha * 1e3:7.3f} ms   B {b * 8 / 1e9:6.2f} Gbit/s")
+        bw = f"{b * 8 / 1e9:6.2f} Gbit/s" if b < 1e15 else "unbounded (latency only)"
+        print(f"  {a:<17} {g:>4g} Gbit/s link: alpha {alpha * 1e3:7.3f} ms   B {bw}")
     print()
     c = "max(1, N/2)" if args.contention else "1"
     print(f"compute(N) = compute(1) * {c}; on links of >= {args.cpu_link_gbit:g} Gbit/s (veth copies on the same "
