@@ -33,21 +33,14 @@ steps=8
 every=4
 image_size=224
 
-positive() {  # flag value
-  if ! [[ $2 =~ ^[1-9][0-9]*$ ]]; then
-    echo "error: $1 needs a positive integer, got '$2'" >&2
-    exit 2
-  fi
-}
+# shellcheck source=bench/common.sh
+source "$repo/bench/common.sh"
 
 while (($#)); do
   case $1 in
     -h | --help) usage; exit 0 ;;
     --build | --rounds | --steps | --every | --image_size)
-      if (($# < 2)); then
-        echo "error: $1 needs a value; see -h" >&2
-        exit 2
-      fi
+      needs_value "$1" $#
       case $1 in
         --build) build=$2 ;;
         --rounds) positive "$1" "$2"; rounds=$2 ;;
@@ -61,11 +54,8 @@ while (($#)); do
   esac
 done
 
+require_lockstep "$build"
 lockstep=$build/lockstep
-if [[ ! -x $lockstep ]]; then
-  echo "error: no lockstep binary at $lockstep; build it (scripts/build.sh) or pass --build DIR" >&2
-  exit 2
-fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/checkpoint_overhead.XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -47,12 +47,8 @@ sweep=0
 sweep_shards=2,3
 keep=
 
-positive() {  # flag value
-  if ! [[ $2 =~ ^[1-9][0-9]*$ ]]; then
-    echo "error: $1 needs a positive integer, got '$2'" >&2
-    exit 2
-  fi
-}
+# shellcheck source=bench/common.sh
+source "$repo/bench/common.sh"
 number() {  # flag value
   if ! [[ $2 =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
     echo "error: $1 needs a non-negative number, got '$2'" >&2
@@ -66,10 +62,7 @@ while (($#)); do
     --sweep) sweep=1; shift ;;
     --build | --shards | --gbit | --latency_ms | --algorithm | --model | --image_size | --batch_size | --steps | \
       --run_timeout | --sweep_shards | --keep)
-      if (($# < 2)); then
-        echo "error: $1 needs a value; see -h" >&2
-        exit 2
-      fi
+      needs_value "$1" $#
       case $1 in
         --build) build=$2 ;;
         --shards) positive "$1" "$2"; shards=$2 ;;
@@ -94,11 +87,8 @@ case $algorithm in
   ring | ring_chunked | halving_doubling | bcube) ;;
   *) echo "error: --algorithm must be ring, ring_chunked, halving_doubling or bcube, got '$algorithm'" >&2; exit 2 ;;
 esac
+require_lockstep "$build"
 lockstep=$build/lockstep
-if [[ ! -x $lockstep ]]; then
-  echo "error: no lockstep binary at $lockstep; build it (scripts/build.sh) or pass --build DIR" >&2
-  exit 2
-fi
 if ((EUID != 0)); then
   echo "error: needs root (ip netns, tc)" >&2
   exit 2
