@@ -36,66 +36,24 @@ using std::chrono::seconds;
 
 constexpr seconds kJobLimit{120};  // a whole small job with a restart, on a shared, slow machine
 
-// LeNet on Fashion-MNIST, 3 epochs of 100 steps of 3 x 8 images, a checkpoint m_<epoch> per epoch in `dir`.
+// One-thread LeNet shards on loopback with batches of 8, checkpoints m_<epoch> and logs in `dir`, and a short
+// --timeout so that a stalled shard is noticed quickly; `data` adds what the data and epochs are.
+Args LeNetShard(const std::string& dir, const Args& data) {
+  return Concat({"train", "--use_cpu", "--threads", "1", "--distributed_interfaces", "lo", "--model", "lenet",
+                 "--batch_size", "8", "--save_model_name", "m", "--log_dir", dir, "--timeout", "3"},
+                data);
+}
+
+// LeNet on Fashion-MNIST, 3 epochs of 100 steps of 3 x 8 images.
 Args LeNetTraining(const std::string& dir) {
-  return {"train",
-          "--use_cpu",
-          "--threads",
-          "1",
-          "--distributed_interfaces",
-          "lo",
-          "--model",
-          "lenet",
-          "--train_data",
-          "fashion-mnist",
-          "--batch_size",
-          "8",
-          "--epoch_size",
-          "2400",
-          "--num_epochs",
-          "3",
-          "--base_learning_rate",
-          "0.1",
-          "--momentum",
-          "0.9",
-          "--save_model_name",
-          "m",
-          "--log_dir",
-          dir,
-          "--timeout",
-          "3"};
+  return LeNetShard(dir, {"--train_data", "fashion-mnist", "--epoch_size", "2400", "--num_epochs", "3",
+                          "--base_learning_rate", "0.1", "--momentum", "0.9"});
 }
 
 // LeNet on synthetic images, for jobs whose numbers do not matter.
 Args NullTraining(const std::string& dir, int epochs) {
-  return {"train",
-          "--use_cpu",
-          "--threads",
-          "1",
-          "--distributed_interfaces",
-          "lo",
-          "--model",
-          "lenet",
-          "--train_data",
-          "null",
-          "--num_channels",
-          "1",
-          "--image_size",
-          "28",
-          "--num_labels",
-          "10",
-          "--batch_size",
-          "8",
-          "--epoch_size",
-          "1600",
-          "--num_epochs",
-          std::to_string(epochs),
-          "--save_model_name",
-          "m",
-          "--log_dir",
-          dir,
-          "--timeout",
-          "3"};
+  return LeNetShard(dir, {"--train_data", "null", "--num_channels", "1", "--image_size", "28", "--num_labels",
+                          "10", "--epoch_size", "1600", "--num_epochs", std::to_string(epochs)});
 }
 
 // `lockstep launch` with the store and checkpoints in `dir`, then `-- training`.
