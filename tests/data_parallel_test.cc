@@ -27,6 +27,7 @@ struct SmallNet {
   bool combine_spatial_bn = false;
   bool optimize_gradient_memory = false;
   size_t bucket_bytes = 8 << 20;
+  int allreduce_channels = 1;
 };
 
 std::vector<int> Devices(int k) {
@@ -42,6 +43,7 @@ ParallelOptions SmallNetOptions(const SmallNet& net, int devices) {
   o.combine_spatial_bn = net.combine_spatial_bn;
   o.optimize_gradient_memory = net.optimize_gradient_memory;
   o.bucket_bytes = net.bucket_bytes;
+  o.allreduce_channels = net.allreduce_channels;
   o.threads_per_device = 1;
   o.max_threads = 2;
   o.input_builder = [](ModelHelper& model) { layers::ReadBatch(model, "reader", "data", "label"); };
@@ -215,6 +217,61 @@ TEST(DataParallel, BucketsFollowReverseCreationOrderAndStartWhenTheirLastGradien
   EXPECT_LT(first_allreduce, last_gradient) << "the first bucket is reduced while backward goes on";
 }
 
+// Bucket i goes to channel i % 2: its own common world, made by its own CreateCommonWorld, and its own lane
+// of the executor, chained only to the collectives of its channel. The sums do not change.
+TEST(DataParallel, ChannelsTakeTheBucketsInTurnAndKeepTheResult) {
+  SmallNet net;
+  net.bucket_bytes = 1;  // one parameter per bucket: 4 buckets
+  net.allreduce_channels = 2;
+  ModelHelper model("small");
+  Parallelize(model, SmallNetOptions(net, 2));
+  std::vector<std::string> worlds;
+  for (const auto& op : model.param_init_net().op())
+    if (op.type() == "CreateCommonWorld") {
+      worlds.push_back(op.output(0));
+      EXPECT_EQ(GetIntArgument(op, "channel", 0), static_cast<int64_t>(worlds.size() - 1));
+    }
+  ASSERT_EQ(worlds, (std::vector<std::string>{"small/common_world", "small/common_world_channel1"}));
+  std::vector<int> allreduces;
+  for (int i = 0; i < model.net().op_size(); ++i)
+    if (model.net().op(i).type() == "Allreduce") {
+      EXPECT_EQ(model.net().op(i).input(0), worlds[allreduces.size() % 2]);
+      allreduces.push_back(i);
+    }
+  ASSERT_EQ(allreduces.size(), 4u);
+
+  Workspace ws;
+  auto source = std::make_shared<SyntheticSource>(1, 8, 5, /*seed=*/7);
+  ws.SetObject("reader", std::make_shared<BatchReader>(source, kBatch / 2, 2));
+  ws.RunNetOnce(model.param_init_net());
+  auto* dag = dynamic_cast<DagNet*>(ws.CreateNet(model.net()));
+  ASSERT_NE(dag, nullptr);
+  auto has_parent = [&](int child, int parent) {
+    const auto& parents = dag->parents()[child];
+    return std::find(parents.begin(), parents.end(), parent) != parents.end();
+  };
+  EXPECT_TRUE(has_parent(allreduces[2], allreduces[0])) << "channel 0 keeps its order";
+  EXPECT_TRUE(has_parent(allreduces[3], allreduces[1])) << "channel 1 keeps its order";
+  EXPECT_FALSE(has_parent(allreduces[1], allreduces[0])) << "the channels do not wait for each other";
+  EXPECT_FALSE(has_parent(allreduces[3], allreduces[2]));
+
+  SmallNet one_channel = net;
+  one_channel.allreduce_channels = 1;
+  Trained plain = TrainSmallNet(one_channel, 2, 5), channels = TrainSmallNet(net, 2, 5);
+  EXPECT_EQ(channels.losses, plain.losses);
+  EXPECT_EQ(channels.state, plain.state);
+}
+
+TEST(DataParallel, ATailBucketLimitMakesTheLastBucketSmall) {
+  ParallelOptions o = SmallNetOptions({}, 2);
+  o.tail_bucket_bytes = 1;
+  ModelHelper model("small");
+  DataParallelModel dp = Parallelize(model, o);
+  ASSERT_EQ(dp.buckets.size(), 2u);
+  EXPECT_EQ(dp.buckets[0].params, (std::vector<std::string>{"fc_b", "fc_w", "conv_b"}));
+  EXPECT_EQ(dp.buckets[1].params, (std::vector<std::string>{"conv_w"})) << "the first layer's weights alone";
+}
+
 TEST(DataParallel, BucketsReportTheBuffersTheirAllreduceAllocates) {
   ModelHelper model("small");
   DataParallelModel dp = Parallelize(model, SmallNetOptions({}, 2));
@@ -372,6 +429,7 @@ TEST(DataParallel, BadSetupsFailBeforeTraining) {
   };
   expect_error([](ParallelOptions& o) { o.devices.clear(); }, "device list is empty");
   expect_error([](ParallelOptions& o) { o.devices = {0, 0}; }, "listed twice");
+  expect_error([](ParallelOptions& o) { o.allreduce_channels = 0; }, "allreduce_channels must be in [1, 64], got 0");
   expect_error(
       [](ParallelOptions& o) {
         o.forward_builder = [](ModelHelper&, float) { return std::vector<std::string>{}; };

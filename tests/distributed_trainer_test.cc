@@ -256,6 +256,27 @@ TEST(DistributedTrainer, ShardsMatchOneProcessThroughFileStore) {
   ExpectShardsMatchOneProcess(3, {}, "the file store");
 }
 
+// Small buckets on three channels, the last one small: the same sums as one channel, so the same bits, and
+// the same result as one process.
+TEST(DistributedTrainer, ChannelsAndATailBucketKeepTheResult) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const Args buckets{"--allreduce_bucket_mb", "0.05", "--allreduce_tail_bucket_mb", "0.01"};
+  ExpectShardsMatchOneProcess(3, Concat(buckets, {"--allreduce_channels", "3"}), "the file store, 3 channels");
+  TempDirectory one_channel, three_channels;
+  Processes run;
+  auto start = [&](const TempDirectory& dir, const std::string& channels) {
+    StartShards(&run,
+                Concat(Concat(LeNet(dir.path(), 8, 8 * 3 * 10, 1), buckets),
+                       {"--allreduce_channels", channels, "--run_id", UniqueName("channels")}),
+                3, dir / "run");
+  };
+  start(one_channel, "1");
+  start(three_channels, "3");
+  if (!ExpectAllSucceed(run, kRunLimit)) return;
+  Comparison c = CompareCheckpoints(three_channels / "m_1.safetensors", one_channel / "m_1.safetensors");
+  EXPECT_TRUE(c.bitwise) << c.worst_tensor << " differs by " << c.largest_relative;
+}
+
 TEST(DistributedTrainer, ShardsMatchOneProcessThroughRedis) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   if (!RedisServer::Available()) GTEST_SKIP() << "redis-server is not installed";

@@ -1,6 +1,6 @@
 // GlooCommunicator: shards as threads over loopback sum exactly with every algorithm, shard count, device
-// count and size, reuse their cached algorithms, broadcast bytes, split over two rails, refuse bad options,
-// and blame the shard that went away.
+// count and size, reuse their cached algorithms, broadcast bytes, split over two rails, run collectives on
+// channels side by side, refuse bad options, and blame the shard that went away.
 #include "lockstep/comm/gloo_communicator.h"
 
 #include <gtest/gtest.h>
@@ -179,6 +179,35 @@ TEST(GlooCommunicator, TwoRailsSplitTheBufferAndSumExactly) {
       });
     }
   BroadcastAndCheck(2, Loopback("auto", {"lo", "lo"}), 100001, 0);
+}
+
+TEST(GlooCommunicator, ChannelsRunTheirCollectivesSideBySide) {
+  OnConnectedShards(3, Loopback("ring_chunked"), [&](int shard, GlooCommunicator& communicator) {
+    std::shared_ptr<Communicator> one = communicator.Channel(1), two = communicator.Channel(2);
+    ASSERT_NE(one, nullptr);
+    EXPECT_EQ(communicator.Channel(1), one) << "a channel is made once";
+    EXPECT_EQ(one->rank(), shard);
+    EXPECT_EQ(two->size(), 3);
+    EXPECT_THROW(communicator.Channel(0), Error);
+    // Shard 0 issues channel 2's collective before channel 1's, the others issue both at once: that completes
+    // only if each channel goes its own way.
+    std::vector<std::vector<float>> first(2, std::vector<float>(30001)), second(2, std::vector<float>(777));
+    auto run = [&](Communicator* channel, std::vector<std::vector<float>>& buffers, int round) {
+      auto& gloo = static_cast<GlooCommunicator&>(*channel);
+      AllreduceAndCheck(gloo, buffers, round);
+    };
+    for (int round = 0; round < 3; ++round) {
+      if (round == 1) communicator.EndFirstIteration();  // the channels' too
+      if (shard == 0) {
+        run(two.get(), second, round);
+        run(one.get(), first, round);
+      } else {
+        std::thread other([&] { run(one.get(), first, round); });
+        run(two.get(), second, round);
+        other.join();
+      }
+    }
+  });
 }
 
 // The message of the InvalidInput that opening a communicator for `shards` shards with `options` throws.

@@ -1,5 +1,6 @@
-// PlanGradientBuckets: slices start 64-byte aligned, a bucket closes once it holds bucket_bytes, and without
-// a limit everything shares one bucket (the Allreduce operators' layout).
+// PlanGradientBuckets: slices start 64-byte aligned, a bucket closes once it holds bucket_bytes, without a
+// limit everything shares one bucket (the Allreduce operators' layout), and a tail limit makes the last
+// bucket small.
 #include "lockstep/ops/gradient_buckets.h"
 
 #include "test_util.h"
@@ -24,6 +25,28 @@ TEST(GradientBuckets, SlicesAreAlignedAndBucketsCloseAtTheLimit) {
   EXPECT_EQ(one[0].bytes, 192u);
   EXPECT_EQ(PlanGradientBuckets(blobs, 0).size(), 3u) << "a limit of 0 bytes: one blob per bucket";
   EXPECT_TRUE(PlanGradientBuckets({}).empty());
+}
+
+TEST(GradientBuckets, TheTailBucketIsFormedFromTheEnd) {
+  // 64 bytes each after alignment.
+  const std::vector<std::pair<std::string, Shape>> blobs{{"a", {16}}, {"b", {16}}, {"c", {16}}, {"d", {16}},
+                                                         {"e", {16}}};
+  auto names = [](const std::vector<GradientBucket>& buckets) {
+    std::vector<std::vector<std::string>> out;
+    for (const auto& bucket : buckets) out.push_back(bucket.params);
+    return out;
+  };
+  using Names = std::vector<std::vector<std::string>>;
+  EXPECT_EQ(names(PlanGradientBuckets(blobs, 192)), (Names{{"a", "b", "c"}, {"d", "e"}}));
+  EXPECT_EQ(names(PlanGradientBuckets(blobs, 192, 64)), (Names{{"a", "b", "c"}, {"d"}, {"e"}}));
+  EXPECT_EQ(names(PlanGradientBuckets(blobs, 64, 100)), (Names{{"a"}, {"b"}, {"c"}, {"d", "e"}}))
+      << "the tail closes at its own limit, larger or smaller than the others'";
+  EXPECT_EQ(names(PlanGradientBuckets(blobs, SIZE_MAX, 1)), (Names{{"a", "b", "c", "d"}, {"e"}}));
+  EXPECT_EQ(names(PlanGradientBuckets(blobs, 128, 1000)), (Names{{"a", "b", "c", "d", "e"}}))
+      << "a tail limit above the total: one bucket";
+  auto tail = PlanGradientBuckets(blobs, 128, 100).back();
+  EXPECT_EQ(tail.offsets, (std::vector<size_t>{0, 64}));
+  EXPECT_EQ(tail.bytes, 128u);
 }
 
 }  // namespace lockstep::testing

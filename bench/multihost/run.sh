@@ -1,7 +1,8 @@
 #!/bin/bash
 # N shards of `lockstep train`, each in its own network namespace, joined by a Linux bridge over veth links
-# shaped with tc (bandwidth and one-way latency); per configuration the step time, the allreduce time per step
-# and the share of it hidden behind other work (from shard 0's LOCKSTEP_TRACE). Needs root (ip netns, tc).
+# shaped with tc (bandwidth and one-way latency); per configuration (and gradient bucket plan) the step time,
+# the allreduce time per step and the share of it hidden behind other work (from shard 0's LOCKSTEP_TRACE).
+# Needs root (ip netns, tc).
 set -euo pipefail
 
 usage() {
@@ -20,13 +21,20 @@ step time, shard 0's trace of epoch 2 the allreduce time per step and its hidden
   --gbit G             link bandwidth in Gbit/s (default 10)
   --latency_ms L       one-way latency added on each shard's link, in ms (default 0.1)
   --algorithm A        ring, ring_chunked, halving_doubling or bcube (even N) (default halving_doubling)
+  --bucket_mb B        train --allreduce_bucket_mb (default 8)
+  --tail_mb T          train --allreduce_tail_bucket_mb (default 0)
+  --channels K         train --allreduce_channels (default 1)
   --model M            lockstep model (default resnet18)
   --image_size N       input height and width (default 64)
   --batch_size B       images per shard and step (default 8)
   --steps S            steps per epoch (default 5)
   --run_timeout SECS   limit of each shard's run (default 180)
-  --sweep              run the matrix: shards (--sweep_shards), 1 and 10 Gbit/s, 0.1 and 1 ms, every algorithm
+  --sweep              run the matrix: shards (--sweep_shards), 1 and 10 Gbit/s, 0.1 and 1 ms, algorithms
+                       (--sweep_algorithms), bucket plans (--sweep_plans)
   --sweep_shards LIST  shard counts of the sweep, comma-separated (default 2,3)
+  --sweep_algorithms LIST  algorithms of the sweep, comma-separated (default ring,ring_chunked,halving_doubling,bcube)
+  --sweep_plans LIST   bucket plans of the sweep, comma-separated B:T:K (bucket MiB, tail MiB, channels);
+                       default the one that --bucket_mb, --tail_mb and --channels give
   --keep DIR           copy every run's output, logs and traces to DIR
   -h, --help           this text
 EOF
@@ -45,6 +53,11 @@ steps=5
 run_timeout=180
 sweep=0
 sweep_shards=2,3
+sweep_algorithms=ring,ring_chunked,halving_doubling,bcube
+bucket_mb=8
+tail_mb=0
+channels=1
+sweep_plans=
 keep=
 
 # shellcheck source=bench/common.sh
@@ -61,7 +74,8 @@ while (($#)); do
     -h | --help) usage; exit 0 ;;
     --sweep) sweep=1; shift ;;
     --build | --shards | --gbit | --latency_ms | --algorithm | --model | --image_size | --batch_size | --steps | \
-      --run_timeout | --sweep_shards | --keep)
+      --run_timeout | --sweep_shards | --sweep_algorithms | --bucket_mb | --tail_mb | --channels | --sweep_plans | \
+      --keep)
       needs_value "$1" $#
       case $1 in
         --build) build=$2 ;;
@@ -75,6 +89,11 @@ while (($#)); do
         --steps) positive "$1" "$2"; steps=$2 ;;
         --run_timeout) positive "$1" "$2"; run_timeout=$2 ;;
         --sweep_shards) sweep_shards=$2 ;;
+        --sweep_algorithms) sweep_algorithms=$2 ;;
+        --bucket_mb) number "$1" "$2"; bucket_mb=$2 ;;
+        --tail_mb) number "$1" "$2"; tail_mb=$2 ;;
+        --channels) positive "$1" "$2"; channels=$2 ;;
+        --sweep_plans) sweep_plans=$2 ;;
         --keep) keep=$2 ;;
       esac
       shift 2
@@ -83,10 +102,22 @@ while (($#)); do
   esac
 done
 
-case $algorithm in
-  ring | ring_chunked | halving_doubling | bcube) ;;
-  *) echo "error: --algorithm must be ring, ring_chunked, halving_doubling or bcube, got '$algorithm'" >&2; exit 2 ;;
-esac
+check_algorithm() {  # flag algorithm
+  case $2 in
+    ring | ring_chunked | halving_doubling | bcube) ;;
+    *) echo "error: $1 takes ring, ring_chunked, halving_doubling or bcube, got '$2'" >&2; exit 2 ;;
+  esac
+}
+check_algorithm --algorithm "$algorithm"
+IFS=, read -r -a algorithms <<<"$sweep_algorithms"
+for algo in "${algorithms[@]}"; do check_algorithm --sweep_algorithms "$algo"; done
+IFS=, read -r -a plans <<<"${sweep_plans:-$bucket_mb:$tail_mb:$channels}"
+for plan in "${plans[@]}"; do
+  if ! [[ $plan =~ ^[0-9]+(\.[0-9]+)?:[0-9]+(\.[0-9]+)?:[1-9][0-9]*$ ]]; then
+    echo "error: --sweep_plans takes bucket_mb:tail_mb:channels triples such as 8:1:2, got '$plan'" >&2
+    exit 2
+  fi
+done
 require_lockstep "$build"
 lockstep=$build/lockstep
 if ((EUID != 0)); then
@@ -173,13 +204,15 @@ wait_started() {  # output files, in the order of ${started[@]}
 }
 
 header() {
-  printf '%-6s %-8s %-11s %-16s %-10s %-14s %-8s\n' shards Gbit/s latency_ms algorithm step_s allreduce_s hidden
+  printf '%-6s %-8s %-11s %-16s %-9s %-7s %-8s %-10s %-14s %-8s\n' shards Gbit/s latency_ms algorithm \
+    bucket_mb tail_mb channels step_s allreduce_s hidden
 }
 
 # One configuration: prints its row.
-run_config() {  # shards gbit latency_ms algorithm
-  local n=$1 rate=$2 delay=$3 algo=$4 k dir outputs=() step summary
-  local tag=n${n}_g${rate}_l${delay}_$algo
+run_config() {  # shards gbit latency_ms algorithm bucket_mb:tail_mb:channels
+  local n=$1 rate=$2 delay=$3 algo=$4 plan=$5 k dir outputs=() step summary bucket tail channels
+  IFS=: read -r bucket tail channels <<<"$plan"
+  local tag=n${n}_g${rate}_l${delay}_${algo}_b${bucket}_t${tail}_c$channels
   dir=$work/$tag
   mkdir -p "$dir/store" "$dir/log"
   setup_network "$n" "$rate" "$delay"
@@ -188,7 +221,8 @@ run_config() {  # shards gbit latency_ms algorithm
       --model "$model" --image_size "$image_size" --batch_size "$batch_size" --num_labels 1000 \
       --train_data null --use_cpu --threads 1 --epoch_size $((n * batch_size * steps)) --num_epochs 2 \
       --num_shards "$n" --shard_id "$k" --run_id "lsbench_$$_$tag" --file_store_path "$dir/store" \
-      --distributed_interfaces veth0 --allreduce_algorithm "$algo" --timeout 60 --first_iter_timeout 120 \
+      --distributed_interfaces veth0 --allreduce_algorithm "$algo" --allreduce_bucket_mb "$bucket" \
+      --allreduce_tail_bucket_mb "$tail" --allreduce_channels "$channels" --timeout 60 --first_iter_timeout 120 \
       --log_dir "$dir/log" --iter_log "$dir/iter.csv" --log_every_iters 1 >"$dir/shard$k.out" 2>&1 &
     started+=($!)
     outputs+=("$dir/shard$k.out")
@@ -196,7 +230,8 @@ run_config() {  # shards gbit latency_ms algorithm
   local latency_column=$delay
   ((has_netem)) || latency_column=none
   if ! wait_started "${outputs[@]}"; then
-    printf '%-6s %-8s %-11s %-16s failed\n' "$n" "$rate" "$latency_column" "$algo"
+    printf '%-6s %-8s %-11s %-16s %-9s %-7s %-8s failed\n' "$n" "$rate" "$latency_column" "$algo" "$bucket" \
+      "$tail" "$channels"
     [[ -z $keep ]] || { mkdir -p "$keep"; cp -r "$dir" "$keep/"; }
     return 0
   fi
@@ -205,12 +240,13 @@ run_config() {  # shards gbit latency_ms algorithm
     END { if (!found) exit 1; printf "%.4f\n", worst / steps }' "$dir"/log/*.log) ||
     { echo "error: no epoch 2 row in the logs of $dir/log" >&2; return 1; }
   summary=$(/usr/bin/python3 "$repo/bench/multihost/trace_summary.py" --skip "$steps" --json "$dir/trace0.train.json")
-  /usr/bin/python3 - "$summary" "$n" "$rate" "$latency_column" "$algo" "$step" <<'EOF'
+  /usr/bin/python3 - "$summary" "$n" "$rate" "$latency_column" "$algo" "$bucket" "$tail" "$channels" "$step" <<'EOF'
 import json, sys
 s = json.loads(sys.argv[1])
-n, rate, latency, algo, step = sys.argv[2:]
+n, rate, latency, algo, bucket, tail, channels, step = sys.argv[2:]
 hidden = "n/a" if s["hidden"] is None else f"{100 * s['hidden']:.0f}%"
-print(f"{n:<6} {rate:<8} {latency:<11} {algo:<16} {float(step):<10.3f} {s['allreduce_s']:<14.3f} {hidden:<8}")
+print(f"{n:<6} {rate:<8} {latency:<11} {algo:<16} {bucket:<9} {tail:<7} {channels:<8} {float(step):<10.3f} "
+      f"{s['allreduce_s']:<14.3f} {hidden:<8}")
 EOF
   [[ -z $keep ]] || { mkdir -p "$keep"; cp -r "$dir" "$keep/"; }
 }
@@ -225,9 +261,9 @@ if ((sweep)); then
     for rate in 1 10; do
       for delay in 0.1 1; do
         ((has_netem)) || [[ $delay == 0.1 ]] || continue  # no latency to vary without netem
-        for algo in ring ring_chunked halving_doubling bcube; do
+        for algo in "${algorithms[@]}"; do
           if [[ $algo == bcube ]] && ((n % 2)); then continue; fi
-          run_config "$n" "$rate" "$delay" "$algo"
+          for plan in "${plans[@]}"; do run_config "$n" "$rate" "$delay" "$algo" "$plan"; done
         done
       done
     done
@@ -237,6 +273,6 @@ else
     echo "error: bcube needs an even shard count" >&2
     exit 2
   fi
-  run_config "$shards" "$gbit" "$latency_ms" "$algorithm"
+  for plan in "${plans[@]}"; do run_config "$shards" "$gbit" "$latency_ms" "$algorithm" "$plan"; done
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -100,6 +100,9 @@ def main(argv):
         cpu_device=config.device_type == core.CPU, rendezvous=rendezvous,
         optimize_gradient_memory=flag("optimize_gradient_memory"), combine_spatial_bn=flag("combine_spatial_bn"),
         blobs_to_keep=["loss", "accuracy"], max_threads=flag("threads"),
+        bucket_bytes=int(flag("allreduce_bucket_mb") * (1 << 20)),
+        tail_bucket_bytes=int(flag("allreduce_tail_bucket_mb") * (1 << 20)),
+        max_concurrent_distributed_ops=flag("allreduce_channels"),
         num_threads_per_device=max(1, flag("threads") // len(devices)) if flag("threads") > 0 else 0)
     if train_model.shards:
         print(f"shard {shard_id} of {num_shards}: joined {train_model.shards.description}", flush=True)

@@ -20,7 +20,7 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
                 broadcast_computed_params=True, optimize_gradient_memory=False, blobs_to_keep=None,
                 use_nccl=False, max_concurrent_distributed_ops=16, cpu_device=False, num_threads_per_device=0,
                 shared_model=False, combine_spatial_bn=False, bucket_bytes=8 << 20, share_activations=False,
-                micro_batches=1, devices_per_replica=1, max_threads=0):
+                micro_batches=1, devices_per_replica=1, max_threads=0, tail_bucket_bytes=0):
     """Builds ``model_helper_obj.net`` as the data-parallel training net (it must be empty).
 
     input_builder_fun(model): adds the ops that read this replica's input (brew.image_input).
@@ -33,9 +33,12 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
         first_iter_timeout= seconds);
         num_shards and shard_id default to what mpirun or srun give.
 
+    max_concurrent_distributed_ops: gradient allreduces in flight at once across the shards, each on its own
+        connections (channels), on CPU devices; CUDA devices use one.
+    bucket_bytes, tail_bucket_bytes: gradients allreduced together (ParallelOptions).
+
     lockstep always runs the "dag" executor, broadcasts computed parameters and uses NCCL between distinct
-    GPUs, so net_type, broadcast_computed_params, use_nccl and max_concurrent_distributed_ops are accepted as
-    Caffe2 programs pass them.
+    GPUs, so net_type, broadcast_computed_params and use_nccl are accepted as Caffe2 programs pass them.
     """
     model = model_helper_obj
     if net_type not in ("dag", "async_scheduling", "simple", None):
@@ -61,6 +64,9 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
     options.threads_per_device = int(num_threads_per_device)
     options.max_threads = int(max_threads)
     options.bucket_bytes = int(bucket_bytes)
+    options.tail_bucket_bytes = int(tail_bucket_bytes)
+    if rendezvous is not None and device_type == core.CPU:
+        options.allreduce_channels = int(max_concurrent_distributed_ops)
     options.share_activations = bool(share_activations)
     options.micro_batches = int(micro_batches)
     options.devices_per_replica = int(devices_per_replica)

@@ -204,6 +204,8 @@ void BindParallelize(py::module_& m) {
       .def_readwrite("shard_id", &ParallelOptions::shard_id)
       .def_readwrite("shard_communicator", &ParallelOptions::shard_communicator)
       .def_readwrite("bucket_bytes", &ParallelOptions::bucket_bytes)
+      .def_readwrite("tail_bucket_bytes", &ParallelOptions::tail_bucket_bytes)
+      .def_readwrite("allreduce_channels", &ParallelOptions::allreduce_channels)
       .def_readwrite("combine_spatial_bn", &ParallelOptions::combine_spatial_bn)
       .def_readwrite("optimize_gradient_memory", &ParallelOptions::optimize_gradient_memory)
       .def_readwrite("share_activations", &ParallelOptions::share_activations)

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 namespace lockstep {
@@ -18,6 +19,10 @@ class Communicator {
   virtual void Allreduce(const std::vector<float*>& buffers, size_t count) = 0;
   // Copies `bytes` bytes (any dtype).
   virtual void Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) = 0;
+  // Channel k >= 1: a communicator over the same members whose collectives may run at the same time as this
+  // one's and other channels', each channel keeping its own order; every member opens the same channels.
+  // Made once and kept. nullptr where the implementation has none: its collectives then share this one.
+  virtual std::shared_ptr<Communicator> Channel(int /*k*/) { return nullptr; }
 };
 
 }  // namespace lockstep

@@ -164,6 +164,8 @@ struct GlooCommunicator::State {
   int phase = kSetup;
   int64_t collectives = 0;
   std::map<std::string, int> shard_of_address;  // every peer pair's address -> its shard
+  std::string key_prefix;                       // of its rendezvous keys: "" or "channel<k>/"
+  std::map<int, std::shared_ptr<GlooCommunicator>> channels;
 
   void Connect();
   template <class Part>
@@ -202,7 +204,31 @@ void GlooCommunicator::Connect(std::shared_ptr<Rendezvous> rendezvous) {
   state_->Connect();
 }
 
+GlooCommunicator::GlooCommunicator(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
 GlooCommunicator::~GlooCommunicator() = default;
+
+std::shared_ptr<Communicator> GlooCommunicator::Channel(int k) {
+  State& s = *state_;
+  LOCKSTEP_ENFORCE(k >= 1, "channels are numbered from 1 (0 is the communicator itself), got {}", k);
+  LOCKSTEP_ENFORCE(s.rendezvous, "call Connect before opening a channel");
+  std::shared_ptr<GlooCommunicator>& channel = s.channels[k];
+  if (channel) return channel;
+  auto state = std::make_unique<State>();
+  state->options = s.options;
+  state->algorithm = s.algorithm;
+  state->num_shards = s.num_shards;
+  state->phase = s.phase;
+  state->key_prefix = fmt::format("{}channel{}/", s.key_prefix, k);
+  for (const Rail& rail : s.rails) {
+    state->rails.emplace_back();
+    state->rails.back().name = rail.name;
+    state->rails.back().device = rail.device;  // one event loop per interface serves every channel
+  }
+  channel.reset(new GlooCommunicator(std::move(state)));
+  channel->Connect(s.rendezvous);
+  return channel;
+}
 
 void GlooCommunicator::State::Connect() {
   const int rank = rendezvous->shard(), size = rendezvous->num_shards();
@@ -213,7 +239,7 @@ void GlooCommunicator::State::Connect() {
     for (int phase : {kSetup, kSteady}) {
       auto context = std::make_shared<MeshContext>(rank, size);
       try {
-        context->Connect(rendezvous.get(), fmt::format("rail{}/context{}", r, phase), rails[r].device,
+        context->Connect(rendezvous.get(), fmt::format("{}rail{}/context{}", key_prefix, r, phase), rails[r].device,
                          timeouts[phase], &addresses);
       } catch (const Error&) {
         throw;
@@ -224,7 +250,7 @@ void GlooCommunicator::State::Connect() {
       rails[r].contexts[phase] = context;
     }
   }
-  std::vector<std::string> all = rendezvous->AllGather("addresses", addresses);
+  std::vector<std::string> all = rendezvous->AllGather(key_prefix + "addresses", addresses);
   for (int shard = 0; shard < size; ++shard) {
     size_t begin = 0, end;
     while ((end = all[shard].find('\n', begin)) != std::string::npos) {
@@ -242,13 +268,16 @@ void GlooCommunicator::Close() {
   if (!s.rendezvous || s.rails.empty()) return;
   // Gloo fails a peer's receive when this shard's sockets close, even after the data arrived: wait until
   // every shard is done with its collectives.
+  // The channels' collectives ran in the same nets, so they are done too.
   s.rendezvous->AllGather("end of run", "", s.options.timeout);
+  for (auto& [k, channel] : s.channels) channel->state_->rails.clear();
   s.rails.clear();
 }
 
 void GlooCommunicator::EndFirstIteration() {
   state_->phase = kSteady;
   for (auto& rail : state_->rails) rail.allreduces[kSetup].clear();
+  for (auto& [k, channel] : state_->channels) channel->EndFirstIteration();
 }
 
 template <class Part>

@@ -1,7 +1,8 @@
 // GlooCommunicator: the collectives of a job that spans processes (shards), through Gloo. Hierarchical: the
 // buffers of the local devices are summed in place, device 0's sum is allreduced across the shards with the
 // chosen Gloo algorithm, and the result is copied back to the other devices. Several network interfaces each
-// carry a share of every collective.
+// carry a share of every collective. Channels (Communicator::Channel) have Gloo contexts of their own over
+// the same network devices, so their collectives can be in flight together.
 //
 // A collective that fails (a shard died, stalled past the timeout, or stopped on an error of its own) throws
 // IoError with one line naming the shard at fault and the operation. Until EndFirstIteration() collectives
@@ -44,14 +45,19 @@ class GlooCommunicator : public Communicator {
   int size() const override;
   void Allreduce(const std::vector<float*>& buffers, size_t count) override;
   void Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) override;
+  // Connects through the rendezvous (every shard opens channel k) the first time; needs a connected
+  // communicator.
+  std::shared_ptr<Communicator> Channel(int k) override;
 
+  // For this communicator and its channels.
   void EndFirstIteration();
-  // Waits (up to timeout) until every shard has finished its collectives, then disconnects. Call it at the end
-  // of a successful run; after an error, destroying the communicator is enough.
+  // Waits (up to timeout) until every shard has finished its collectives, then disconnects, channels
+  // included. Call it at the end of a successful run; after an error, destroying the communicator is enough.
   void Close();
 
  private:
   struct State;
+  explicit GlooCommunicator(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
 

@@ -107,6 +107,7 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options) {
 Rendezvous::~Rendezvous() = default;
 
 bool Rendezvous::Exists(const std::string& key) {
+  std::lock_guard<std::mutex> lock(store_mutex_);
   try {
     return exists_(options_.run_id + "/" + key);  // PrefixStore's key
   } catch (const std::exception& e) {
@@ -115,6 +116,7 @@ bool Rendezvous::Exists(const std::string& key) {
 }
 
 std::string Rendezvous::Get(const std::string& key) {
+  std::lock_guard<std::mutex> lock(store_mutex_);
   try {
     std::vector<char> value = store_->get(key);
     return std::string(value.begin(), value.end());
@@ -124,6 +126,7 @@ std::string Rendezvous::Get(const std::string& key) {
 }
 
 void Rendezvous::Set(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(store_mutex_);
   try {
     store_->set(key, std::vector<char>(value.begin(), value.end()));
   } catch (const std::exception& e) {

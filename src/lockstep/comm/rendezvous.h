@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,6 +73,9 @@ class Rendezvous {
   std::function<bool(const std::string&)> exists_;  // on the backing store, with the full key
   std::unique_ptr<gloo::rendezvous::Store> store_;
   std::vector<std::string> holders_;  // who holds each place, once every shard has joined
+  // Exists, Get and Set take it: a job's communicator channels use the rendezvous from their own threads, and
+  // a Redis connection serves one request at a time.
+  std::mutex store_mutex_;
 };
 
 }  // namespace lockstep

@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "lockstep/comm/communicator.h"
 #include "lockstep/core/device_backend.h"
 
 namespace lockstep {
@@ -178,21 +179,25 @@ DagNet::DagNet(const NetDef& def, Workspace* ws) : Net(def, ws), state_(std::mak
     throw InvalidInput(
         fmt::format("net '{}': device_lanes must be >= 1 and intra_op_threads >= 0, got {} and {}",
                     def.name(), device_lanes, intra_op_threads));
-  const int comm_lane = device_lanes;
   std::map<std::pair<int, int>, int> device_order;  // devices in order of first appearance
-  int last_collective = -1;
+  // A communicator runs one collective at a time, and every process of a job must issue them in the same
+  // order: the collectives on one communicator are chained in list order on a lane of their own. Those whose
+  // communicator is not in the workspace yet share one lane.
+  std::map<const Communicator*, int> comm_lane_of;
+  std::vector<int> last_collective;  // per communicator lane
   lane_of_.resize(n);
   for (int i = 0; i < n; ++i) {
     if (IsCollective(def.op(i))) {
-      lane_of_[i] = comm_lane;
-      // Collectives run one at a time anyway; chaining them fixes their order, which every process of a
-      // job must share.
-      if (last_collective >= 0 &&
-          std::find(parents_[i].begin(), parents_[i].end(), last_collective) == parents_[i].end()) {
-        parents_[i].push_back(last_collective);
-        children_[last_collective].push_back(i);
+      const Communicator* communicator = ws->FindObject<Communicator>(def.op(i).input(0)).get();
+      auto lane = comm_lane_of.emplace(communicator, device_lanes + static_cast<int>(comm_lane_of.size()));
+      if (lane.second) last_collective.push_back(-1);
+      lane_of_[i] = lane.first->second;
+      int& last = last_collective[lane_of_[i] - device_lanes];
+      if (last >= 0 && std::find(parents_[i].begin(), parents_[i].end(), last) == parents_[i].end()) {
+        parents_[i].push_back(last);
+        children_[last].push_back(i);
       }
-      last_collective = i;
+      last = i;
       continue;
     }
     Device device = DeviceOf(def.op(i));
@@ -200,11 +205,12 @@ DagNet::DagNet(const NetDef& def, Workspace* ws) : Net(def, ws), state_(std::mak
     auto found = device_order.emplace(key, static_cast<int>(device_order.size())).first;
     lane_of_[i] = found->second % device_lanes;
   }
-  const bool has_collectives = last_collective >= 0;
-  state_->lanes = std::vector<State::Lane>(device_lanes + 1);
+  const int comm_lanes = static_cast<int>(comm_lane_of.size());
+  state_->lanes = std::vector<State::Lane>(device_lanes + comm_lanes);
   for (int lane = 0; lane < device_lanes; ++lane)
     for (int w = 0; w < workers; ++w) state_->workers.emplace_back([=] { Work(lane, intra_op_threads); });
-  if (has_collectives) state_->workers.emplace_back([=] { Work(comm_lane, 1); });
+  for (int lane = device_lanes; lane < device_lanes + comm_lanes; ++lane)
+    state_->workers.emplace_back([=] { Work(lane, 1); });
 }
 
 void DagNet::Work(int lane, int intra_op_threads) {

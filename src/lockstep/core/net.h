@@ -66,8 +66,10 @@ class SequentialNet : public Net {
 // an earlier operator reads or writes) have finished. Operators run on lanes, each with its own workers:
 //   - the operators of the i-th device (in order of first appearance) run on lane i % `device_lanes` (net
 //     arg, default 1), so each replica of a data-parallel model keeps to its own threads;
-//   - collective operators (OpSchema::Collective) run in list order on a lane of their own with one worker,
-//     so a gradient allreduce overlaps with the rest of the backward pass.
+//   - collective operators (OpSchema::Collective) run on lanes of their own with one worker each, one lane
+//     per communicator (input 0, as found in the workspace when the net is created), in list order: a
+//     gradient allreduce overlaps with the rest of the backward pass, and the collectives of different
+//     communicators (channels) with each other.
 // A device lane has net.num_workers workers (default 2), each using `intra_op_threads` OpenMP threads for
 // oneDNN (net arg; 0 keeps the process default). Among its ready operators a lane runs the earliest in list
 // order first, so a replica follows the order the net was written in.

@@ -6,6 +6,8 @@
 //   CreateCommonWorld(shards) -> world: the job's communicator. `shards` names the workspace object that the
 //     caller sets before running the net, a connected GlooCommunicator that spans the shards (Caffe2's
 //     rendezvous kv_handler); on the CPU it is the world itself, since Gloo sums each shard's devices too.
+//     Argument `channel` k >= 1: its channel k instead, whose collectives can run beside the world's (the
+//     world itself where the communicator has no channels).
 // Argument `devices`: the logical devices the world serves, in the order of the collectives' buffers; the
 // CUDA implementation (cuda/common_world_op.cc) needs them, each buffer being in its device's memory.
 #include "lockstep/comm/local_communicator.h"
@@ -33,6 +35,11 @@ class CreateCommonWorldOp : public Operator {
   void Run() override {
     std::shared_ptr<Communicator> world =
         InputSize() > 0 ? ShardCommunicatorInput(def_, *ws_) : std::make_shared<LocalCommunicator>();
+    const int channel = static_cast<int>(IntArg("channel", 0));
+    if (channel < 0) FailOperator(def_, fmt::format("channel must be >= 0, got {}", channel));
+    if (channel > 0 && InputSize() > 0) {
+      if (auto own = world->Channel(channel)) world = own;
+    }
     ws_->SetObject(def_.output(0), world);
   }
 };
@@ -40,10 +47,11 @@ class CreateCommonWorldOp : public Operator {
 }  // namespace
 
 OperatorDef CreateCommonWorldDef(const std::string& world, const std::vector<int64_t>& devices,
-                                 const std::string& shards) {
+                                 const std::string& shards, int channel) {
+  std::vector<Arg> args{Arg("devices", devices)};
+  if (channel > 0) args.push_back(Arg("channel", int64_t{channel}));
   return MakeOperatorDef("CreateCommonWorld",
-                         shards.empty() ? std::vector<std::string>{} : std::vector{shards}, {world},
-                         {Arg("devices", devices)});
+                         shards.empty() ? std::vector<std::string>{} : std::vector{shards}, {world}, args);
 }
 
 LOCKSTEP_OPERATOR_SCHEMA(CreateCommonWorld)

@@ -3,18 +3,31 @@
 
 namespace lockstep {
 
-std::vector<GradientBucket> PlanGradientBuckets(const std::vector<std::pair<std::string, Shape>>& blobs,
-                                                size_t bucket_bytes) {
+namespace {
+
+size_t AlignedBytes(const Shape& shape) {
   constexpr size_t kAlignment = 64;
+  const size_t bytes = static_cast<size_t>(NumElements(shape)) * sizeof(float);
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+}  // namespace
+
+std::vector<GradientBucket> PlanGradientBuckets(const std::vector<std::pair<std::string, Shape>>& blobs,
+                                                size_t bucket_bytes, size_t tail_bytes) {
+  // The tail bucket takes blobs [tail_begin, end).
+  size_t tail_begin = blobs.size();
+  for (size_t held = 0; tail_bytes > 0 && tail_begin > 0 && held < tail_bytes;)
+    held += AlignedBytes(blobs[--tail_begin].second);
   std::vector<GradientBucket> buckets;
-  for (const auto& [name, shape] : blobs) {
-    if (buckets.empty() || buckets.back().bytes >= bucket_bytes) buckets.emplace_back();
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    if (buckets.empty() || (i < tail_begin && buckets.back().bytes >= bucket_bytes) || i == tail_begin)
+      buckets.emplace_back();
     GradientBucket& bucket = buckets.back();
-    const size_t bytes = static_cast<size_t>(NumElements(shape)) * sizeof(float);
-    bucket.params.push_back(name);
-    bucket.shapes.push_back(shape);
+    bucket.params.push_back(blobs[i].first);
+    bucket.shapes.push_back(blobs[i].second);
     bucket.offsets.push_back(bucket.bytes);
-    bucket.bytes += (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    bucket.bytes += AlignedBytes(blobs[i].second);
   }
   return buckets;
 }

@@ -23,8 +23,11 @@ struct GradientBucket {
 };
 
 // Packs float blobs (name, shape), in the order given, into consecutive buckets: a bucket takes blobs until
-// it holds at least bucket_bytes. Without a limit every blob goes into one bucket.
+// it holds at least bucket_bytes. Without a limit every blob goes into one bucket. With tail_bytes > 0 the
+// last bucket is formed first, from the end of the list, and closes once it holds at least tail_bytes: in
+// Parallelize's reverse creation order it is reduced after the backward pass ends, so keeping it small keeps
+// the communication that nothing hides short.
 std::vector<GradientBucket> PlanGradientBuckets(const std::vector<std::pair<std::string, Shape>>& blobs,
-                                                size_t bucket_bytes = SIZE_MAX);
+                                                size_t bucket_bytes = SIZE_MAX, size_t tail_bytes = 0);
 
 }  // namespace lockstep

@@ -31,9 +31,9 @@ OperatorDef MomentumSgdUpdateDef(const std::string& grad, const std::string& mom
                                  const std::string& param, float momentum, bool nesterov, float weight_decay);
 // Writes into the workspace object `world` the communicator of `devices` (the replicas' first devices, in the
 // order of the collectives' buffers); with `shards`, the name of the caller's communicator that spans the
-// shards, the job's communicator through it.
+// shards, the job's communicator through it, or with channel k >= 1 its channel k (Communicator::Channel).
 OperatorDef CreateCommonWorldDef(const std::string& world, const std::vector<int64_t>& devices,
-                                 const std::string& shards = "");
+                                 const std::string& shards = "", int channel = 0);
 // Collectives through the communicator `world`: `blobs` are grouped by device, blob j of device d at
 // d * m + j for m blobs per device. Allreduce writes the sums over all devices of blob i into outputs[i];
 // Broadcast copies device 0's blobs to the others, in place.

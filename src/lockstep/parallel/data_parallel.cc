@@ -51,6 +51,11 @@ void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
                     "spread over its {} devices",
                     o.devices_per_replica, o.devices_per_replica));
   if (o.threads_per_device < 0 || o.max_threads < 0) Fail("threads_per_device and max_threads must be >= 0");
+  if (o.allreduce_channels < 1 || o.allreduce_channels > 64)
+    Fail(fmt::format("allreduce_channels must be in [1, 64], got {}", o.allreduce_channels));
+  if (o.device_type == DeviceType::kCuda && o.allreduce_channels > 1)
+    Fail(fmt::format("allreduce_channels = {} needs CPU devices; CUDA collectives use one communicator",
+                     o.allreduce_channels));
   if (model.net().op_size() > 0)
     Fail(fmt::format("model '{}' already has {} ops; the builders must add all of them", model.net().name(),
                      model.net().op_size()));
@@ -155,25 +160,32 @@ void Interleave(NetDef* net, const std::vector<int>& replica_of, int replicas, c
 // The replica's trainable parameters, unscoped, in reverse creation order: about the order in which backward
 // computes their gradients.
 std::vector<GradientBucket> PlanBuckets(const ModelHelper& model, const std::string& scope,
-                                        size_t bucket_bytes) {
+                                        size_t bucket_bytes, size_t tail_bucket_bytes) {
   std::vector<std::pair<std::string, Shape>> params;
   auto scoped = model.GetTrainableParams(scope);
   for (auto it = scoped.rbegin(); it != scoped.rend(); ++it)
     params.emplace_back(it->substr(scope.size()), model.Param(*it).shape);
-  return PlanGradientBuckets(params, bucket_bytes);
+  return PlanGradientBuckets(params, bucket_bytes, tail_bucket_bytes);
+}
+
+// The workspace object of channel k of the job's communicator; channel 0 is the world itself.
+std::string ChannelWorld(const std::string& job_world, int k) {
+  return k == 0 ? job_world : fmt::format("{}_channel{}", job_world, k);
 }
 
 // Inserts each bucket's Allreduce right after the last backward op that writes one of its gradients (the
-// updates that come later read the sums).
+// updates that come later read the sums); bucket i goes to channel i % channels.
 void AddBucketAllreduces(NetDef* net, const ModelHelper& model, const std::vector<GradientBucket>& buckets,
-                         const std::vector<std::string>& scopes, const std::string& world,
+                         const std::vector<std::string>& scopes, const std::string& job_world, int channels,
                          const Device& first_device) {
   std::map<std::string, int> last_writer;
   for (int i = 0; i < net->op_size(); ++i)
     if (net->op(i).is_gradient_op())
       for (const auto& blob : net->op(i).output()) last_writer[blob] = i;
   std::multimap<int, OperatorDef> after;
-  for (const auto& bucket : buckets) {
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const GradientBucket& bucket = buckets[b];
+    const std::string world = ChannelWorld(job_world, static_cast<int>(b % channels));
     std::vector<std::string> grads;
     int position = -1;
     for (const auto& scope : scopes)
@@ -211,9 +223,10 @@ void AddCommonWorlds(NetDef* init, const std::vector<const NetDef*>& nets, const
   std::vector<int64_t> first_devices;
   for (size_t i = 0; i < o.devices.size(); i += o.devices_per_replica) first_devices.push_back(o.devices[i]);
   const Device first_device{o.device_type, o.devices[0]};
-  if (read.count(job_world))
-    *init->add_op() =
-        OnDevice(CreateCommonWorldDef(job_world, first_devices, o.shard_communicator), first_device);
+  for (int k = 0; k < o.allreduce_channels; ++k)
+    if (read.count(ChannelWorld(job_world, k)))
+      *init->add_op() = OnDevice(
+          CreateCommonWorldDef(ChannelWorld(job_world, k), first_devices, o.shard_communicator, k), first_device);
   if (device_world != job_world && read.count(device_world))
     *init->add_op() = OnDevice(CreateCommonWorldDef(device_world, first_devices), first_device);
 }
@@ -317,8 +330,10 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
                       o.devices[r * o.devices_per_replica]));
 
   Interleave(&model.net(), ReplicaOfEachOp(model.net(), o, dp.scopes), replicas, device_world, first_device);
-  dp.buckets = PlanBuckets(model, dp.scopes[0], o.bucket_bytes);
-  if (training && !single) AddBucketAllreduces(&model.net(), model, dp.buckets, dp.scopes, job_world, first_device);
+  dp.buckets = PlanBuckets(model, dp.scopes[0], o.bucket_bytes, o.tail_bucket_bytes);
+  if (training && !single)
+    AddBucketAllreduces(&model.net(), model, dp.buckets, dp.scopes, job_world, o.allreduce_channels,
+                        first_device);
 
   if (training && o.optimize_gradient_memory) {
     std::set<std::string> keep(dp.losses.begin(), dp.losses.end());

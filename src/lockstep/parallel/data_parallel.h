@@ -46,8 +46,13 @@ struct ParallelOptions {
   std::string shard_communicator;
 
   // Gradients allreduced together, in reverse creation order: a bucket takes parameters until its buffer
-  // holds at least this many bytes (ops/gradient_buckets.h).
+  // holds at least this many bytes (ops/gradient_buckets.h). With tail_bucket_bytes > 0 the last bucket,
+  // which is reduced after the backward pass has ended, holds only the first parameters up to that size.
   size_t bucket_bytes = 8 << 20;
+  size_t tail_bucket_bytes = 0;
+  // CPU devices: bucket i is allreduced on channel i % allreduce_channels of the job's communicator
+  // (Communicator::Channel), so that as many collectives can be in flight at once, each channel in order.
+  int allreduce_channels = 1;
   bool combine_spatial_bn = false;        // BN batch statistics over all devices of the machine
   bool optimize_gradient_memory = false;  // gradient blobs share buffers (memonger)
   bool share_activations = false;         // with optimize_gradient_memory: forward blobs too

@@ -125,6 +125,9 @@ void BuildModels(const TrainerConfig& config, const std::string& shard_communica
     lrs.push_back(AddMomentumSgd(model, sgd).lr);
   };
   options.combine_spatial_bn = config.combine_spatial_bn;
+  options.bucket_bytes = static_cast<size_t>(config.allreduce_bucket_mb * (1 << 20));
+  options.tail_bucket_bytes = static_cast<size_t>(config.allreduce_tail_bucket_mb * (1 << 20));
+  options.allreduce_channels = config.allreduce_channels;
   options.optimize_gradient_memory = config.optimize_gradient_memory;
   options.keep_blobs = {"loss", "accuracy"};
   options.max_threads = config.threads;

@@ -151,6 +151,17 @@ const std::vector<TrainerOption>& Table() {
        "Gloo allreduce across shards: auto (halving_doubling), ring, ring_chunked, halving_doubling, bcube "
        "(even shard counts)",
        kNoRange, kSame, false},
+      {"allreduce_bucket_mb", &C::allreduce_bucket_mb,
+       "Gradients allreduced together: a bucket takes parameters (last layers first) until it holds this "
+       "many MiB",
+       Between(0, 1 << 20), kSame, false},
+      {"allreduce_tail_bucket_mb", &C::allreduce_tail_bucket_mb,
+       "Make the last bucket, reduced after the backward pass ends, only this many MiB of the first layers' "
+       "gradients (0: whatever remains)",
+       Between(0, 1 << 20), kSame, false},
+      {"allreduce_channels", &C::allreduce_channels,
+       "Gradient allreduces in flight at once, each on its own connections, in a fixed order (CPU devices)",
+       Between(1, 64), kSame, false},
       {"timeout", &C::timeout,
        "Seconds a shard waits for the others in a collective after the first iteration; a dead or stalled "
        "shard ends the run within it",
