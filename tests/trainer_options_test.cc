@@ -225,7 +225,8 @@ TEST(TrainerOptions, ShardAgreementEntries) {
                        "--model", "--batch_size", "--epoch_size", "--num_epochs", "--base_learning_rate",
                        "--momentum", "--nesterov", "--weight_decay", "--combine_spatial_bn",
                        "--model_parallel", "--micro_batches", "--dtype", "--loss_scale", "--seed",
-                       "--train_data", "--allreduce_algorithm", "--distributed_interfaces"}));
+                       "--train_data", "--allreduce_algorithm", "--allreduce_bucket_mb",
+                       "--allreduce_tail_bucket_mb", "--allreduce_channels", "--distributed_interfaces"}));
   for (const auto& [name, value] : entries) {
     if (name == "--distributed_interfaces") {
       EXPECT_EQ(value, "2 values");

@@ -129,6 +129,7 @@ for tool in ip tc timeout /usr/bin/python3; do
 done
 
 prefix=lsbench_$$
+runs=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/lsbench.XXXXXX")
 started=()     # pids of the shard runs still going
 namespaces=()  # namespaces that exist
@@ -212,7 +213,8 @@ header() {
 run_config() {  # shards gbit latency_ms algorithm bucket_mb:tail_mb:channels
   local n=$1 rate=$2 delay=$3 algo=$4 plan=$5 k dir outputs=() step summary bucket tail channels
   IFS=: read -r bucket tail channels <<<"$plan"
-  local tag=n${n}_g${rate}_l${delay}_${algo}_b${bucket}_t${tail}_c$channels
+  runs=$((runs + 1))  # a plan may be listed twice: each run gets its own folder and run id
+  local tag=${runs}_n${n}_g${rate}_l${delay}_${algo}_b${bucket}_t${tail}_c$channels
   dir=$work/$tag
   mkdir -p "$dir/store" "$dir/log"
   setup_network "$n" "$rate" "$delay"
