@@ -128,6 +128,8 @@ void BuildModels(const TrainerConfig& config, const std::string& shard_communica
   options.bucket_bytes = static_cast<size_t>(config.allreduce_bucket_mb * (1 << 20));
   options.tail_bucket_bytes = static_cast<size_t>(config.allreduce_tail_bucket_mb * (1 << 20));
   options.allreduce_channels = config.allreduce_channels;
+  if (options.allreduce_channels == 0)  // two in flight pay off across shards; CUDA uses one communicator
+    options.allreduce_channels = config.num_shards > 1 && config.device_type == DeviceType::kCpu ? 2 : 1;
   options.optimize_gradient_memory = config.optimize_gradient_memory;
   options.keep_blobs = {"loss", "accuracy"};
   options.max_threads = config.threads;

@@ -53,9 +53,10 @@ struct TrainerConfig {
   std::string distributed_transport = "tcp";
   std::vector<std::string> distributed_interfaces;
   std::string allreduce_algorithm = "auto";
-  // ParallelOptions' bucket_bytes, tail_bucket_bytes (in MiB) and allreduce_channels.
-  double allreduce_bucket_mb = 8, allreduce_tail_bucket_mb = 0;
-  int allreduce_channels = 1;
+  // ParallelOptions' bucket_bytes, tail_bucket_bytes (in MiB) and allreduce_channels (0: 2 across shards
+  // of CPU devices, else 1).
+  double allreduce_bucket_mb = 8, allreduce_tail_bucket_mb = 1;
+  int allreduce_channels = 0;
   double timeout = 30, first_iter_timeout = 1200;  // seconds a shard waits for the others
   // CPU devices, or CUDA GPUs (the ids of `gpus`, else 0..num_devices-1).
   DeviceType device_type = DeviceType::kCpu;

@@ -157,11 +157,12 @@ const std::vector<TrainerOption>& Table() {
        Between(0, 1 << 20), kSame, false},
       {"allreduce_tail_bucket_mb", &C::allreduce_tail_bucket_mb,
        "Make the last bucket, reduced after the backward pass ends, only this many MiB of the first layers' "
-       "gradients (0: whatever remains)",
+       "gradients, so that little communication is left exposed (0: whatever remains)",
        Between(0, 1 << 20), kSame, false},
       {"allreduce_channels", &C::allreduce_channels,
-       "Gradient allreduces in flight at once, each on its own connections, in a fixed order (CPU devices)",
-       Between(1, 64), kSame, false},
+       "Gradient allreduces in flight at once across shards, each on its own connections, in a fixed order "
+       "(CPU devices; 0: 2 with several shards, else 1)",
+       Between(0, 64), kSame, false},
       {"timeout", &C::timeout,
        "Seconds a shard waits for the others in a collective after the first iteration; a dead or stalled "
        "shard ends the run within it",
