@@ -429,7 +429,8 @@ TEST(DataParallel, BadSetupsFailBeforeTraining) {
   };
   expect_error([](ParallelOptions& o) { o.devices.clear(); }, "device list is empty");
   expect_error([](ParallelOptions& o) { o.devices = {0, 0}; }, "listed twice");
-  expect_error([](ParallelOptions& o) { o.allreduce_channels = 0; }, "allreduce_channels must be in [1, 64], got 0");
+  expect_error([](ParallelOptions& o) { o.allreduce_channels = 0; },
+               "allreduce_channels must be in [1, 64], got 0");
   expect_error(
       [](ParallelOptions& o) {
         o.forward_builder = [](ModelHelper&, float) { return std::vector<std::string>{}; };

@@ -261,7 +261,8 @@ TEST(DistributedTrainer, ShardsMatchOneProcessThroughFileStore) {
 TEST(DistributedTrainer, ChannelsAndATailBucketKeepTheResult) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   const Args buckets{"--allreduce_bucket_mb", "0.05", "--allreduce_tail_bucket_mb", "0.01"};
-  ExpectShardsMatchOneProcess(3, Concat(buckets, {"--allreduce_channels", "3"}), "the file store, 3 channels");
+  ExpectShardsMatchOneProcess(3, Concat(buckets, {"--allreduce_channels", "3"}),
+                              "the file store, 3 channels");
   TempDirectory one_channel, three_channels;
   Processes run;
   auto start = [&](const TempDirectory& dir, const std::string& channels) {

@@ -29,8 +29,8 @@ TEST(GradientBuckets, SlicesAreAlignedAndBucketsCloseAtTheLimit) {
 
 TEST(GradientBuckets, TheTailBucketIsFormedFromTheEnd) {
   // 64 bytes each after alignment.
-  const std::vector<std::pair<std::string, Shape>> blobs{{"a", {16}}, {"b", {16}}, {"c", {16}}, {"d", {16}},
-                                                         {"e", {16}}};
+  const std::vector<std::pair<std::string, Shape>> blobs{
+      {"a", {16}}, {"b", {16}}, {"c", {16}}, {"d", {16}}, {"e", {16}}};
   auto names = [](const std::vector<GradientBucket>& buckets) {
     std::vector<std::vector<std::string>> out;
     for (const auto& bucket : buckets) out.push_back(bucket.params);

@@ -239,8 +239,8 @@ void GlooCommunicator::State::Connect() {
     for (int phase : {kSetup, kSteady}) {
       auto context = std::make_shared<MeshContext>(rank, size);
       try {
-        context->Connect(rendezvous.get(), fmt::format("{}rail{}/context{}", key_prefix, r, phase), rails[r].device,
-                         timeouts[phase], &addresses);
+        context->Connect(rendezvous.get(), fmt::format("{}rail{}/context{}", key_prefix, r, phase),
+                         rails[r].device, timeouts[phase], &addresses);
       } catch (const Error&) {
         throw;
       } catch (const std::exception& e) {
@@ -267,8 +267,7 @@ void GlooCommunicator::Close() {
   State& s = *state_;
   if (!s.rendezvous || s.rails.empty()) return;
   // Gloo fails a peer's receive when this shard's sockets close, even after the data arrived: wait until
-  // every shard is done with its collectives.
-  // The channels' collectives ran in the same nets, so they are done too.
+  // every shard is done with its collectives (its channels' ran in the same nets, so they are done too).
   s.rendezvous->AllGather("end of run", "", s.options.timeout);
   for (auto& [k, channel] : s.channels) channel->state_->rails.clear();
   s.rails.clear();

@@ -37,9 +37,8 @@ class CreateCommonWorldOp : public Operator {
         InputSize() > 0 ? ShardCommunicatorInput(def_, *ws_) : std::make_shared<LocalCommunicator>();
     const int channel = static_cast<int>(IntArg("channel", 0));
     if (channel < 0) FailOperator(def_, fmt::format("channel must be >= 0, got {}", channel));
-    if (channel > 0 && InputSize() > 0) {
+    if (channel > 0 && InputSize() > 0)
       if (auto own = world->Channel(channel)) world = own;
-    }
     ws_->SetObject(def_.output(0), world);
   }
 };

@@ -212,8 +212,8 @@ void AddBucketAllreduces(NetDef* net, const ModelHelper& model, const std::vecto
   *net = planned;
 }
 
-// Appends to init the CreateCommonWorld of each world that a collective of `nets` reads: the job's
-// (extending the shards' communicator when there is one) before the devices' own.
+// Appends to init the CreateCommonWorld of each world that a collective of `nets` reads: the job's and its
+// channels' (extending the shards' communicator when there is one) before the devices' own.
 void AddCommonWorlds(NetDef* init, const std::vector<const NetDef*>& nets, const std::string& job_world,
                      const std::string& device_world, const ParallelOptions& o) {
   std::set<std::string> read;
@@ -225,8 +225,9 @@ void AddCommonWorlds(NetDef* init, const std::vector<const NetDef*>& nets, const
   const Device first_device{o.device_type, o.devices[0]};
   for (int k = 0; k < o.allreduce_channels; ++k)
     if (read.count(ChannelWorld(job_world, k)))
-      *init->add_op() = OnDevice(
-          CreateCommonWorldDef(ChannelWorld(job_world, k), first_devices, o.shard_communicator, k), first_device);
+      *init->add_op() =
+          OnDevice(CreateCommonWorldDef(ChannelWorld(job_world, k), first_devices, o.shard_communicator, k),
+                   first_device);
   if (device_world != job_world && read.count(device_world))
     *init->add_op() = OnDevice(CreateCommonWorldDef(device_world, first_devices), first_device);
 }
