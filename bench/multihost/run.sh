@@ -11,8 +11,11 @@ usage: bench/multihost/run.sh [options] [--sweep] [-h]
 
 Runs N shards of `lockstep train` on CPU, shard k in network namespace lsbench_<pid>_<k> with address
 198.18.0.(k+1)/24 on its veth, the veths' other ends on a bridge in namespace lsbench_<pid>_br. Each shard's
-veth gets a tc qdisc on egress: `netem delay L rate G` where the kernel has netem, else `tbf rate G` (no
-added latency: the latency column then says "none"). The shards meet in a file store in a temporary folder.
+veth gets a tc qdisc on egress: `netem delay L rate G` where the kernel has netem. Without netem it gets
+`tbf rate G`, and the latency is added on the way in instead: an iptables-legacy NFQUEUE rule hands the
+packets arriving on the veth to delay.py, which accepts each L ms after it came (needs iptables-legacy with
+the NFQUEUE target; else no latency is added and the latency column says "none"). The shards meet in a file
+store in a temporary folder.
 Each run trains 2 epochs of S steps; epoch 2's time_spent from the CSV logs (the slowest shard) gives the
 step time, shard 0's trace of epoch 2 the allreduce time per step and its hidden share (trace_summary.py).
 
@@ -132,12 +135,20 @@ prefix=lsbench_$$
 runs=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/lsbench.XXXXXX")
 started=()     # pids of the shard runs still going
+delayers=()    # pids of the delay.py processes of the current namespaces
 namespaces=()  # namespaces that exist
+stop_delayers() {
+  local pid
+  for pid in "${delayers[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${delayers[@]}"; do wait "$pid" 2>/dev/null || true; done
+  delayers=()
+}
 cleanup() {
   local pid ns
   for pid in "${started[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${started[@]}"; do wait "$pid" 2>/dev/null || true; done
   started=()
+  stop_delayers
   for ns in "${namespaces[@]}"; do ip netns delete "$ns" 2>/dev/null || true; done
   namespaces=()
   rm -rf "$work"
@@ -145,21 +156,45 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Whether the kernel has netem (some VMs' kernels do not): probe on a veth in a scratch namespace.
-has_netem=0
+# How latency is added: netem where the kernel has it (some VMs' kernels do not), else an NFQUEUE rule and
+# delay.py where iptables-legacy has the target, else not at all. Probed on a veth in a scratch namespace.
+latency_via=none
 ip netns add "${prefix}_probe"
 namespaces+=("${prefix}_probe")
 ip -n "${prefix}_probe" link add p0 type veth peer name p1
-if tc -n "${prefix}_probe" qdisc add dev p0 root netem delay 1ms rate 1gbit 2>/dev/null; then has_netem=1; fi
+if tc -n "${prefix}_probe" qdisc add dev p0 root netem delay 1ms rate 1gbit 2>/dev/null; then
+  latency_via=netem
+elif command -v iptables-legacy >/dev/null &&
+  ip netns exec "${prefix}_probe" iptables-legacy -A INPUT -i p0 -j NFQUEUE --queue-num 0 2>/dev/null; then
+  latency_via=nfqueue
+fi
 ip netns delete "${prefix}_probe"
 namespaces=()
-if ((!has_netem)); then
-  echo "note: this kernel has no netem qdisc: links are shaped with tbf (bandwidth only), no latency is added" >&2
-fi
+case $latency_via in
+  nfqueue) echo "note: this kernel has no netem qdisc: links are shaped with tbf, latency is added by delay.py" >&2 ;;
+  none) echo "note: no netem qdisc and no iptables-legacy NFQUEUE target: links are shaped with tbf (bandwidth" \
+    "only), no latency is added" >&2 ;;
+esac
+
+# Starts delay.py in namespace ns behind an NFQUEUE rule on its veth; waits until it has bound the queue.
+start_delayer() {  # namespace latency_ms
+  local ns=$1 delay=$2 log=$work/delay_$1.out i
+  ip netns exec "$ns" iptables-legacy -A INPUT -i veth0 -j NFQUEUE --queue-num 0
+  ip netns exec "$ns" /usr/bin/python3 "$repo/bench/multihost/delay.py" --delay_ms "$delay" >"$log" 2>&1 &
+  delayers+=($!)
+  for ((i = 0; i < 100; ++i)); do
+    grep -q bound "$log" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "error: delay.py did not start in $ns:" >&2
+  cat "$log" >&2
+  exit 1
+}
 
 # Tears down the namespaces of the previous configuration and builds n shard namespaces on a bridge.
 setup_network() {  # shards gbit latency_ms
   local n=$1 rate=$2 delay=$3 k ns br=${prefix}_br
+  stop_delayers
   for ns in "${namespaces[@]}"; do ip netns delete "$ns" 2>/dev/null || true; done
   namespaces=()
   ip netns add "$br"
@@ -177,9 +212,10 @@ setup_network() {  # shards gbit latency_ms
     ip -n "$br" link set "b$k" up
     ip -n "$ns" addr add "198.18.0.$((k + 1))/24" dev veth0
     ip -n "$ns" link set veth0 up
-    if ((has_netem)); then
+    if [[ $latency_via == netem ]]; then
       tc -n "$ns" qdisc add dev veth0 root netem delay "${delay}ms" rate "${rate}gbit" limit 100000
     else
+      [[ $latency_via == none ]] || start_delayer "$ns" "$delay"
       # burst: at least one 64 KiB GSO packet, else 1 ms of traffic.
       tc -n "$ns" qdisc add dev veth0 root tbf rate "${rate}gbit" \
         burst "$(awk -v g="$rate" 'BEGIN { b = g * 1e9 / 8 / 1000; printf "%d", (b > 65536 ? b : 65536) }')" \
@@ -230,7 +266,7 @@ run_config() {  # shards gbit latency_ms algorithm bucket_mb:tail_mb:channels
     outputs+=("$dir/shard$k.out")
   done
   local latency_column=$delay
-  ((has_netem)) || latency_column=none
+  [[ $latency_via != none ]] || latency_column=none
   if ! wait_started "${outputs[@]}"; then
     printf '%-6s %-8s %-11s %-16s %-9s %-7s %-8s failed\n' "$n" "$rate" "$latency_column" "$algo" "$bucket" \
       "$tail" "$channels"
@@ -262,7 +298,7 @@ if ((sweep)); then
     positive --sweep_shards "$n"
     for rate in 1 10; do
       for delay in 0.1 1; do
-        ((has_netem)) || [[ $delay == 0.1 ]] || continue  # no latency to vary without netem
+        [[ $latency_via != none || $delay == 0.1 ]] || continue  # no latency to vary
         for algo in "${algorithms[@]}"; do
           if [[ $algo == bcube ]] && ((n % 2)); then continue; fi
           for plan in "${plans[@]}"; do run_config "$n" "$rate" "$delay" "$algo" "$plan"; done
