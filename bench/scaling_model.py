@@ -8,7 +8,8 @@ end of that order until it holds >= T MiB, the rest close at >= --allreduce_buck
 a checkpoint's safetensors header. Bucket i goes to channel i % K (--allreduce_channels); a channel runs its
 allreduces one at a time in order, each starting once its gradients are written.
 
-An allreduce of b bytes costs latency + factor(N) * b / B; transfers in flight at once share B equally:
+An allreduce of b bytes costs steps(N) * link latency + factor(N) * b / B; transfers in flight at once share B
+equally, up to what one call can use:
   ring              N-1 steps, N-1 buffers (Gloo's plain ring passes the whole buffer around)
   ring_chunked      2(N-1) steps, 2(N-1)/N buffers
   halving_doubling  2 log2(N) steps, 2(N-1)/N buffers for N a power of two; otherwise Gloo's binary blocks:
@@ -17,16 +18,19 @@ An allreduce of b bytes costs latency + factor(N) * b / B; transfers in flight a
 While an allreduce is in flight, compute runs `overlap` slower (copies and kernels compete with backward).
 The step ends at max(end of backward, end of the last allreduce) + the update.
 
-Calibrate mode (default) fits shared parameters to bench/README.md's multihost table (an effective
-bandwidth per link; a per-call overhead; a wait per blocking step when shards outnumber cores) and prints
-predicted against measured step times: in-sample, leave-one-configuration-out, and 3 shards from a fit to the
-2- and 4-shard rows. --project predicts ResNet-50 on 8-GPU H100 machines and picks the best configuration.
+Calibrate mode (default) fits shared parameters to bench/README.md's multihost tables (an effective bandwidth
+per link; the time the shards take to line up at the first allreduce of each channel in a step; the share of
+the link a blocking algorithm leaves idle when shards outnumber cores; compute's slowdown while the shared
+cores carry transfers) and prints predicted against measured step times: in-sample, and for three groups of
+rows from fits to the others (3 shards; added latency; bucket plans other than 8 MiB, no tail, 1 channel).
+--project predicts ResNet-50 on 8-GPU H100 machines and picks the best configuration.
 
 usage: scaling_model.py --trace T.train.json --checkpoint M.safetensors [--readme bench/README.md]
        scaling_model.py --project --trace resnet50.train.json --checkpoint resnet50.safetensors
 """
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -131,7 +135,8 @@ def simulate(ready, backward_end, update_s, calls, channels, overlap):
     """Event-driven step: compute progresses at 1, or 1/(1+overlap) while an allreduce is in flight.
 
     ready[i]: compute seconds at which bucket i's gradients are written; calls[i] = (latency s, transfer s at
-    the full link); transfers in flight share the link equally; bucket i runs on channel i % channels after
+    the full link, the largest share of the link one call can use); transfers in flight share the link equally
+    up to their caps, what a capped one leaves going to the others; bucket i runs on channel i % channels after
     bucket i - channels. Returns dict: step, exposed (comm after backward), busy (summed call durations, as
     the trace sums Allreduce operators), in_flight (time with any call in flight), backward_wall."""
     n = len(calls)
@@ -150,9 +155,14 @@ def simulate(ready, backward_end, update_s, calls, channels, overlap):
         flying = [i for i in range(n) if state[i] in ("latency", "transfer")]
         if backward_wall is not None and not flying and all(s == "done" for s in state):
             break
-        sharing = max(1, sum(state[i] == "transfer" for i in flying))
+        share = {}  # water-filling: the lowest caps first
+        moving = sorted((i for i in flying if state[i] == "transfer"), key=lambda i: calls[i][2])
+        link = 1.0
+        for k, i in enumerate(moving):
+            share[i] = min(calls[i][2], link / (len(moving) - k))
+            link -= share[i]
         rate = (1 / (1 + overlap) if flying else 1.0) if backward_wall is None else 0.0
-        steps = [left[i] * (sharing if state[i] == "transfer" else 1) for i in flying]
+        steps = [left[i] / share[i] if state[i] == "transfer" else left[i] for i in flying]
         if rate > 0:
             targets = [r for i, r in enumerate(ready) if state[i] == "wait" and r > progress] + [backward_end]
             steps.append((min(targets) - progress) / rate)
@@ -161,7 +171,7 @@ def simulate(ready, backward_end, update_s, calls, channels, overlap):
         in_flight += dt if flying else 0.0
         progress += dt * rate
         for i in flying:
-            left[i] -= dt / sharing if state[i] == "transfer" else dt
+            left[i] -= dt * share[i] if state[i] == "transfer" else dt
             if left[i] <= 1e-12:
                 if state[i] == "latency":
                     state[i], left[i] = "transfer", calls[i][1]
@@ -172,10 +182,11 @@ def simulate(ready, backward_end, update_s, calls, channels, overlap):
 
 
 def read_table(readme):
-    """Rows of bench/README.md's multihost section: dicts of shards, gbit, algorithm, bucket, tail, channels,
-    step, allreduce (means of the invocations). Tables of 6 columns (shards | Gbit/s | algorithm | step s |
-    allreduce s | hidden: bucket 8 MiB, no tail bucket, 1 channel) and of 9 (bucket MiB, tail MiB and channels
-    after the algorithm) are read."""
+    """Rows of bench/README.md's multihost section: dicts of shards, gbit, latency (ms), algorithm, bucket,
+    tail, channels, step, allreduce (means of the invocations). Tables of 6 columns (shards | Gbit/s | algorithm
+    | step s | allreduce s | hidden: bucket 8 MiB, no tail bucket, 1 channel), of 9 (bucket MiB, tail MiB and
+    channels after the algorithm) and of 10 (latency ms after Gbit/s) are read; without a latency column, none
+    was added."""
     text = open(readme).read()
     text = text[text.index("## Shards over shaped links"):]
     text = text[: text.index("\n## ")]
@@ -183,11 +194,12 @@ def read_table(readme):
     mean = lambda s: statistics.mean(float(x) for x in s.split("/"))
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) not in (6, 9) or not cells[0].isdigit():
+        if len(cells) not in (6, 9, 10) or not cells[0].isdigit():
             continue
+        latency = float(cells.pop(2)) if len(cells) == 10 else 0.0
         extra = cells[3:6] if len(cells) == 9 else ("8", "0", "1")
         step, allreduce = cells[-3:-1]
-        rows.append({"shards": int(cells[0]), "gbit": float(cells[1]), "algorithm": cells[2],
+        rows.append({"shards": int(cells[0]), "gbit": float(cells[1]), "latency": latency, "algorithm": cells[2],
                      "bucket": float(extra[0]), "tail": float(extra[1]), "channels": int(extra[2]),
                      "step": mean(step), "allreduce": mean(allreduce)})
     return rows
@@ -202,13 +214,18 @@ def predict_row(row, theta, prof, shapes, args):
     # a shaper limits each shard's egress; on fast links the veth copies on the same cores limit instead
     factor = average * scale if g >= args.cpu_link_gbit else busiest
     # Ring, halving-doubling and bcube block at each step until the peer's data is in; with more one-thread
-    # shards than cores that peer is at times descheduled (ring_chunked keeps two chunks in flight instead).
-    blocking = 0 if row["algorithm"] == "ring_chunked" else steps
-    latency = theta["call_s"] + blocking * theta["wait_s"] * (scale - 1)
-    calls = [(latency, factor * size / theta["bw", g]) for size, _ in buckets]
+    # shards than cores that peer is at times descheduled and the call leaves the link idle meanwhile, which
+    # other calls in flight can use (ring_chunked keeps two chunks in flight itself).
+    blocking = row["algorithm"] != "ring_chunked"
+    cap = 1 / (1 + theta["idle"] * (scale - 1)) if blocking else 1.0
+    latency = steps * row["latency"] / 1e3  # each step waits one link latency for its peer's data
+    # the first call on each channel waits for the shards to line up; later ones find them in step
+    calls = [(latency + (theta["sync_s"] if i < row["channels"] else 0.0), factor * size / theta["bw", g], cap)
+             for i, (size, _) in enumerate(buckets)]
     ready = [scale * max(prof["grad_ready"][p] for p in names) for _, names in buckets]
-    # no overlap slowdown: these rows do not pin it (fits with 1% and 100% err alike; the per-call term absorbs it)
-    r = simulate(ready, scale * prof["backward_end"], scale * prof["update_s"], calls, row["channels"], 0.0)
+    # where the shared cores carry the transfers, compute slows while they run
+    overlap = theta["overlap"] if g >= args.cpu_link_gbit else 0.0
+    r = simulate(ready, scale * prof["backward_end"], scale * prof["update_s"], calls, row["channels"], overlap)
     return r["step"], r["busy"]
 
 
@@ -244,7 +261,7 @@ def fit(rows, prof, shapes, args, start=None):
     """Parameters minimising the squared log errors of step (and, weighted 1/4, allreduce) time over rows;
     from `start` (a previous fit) with a shorter search when given."""
     links = sorted({r["gbit"] for r in rows})
-    keys = [("bw", g) for g in links] + ["call_s", "wait_s"]
+    keys = [("bw", g) for g in links] + ["sync_s", "idle", "overlap"]
     unpack = lambda x: dict(zip(keys, map(math.exp, x)))
 
     def loss(x):
@@ -257,29 +274,36 @@ def fit(rows, prof, shapes, args, start=None):
 
     if start:
         return unpack(nelder_mead(loss, [math.log(start[k]) for k in keys], iterations=200, step=0.1))
-    x0 = [math.log(g * 1e9 / 8 * 0.5) for g in links] + [math.log(2e-3), math.log(2e-3)]
+    x0 = [math.log(g * 1e9 / 8 * 0.5) for g in links] + [math.log(2e-3), math.log(0.2), math.log(0.2)]
     return unpack(nelder_mead(loss, x0))
 
 
 def print_rows(rows, predictions):
     """Prints a markdown table of measured against predicted times and how many rows are within 10%."""
-    print("| shards | Gbit/s | algorithm | bucket MiB | tail MiB | channels | allreduce s meas / model | "
-          "step s measured | step s model | error |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| shards | Gbit/s | latency ms | algorithm | bucket MiB | tail MiB | channels | allreduce s meas / model "
+          "| step s measured | step s model | error |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     within = 0
     for r, (step, busy) in zip(rows, predictions):
         err = step / r["step"] - 1
         within += abs(err) <= 0.10
-        print(f"| {r['shards']} | {r['gbit']:g} | {r['algorithm']} | {r['bucket']:g} | {r['tail']:g} | "
+        print(f"| {r['shards']} | {r['gbit']:g} | {r['latency']:g} | {r['algorithm']} | {r['bucket']:g} | {r['tail']:g} | "
               f"{r['channels']} | {r['allreduce']:.3f} / {busy:.3f} | {r['step']:.3f} | {step:.3f} | "
               f"{100 * err:+.1f}% |")
     print(f"\n{within} of {len(rows)} configurations within 10%.\n")
 
 
 def calibrate(args, prof, shapes):
-    """Fits the shared parameters; prints predicted vs measured in-sample, leave-one-configuration-out and for
-    3 shards from the 2- and 4-shard rows."""
+    """Fits the shared parameters; prints predicted vs measured in-sample and, for three groups of rows, from a
+    fit to the other rows."""
     rows = read_table(args.readme)
+    # delay.py adds latency in user space: on links that the shared cores limit, its own CPU time slows the
+    # shards, which the model does not describe
+    skipped = [r for r in rows if r["latency"] > 0 and r["gbit"] >= args.cpu_link_gbit]
+    rows = [r for r in rows if r not in skipped]
+    if skipped:
+        print(f"left out: {len(skipped)} rows with added latency on links of >= {args.cpu_link_gbit:g} Gbit/s "
+              f"(delay.py competes with the shards for the cores there)")
     buckets = plan_buckets(prof["params"], shapes, 8 * 2**20)
     print(f"1-shard trace: step {prof['step_s']:.4f} s, backward ends {prof['backward_end']:.4f} s, update "
           f"{prof['update_s']:.4f} s; {len(prof['params'])} parameters, {sum(b for b, _ in buckets) / 1e6:.1f} MB "
@@ -287,27 +311,31 @@ def calibrate(args, prof, shapes):
     theta = fit(rows, prof, shapes, args)
     links = ", ".join(f"B {8 * theta['bw', g] / 1e9:.2f} Gbit/s on the {g:g} Gbit/s link"
                       for g in sorted({r["gbit"] for r in rows}))
-    print(f"fitted: per-call overhead {1e3 * theta['call_s']:.2f} ms, wait per blocking step "
-          f"{1e3 * theta['wait_s']:.2f} ms * (N/2 - 1); {links}")
+    print(f"fitted: line-up at each channel's first call {1e3 * theta['sync_s']:.1f} ms; blocking algorithms "
+          f"leave {theta['idle']:.2f} * (N/2 - 1) of a call's link time idle; compute "
+          f"{100 * theta['overlap']:.0f}% slower during transfers on links of >= {args.cpu_link_gbit:g} Gbit/s; "
+          f"{links}")
     c = "max(1, N/2)" if args.contention else "1"
     print(f"compute(N) = compute(1) * {c}; links of >= {args.cpu_link_gbit:g} Gbit/s are limited by copies on "
           f"the shared cores: average buffers per shard * {c} / B\n\nin-sample:\n")
     print_rows(rows, [predict_row(r, theta, prof, shapes, args) for r in rows])
     if args.no_held_out:
         return
-    print("leave-one-configuration-out (each row predicted by a fit to the other rows):\n")
-    held = []
-    for i, r in enumerate(rows):
-        others = rows[:i] + rows[i + 1:]
-        held.append(predict_row(r, fit(others, prof, shapes, args, theta), prof, shapes, args))
-    print_rows(rows, held)
-    middle = [r for r in rows if r["shards"] == 3]
-    if middle:
-        print("3 shards predicted by a fit to the 2- and 4-shard rows only:\n")
-        theta = fit([r for r in rows if r["shards"] != 3], prof, shapes, args)
-        print_rows(middle, [predict_row(r, theta, prof, shapes, args) for r in middle])
+    old_plan = lambda r: (r["bucket"], r["tail"], r["channels"]) == (8, 0, 1)
+    held_out_groups = [("3 shards predicted by a fit to the 2- and 4-shard rows only", lambda r: r["shards"] == 3),
+                       ("the rows with added latency predicted by a fit to the rows without",
+                        lambda r: r["latency"] > 0),
+                       ("other bucket plans predicted by a fit to the 8 MiB, no tail, 1 channel rows",
+                        lambda r: not old_plan(r))]
+    for title, held_out in held_out_groups:
+        group = [r for r in rows if held_out(r)]
+        if group and len(group) < len(rows):
+            print(f"{title}:\n")
+            theta = fit([r for r in rows if not held_out(r)], prof, shapes, args)
+            print_rows(group, [predict_row(r, theta, prof, shapes, args) for r in group])
 
 
+@functools.lru_cache(maxsize=None)
 def expected_max_normal(n):
     """E[max of n standard normals], by integrating x * n * pdf(x) * cdf(x)^(n-1)."""
     pdf = lambda x: math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
@@ -351,7 +379,7 @@ def project(args, prof, shapes):
                 latency = 1e-6 * (args.call_us + intra_steps * args.nvlink_alpha_us + steps * args.net_alpha_us)
                 per_byte = intra_factor / (args.nvlink_gbs * 1e9) + factor / (gbit / 8 * 1e9)
                 for mib, tail, buckets in plans:
-                    calls = [(latency, per_byte * size) for size, _ in buckets]
+                    calls = [(latency, per_byte * size, 1.0) for size, _ in buckets]
                     ready = [stretch * max(prof["grad_ready"][p] for p in names) for _, names in buckets]
                     for channels in CHANNELS:
                         r = simulate(ready, stretch * prof["backward_end"], stretch * prof["update_s"], calls,

@@ -18,7 +18,7 @@ _SHARDS_OBJECT = "shards"  # the workspace object of the shards' communicator
 def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, param_update_builder_fun=None,
                 optimizer_builder_fun=None, devices=None, rendezvous=None, net_type="dag",
                 broadcast_computed_params=True, optimize_gradient_memory=False, blobs_to_keep=None,
-                use_nccl=False, max_concurrent_distributed_ops=16, cpu_device=False, num_threads_per_device=0,
+                use_nccl=False, max_concurrent_distributed_ops=2, cpu_device=False, num_threads_per_device=0,
                 shared_model=False, combine_spatial_bn=False, bucket_bytes=8 << 20, share_activations=False,
                 micro_batches=1, devices_per_replica=1, max_threads=0, tail_bucket_bytes=0):
     """Builds ``model_helper_obj.net`` as the data-parallel training net (it must be empty).
@@ -34,7 +34,8 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
         num_shards and shard_id default to what mpirun or srun give.
 
     max_concurrent_distributed_ops: gradient allreduces in flight at once across the shards, each on its own
-        connections (channels), on CPU devices; CUDA devices use one.
+        connections (channels), on CPU devices; CUDA devices use one. The default is the command line's, 2
+        (Caffe2's was 16; more than 2 measured no faster).
     bucket_bytes, tail_bucket_bytes: gradients allreduced together (ParallelOptions).
 
     lockstep always runs the "dag" executor, broadcasts computed parameters and uses NCCL between distinct
