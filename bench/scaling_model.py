@@ -280,16 +280,16 @@ def fit(rows, prof, shapes, args, start=None):
 
 def print_rows(rows, predictions):
     """Prints a markdown table of measured against predicted times and how many rows are within 10%."""
-    print("| shards | Gbit/s | latency ms | algorithm | bucket MiB | tail MiB | channels | allreduce s meas / model "
-          "| step s measured | step s model | error |")
+    print("| shards | Gbit/s | latency ms | algorithm | bucket MiB | tail MiB | channels | "
+          "allreduce s meas / model | step s measured | step s model | error |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     within = 0
     for r, (step, busy) in zip(rows, predictions):
         err = step / r["step"] - 1
         within += abs(err) <= 0.10
-        print(f"| {r['shards']} | {r['gbit']:g} | {r['latency']:g} | {r['algorithm']} | {r['bucket']:g} | {r['tail']:g} | "
-              f"{r['channels']} | {r['allreduce']:.3f} / {busy:.3f} | {r['step']:.3f} | {step:.3f} | "
-              f"{100 * err:+.1f}% |")
+        print(f"| {r['shards']} | {r['gbit']:g} | {r['latency']:g} | {r['algorithm']} | {r['bucket']:g} | "
+              f"{r['tail']:g} | {r['channels']} | {r['allreduce']:.3f} / {busy:.3f} | {r['step']:.3f} | "
+              f"{step:.3f} | {100 * err:+.1f}% |")
     print(f"\n{within} of {len(rows)} configurations within 10%.\n")
 
 

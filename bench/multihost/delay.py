@@ -49,7 +49,8 @@ def configure(sock, queue):
         _, kind = struct.unpack_from("=IH", data)
         error = struct.unpack_from("=i", data, 16)[0] if kind == NLMSG_ERROR else 0
         if error:
-            sys.exit(f"delay.py: configuring queue {queue} failed: {-error} ({'EPERM: needs root' if error == -1 else 'is another program bound to it?'})")
+            hint = "needs root" if error == -1 else "is another program bound to it?"
+            sys.exit(f"delay.py: configuring queue {queue} failed: error {-error} ({hint})")
 
 
 def packet_ids(data):
