@@ -276,6 +276,10 @@ TEST(DistributedTrainer, ChannelsAndATailBucketKeepTheResult) {
   if (!ExpectAllSucceed(run, kRunLimit)) return;
   Comparison c = CompareCheckpoints(three_channels / "m_1.safetensors", one_channel / "m_1.safetensors");
   EXPECT_TRUE(c.bitwise) << c.worst_tensor << " differs by " << c.largest_relative;
+  // Each shard says how its gradients travel.
+  const std::string output = ReadFile(three_channels / "run_shard2.out");
+  EXPECT_NE(output.find("gradients across shards: "), std::string::npos) << output;
+  EXPECT_NE(output.find(" on 3 channels with halving_doubling"), std::string::npos) << output;
 }
 
 TEST(DistributedTrainer, ShardsMatchOneProcessThroughRedis) {

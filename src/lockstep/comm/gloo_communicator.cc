@@ -262,6 +262,7 @@ void GlooCommunicator::State::Connect() {
 
 int GlooCommunicator::rank() const { return state_->rendezvous ? state_->rendezvous->shard() : 0; }
 int GlooCommunicator::size() const { return state_->rendezvous ? state_->rendezvous->num_shards() : 1; }
+const std::string& GlooCommunicator::algorithm() const { return state_->algorithm; }
 
 void GlooCommunicator::Close() {
   State& s = *state_;

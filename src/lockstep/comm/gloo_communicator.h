@@ -43,6 +43,8 @@ class GlooCommunicator : public Communicator {
 
   int rank() const override;
   int size() const override;
+  // The allreduce algorithm, "auto" resolved.
+  const std::string& algorithm() const;
   void Allreduce(const std::vector<float*>& buffers, size_t count) override;
   void Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) override;
   // Connects through the rendezvous (every shard opens channel k) the first time; needs a connected

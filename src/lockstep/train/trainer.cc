@@ -53,6 +53,24 @@ struct Models {
 
 int Replicas(const TrainerConfig& c) { return c.num_devices / c.model_parallel; }
 
+// --allreduce_channels 0: two in flight pay off across shards; CUDA collectives use one communicator.
+int AllreduceChannels(const TrainerConfig& c) {
+  if (c.allreduce_channels > 0) return c.allreduce_channels;
+  return c.num_shards > 1 && c.device_type == DeviceType::kCpu ? 2 : 1;
+}
+
+// "6 buckets, 47.2 MB in all, the last 1.1 MB, on 2 channels with halving_doubling"
+std::string GradientPlan(const TrainerConfig& c, const DataParallelModel& parallel, const GlooCommunicator& gloo) {
+  size_t total = 0;
+  for (const auto& bucket : parallel.buckets) total += bucket.bytes;
+  const size_t n = parallel.buckets.size();
+  std::string buckets = n == 1 ? fmt::format("1 bucket of {:.1f} MB", total / 1e6)
+                               : fmt::format("{} buckets, {:.1f} MB in all, the last {:.1f} MB", n, total / 1e6,
+                                             n == 0 ? 0.0 : parallel.buckets.back().bytes / 1e6);
+  const int channels = AllreduceChannels(c);
+  return fmt::format("{}, on {} channel{} with {}", buckets, channels, channels == 1 ? "" : "s", gloo.algorithm());
+}
+
 DataType ComputeType(const TrainerConfig& c) {
   if (c.dtype == "float16") return DataType::kFloat16;
   if (c.dtype == "bfloat16") return DataType::kBFloat16;
@@ -127,9 +145,7 @@ void BuildModels(const TrainerConfig& config, const std::string& shard_communica
   options.combine_spatial_bn = config.combine_spatial_bn;
   options.bucket_bytes = static_cast<size_t>(config.allreduce_bucket_mb * (1 << 20));
   options.tail_bucket_bytes = static_cast<size_t>(config.allreduce_tail_bucket_mb * (1 << 20));
-  options.allreduce_channels = config.allreduce_channels;
-  if (options.allreduce_channels == 0)  // two in flight pay off across shards; CUDA uses one communicator
-    options.allreduce_channels = config.num_shards > 1 && config.device_type == DeviceType::kCpu ? 2 : 1;
+  options.allreduce_channels = AllreduceChannels(config);
   options.optimize_gradient_memory = config.optimize_gradient_memory;
   options.keep_blobs = {"loss", "accuracy"};
   options.max_threads = config.threads;
@@ -300,7 +316,10 @@ void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicat
   Workspace& ws = session->ws;
   BuildModels(config, gloo ? kShardCommunicator : "", &models);
   if (rendezvous) AgreeOnModel(rendezvous, TrainingFingerprint(config, models));
-  if (gloo) ws.SetObject<Communicator>(kShardCommunicator, gloo);
+  if (gloo) {
+    ws.SetObject<Communicator>(kShardCommunicator, gloo);
+    fmt::print("gradients across shards: {}\n", GradientPlan(config, models.parallel, *gloo));
+  }
   const int replicas = Replicas(config) * config.num_shards;
   session->reader =
       std::make_shared<BatchReader>(sources.train, config.batch_size / Replicas(config), replicas,
