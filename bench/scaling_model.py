@@ -30,7 +30,6 @@ usage: scaling_model.py --trace T.train.json --checkpoint M.safetensors [--readm
 """
 
 import argparse
-import functools
 import json
 import math
 import os
@@ -257,9 +256,8 @@ def nelder_mead(f, x0, iterations=600, step=0.3):
     return simplex[min(range(len(simplex)), key=values.__getitem__)]
 
 
-def fit(rows, prof, shapes, args, start=None):
-    """Parameters minimising the squared log errors of step (and, weighted 1/4, allreduce) time over rows;
-    from `start` (a previous fit) with a shorter search when given."""
+def fit(rows, prof, shapes, args):
+    """Parameters minimising the squared log errors of step (and, weighted 1/4, allreduce) time over rows."""
     links = sorted({r["gbit"] for r in rows})
     keys = [("bw", g) for g in links] + ["sync_s", "idle", "overlap"]
     unpack = lambda x: dict(zip(keys, map(math.exp, x)))
@@ -272,8 +270,6 @@ def fit(rows, prof, shapes, args, start=None):
             total += math.log(step / r["step"]) ** 2 + 0.25 * math.log(busy / r["allreduce"]) ** 2
         return total
 
-    if start:
-        return unpack(nelder_mead(loss, [math.log(start[k]) for k in keys], iterations=200, step=0.1))
     x0 = [math.log(g * 1e9 / 8 * 0.5) for g in links] + [math.log(2e-3), math.log(0.2), math.log(0.2)]
     return unpack(nelder_mead(loss, x0))
 
@@ -335,7 +331,6 @@ def calibrate(args, prof, shapes):
             print_rows(group, [predict_row(r, theta, prof, shapes, args) for r in group])
 
 
-@functools.lru_cache(maxsize=None)
 def expected_max_normal(n):
     """E[max of n standard normals], by integrating x * n * pdf(x) * cdf(x)^(n-1)."""
     pdf = lambda x: math.exp(-x * x / 2) / math.sqrt(2 * math.pi)

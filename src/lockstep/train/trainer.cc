@@ -60,15 +60,17 @@ int AllreduceChannels(const TrainerConfig& c) {
 }
 
 // "6 buckets, 47.2 MB in all, the last 1.1 MB, on 2 channels with halving_doubling"
-std::string GradientPlan(const TrainerConfig& c, const DataParallelModel& parallel, const GlooCommunicator& gloo) {
+std::string GradientPlan(const TrainerConfig& c, const DataParallelModel& parallel,
+                         const GlooCommunicator& gloo) {
   size_t total = 0;
   for (const auto& bucket : parallel.buckets) total += bucket.bytes;
   const size_t n = parallel.buckets.size();
   std::string buckets = n == 1 ? fmt::format("1 bucket of {:.1f} MB", total / 1e6)
-                               : fmt::format("{} buckets, {:.1f} MB in all, the last {:.1f} MB", n, total / 1e6,
-                                             n == 0 ? 0.0 : parallel.buckets.back().bytes / 1e6);
+                               : fmt::format("{} buckets, {:.1f} MB in all, the last {:.1f} MB", n,
+                                             total / 1e6, n == 0 ? 0.0 : parallel.buckets.back().bytes / 1e6);
   const int channels = AllreduceChannels(c);
-  return fmt::format("{}, on {} channel{} with {}", buckets, channels, channels == 1 ? "" : "s", gloo.algorithm());
+  return fmt::format("{}, on {} channel{} with {}", buckets, channels, channels == 1 ? "" : "s",
+                     gloo.algorithm());
 }
 
 DataType ComputeType(const TrainerConfig& c) {
