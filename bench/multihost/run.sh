@@ -17,7 +17,8 @@ packets arriving on the veth to delay.py, which accepts each L ms after it came 
 the NFQUEUE target; else no latency is added and the latency column says "none"). The shards meet in a file
 store in a temporary folder.
 Each run trains 2 epochs of S steps; epoch 2's time_spent from the CSV logs (the slowest shard) gives the
-step time, shard 0's trace of epoch 2 the allreduce time per step and its hidden share (trace_summary.py).
+step time, shard 0's trace of epoch 2 the allreduce time per step and its hidden share (trace_summary.py);
+delay_cpu_s is the CPU time per step of the delay.py processes (all shards, both epochs).
 
   --build DIR          build folder holding `lockstep` (default: $LOCKSTEP_BUILD, else build/ in the repository)
   --shards N           shards (default 2)
@@ -191,6 +192,17 @@ start_delayer() {  # namespace latency_ms
   exit 1
 }
 
+# CPU seconds per step the delay.py processes of the current namespaces have used (all shards, both epochs;
+# they share the cores with the shards), "n/a" without them.
+delayer_cpu_per_step() {
+  local pid ticks=0
+  ((${#delayers[@]})) || { echo n/a; return; }
+  for pid in "${delayers[@]}"; do  # utime + stime, fields 14 and 15 (the command name has no spaces)
+    ticks=$((ticks + $(awk '{ print $14 + $15 }' "/proc/$pid/stat")))
+  done
+  awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" -v s=$((2 * steps)) 'BEGIN { printf "%.4f\n", t / hz / s }'
+}
+
 # Tears down the namespaces of the previous configuration and builds n shard namespaces on a bridge.
 setup_network() {  # shards gbit latency_ms
   local n=$1 rate=$2 delay=$3 k ns br=${prefix}_br
@@ -241,8 +253,8 @@ wait_started() {  # output files, in the order of ${started[@]}
 }
 
 header() {
-  printf '%-6s %-8s %-11s %-16s %-9s %-7s %-8s %-10s %-14s %-8s\n' shards Gbit/s latency_ms algorithm \
-    bucket_mb tail_mb channels step_s allreduce_s hidden
+  printf '%-6s %-8s %-11s %-16s %-9s %-7s %-8s %-10s %-14s %-8s %s\n' shards Gbit/s latency_ms algorithm \
+    bucket_mb tail_mb channels step_s allreduce_s hidden delay_cpu_s
 }
 
 # One configuration: prints its row.
@@ -278,13 +290,14 @@ run_config() {  # shards gbit latency_ms algorithm bucket_mb:tail_mb:channels
     END { if (!found) exit 1; printf "%.4f\n", worst / steps }' "$dir"/log/*.log) ||
     { echo "error: no epoch 2 row in the logs of $dir/log" >&2; return 1; }
   summary=$(/usr/bin/python3 "$repo/bench/multihost/trace_summary.py" --skip "$steps" --json "$dir/trace0.train.json")
-  /usr/bin/python3 - "$summary" "$n" "$rate" "$latency_column" "$algo" "$bucket" "$tail" "$channels" "$step" <<'EOF'
+  /usr/bin/python3 - "$summary" "$n" "$rate" "$latency_column" "$algo" "$bucket" "$tail" "$channels" "$step" \
+    "$(delayer_cpu_per_step)" <<'EOF'
 import json, sys
 s = json.loads(sys.argv[1])
-n, rate, latency, algo, bucket, tail, channels, step = sys.argv[2:]
+n, rate, latency, algo, bucket, tail, channels, step, delay_cpu = sys.argv[2:]
 hidden = "n/a" if s["hidden"] is None else f"{100 * s['hidden']:.0f}%"
 print(f"{n:<6} {rate:<8} {latency:<11} {algo:<16} {bucket:<9} {tail:<7} {channels:<8} {float(step):<10.3f} "
-      f"{s['allreduce_s']:<14.3f} {hidden:<8}")
+      f"{s['allreduce_s']:<14.3f} {hidden:<8} {delay_cpu}")
 EOF
   [[ -z $keep ]] || { mkdir -p "$keep"; cp -r "$dir" "$keep/"; }
 }
