@@ -8,13 +8,16 @@ end of that order until it holds >= T MiB, the rest close at >= --allreduce_buck
 a checkpoint's safetensors header. Bucket i goes to channel i % K (--allreduce_channels); a channel runs its
 allreduces one at a time in order, each starting once its gradients are written.
 
-An allreduce of b bytes costs steps(N) * link latency + factor(N) * b / B; transfers in flight at once share B
-equally, up to what one call can use:
-  ring              N-1 steps, N-1 buffers (Gloo's plain ring passes the whole buffer around)
-  ring_chunked      2(N-1) steps, 2(N-1)/N buffers
-  halving_doubling  2 log2(N) steps, 2(N-1)/N buffers for N a power of two; otherwise Gloo's binary blocks:
-                    with P the largest power of two below N, 2 log2(P) + 2 steps and 2(P-1)/P + 1 buffers
-  bcube             as halving_doubling (base 2 at N = 2 and 4, the shard counts it runs with here)
+An allreduce runs in phases (`phases`), each steps * link latency, then its transfers: every shard sends its
+buffers (multiples of b bytes) over its own link at B, all at once; a phase ends when all have sent. Calls in
+flight at once share each link equally, up to what one call can use:
+  ring              2(N-1) steps, N-1 buffers per shard (Gloo's plain ring passes the whole buffer around)
+  ring_chunked      4N-3 steps, 2(N-1)/N buffers
+  halving_doubling  2 log2(N) + 2 steps, 2(N-1)/N buffers for N a power of two; else Gloo's two binary blocks of
+                    P (the largest power of two below N) and R = N - P shards: both reduce-scatter while the R
+                    scatter their share into the P-block ((P-1)/P and 1 buffers), then the P-block sends the
+                    reduced parts back while it allgathers (1 buffer each), then the R-block allgathers
+  bcube             as halving_doubling for N a power of two (base 2)
 While an allreduce is in flight, compute runs `overlap` slower (copies and kernels compete with backward).
 The step ends at max(end of backward, end of the last allreduce) + the update.
 
@@ -23,6 +26,8 @@ per link; the time the shards take to line up at the first allreduce of each cha
 the link a blocking algorithm leaves idle when shards outnumber cores; compute's slowdown while the shared
 cores carry transfers) and prints predicted against measured step times: in-sample, and for three groups of
 rows from fits to the others (3 shards; added latency; bucket plans other than 8 MiB, no tail, 1 channel).
+Where delay.py adds the latency, what it adds of its own (--delay_extra_ms) counts in every step, and on links
+the shared cores limit its measured CPU time per step is taken from the shards (half of it per step on 2 cores).
 --project predicts ResNet-50 on 8-GPU H100 machines and picks the best configuration.
 
 usage: scaling_model.py --trace T.train.json --checkpoint M.safetensors [--readme bench/README.md]
@@ -111,121 +116,176 @@ def plan_buckets(params, shapes, bucket_bytes, tail_bytes=0):
     return [(packed_bytes(b, shapes), b) for b in buckets]
 
 
-def cost_terms(algorithm, n):
-    """(latency steps, buffers sent by the busiest shard, buffers sent per shard on average) of one allreduce on
-    n shards. A shaped link limits each shard's egress (the busiest one sets the time); where CPU copies on
-    shared cores limit, the total traffic does (the average)."""
+def phases(algorithm, n):
+    """One allreduce on n shards as phases run one after another: [(latency steps, overlapped steps, {shard
+    class: (shards in it, buffers each of them sends)})]. A phase waits its latency steps, then the shards of
+    each class send alike, each on its own link, all classes at once; it ends when every shard has sent its
+    part and at least the overlapped steps have passed."""
+    # Steps are one-way link latencies per call, of the data and of the notifications that gate Gloo's sends,
+    # as measured with 4 KB allreduces over a delayed loopback (bench/README.md): 2(N-1), 4N-3, 2 log2(N) + 2.
     if n <= 1:
-        return 0.0, 0.0, 0.0
-    if algorithm == "ring":
-        return n - 1, n - 1, n - 1
-    if algorithm == "ring_chunked":
-        return 2 * (n - 1), 2 * (n - 1) / n, 2 * (n - 1) / n
-    p = 1 << (n.bit_length() - 1)  # halving_doubling, bcube
-    if p == n:
-        return 2 * math.log2(n), 2 * (n - 1) / n, 2 * (n - 1) / n
-    # Gloo's binary blocks: the r = n - p extra shards send their buffers into the p-block, which reduces,
-    # gathers and sends the result back: one buffer more on the critical path; 2(p-1) + 2r buffers in all.
+        return []
+    if algorithm == "ring":  # Gloo's plain ring passes the whole buffer around
+        return [(2 * (n - 1), 0, {"all": (n, n - 1)})]
+    if algorithm == "ring_chunked":  # double-buffered: the notifications overlap the other buffer's transfer
+        return [(2 * (n - 1), 2 * n - 1, {"all": (n, 2 * (n - 1) / n)})]
+    p = 1 << (n.bit_length() - 1)
+    if p == n:  # halving_doubling; bcube with base 2
+        return [(2 * math.log2(n) + 2, 0, {"all": (n, 2 * (n - 1) / n)})]
     r = n - p
-    return 2 * math.log2(p) + 2, 2 * (p - 1) / p + 1, (2 * (p - 1) + 2 * r + 2 * (r - 1)) / n
+    if algorithm != "halving_doubling" or r & (r - 1):
+        raise ValueError(f"{algorithm} on {n} shards is not modelled (halving_doubling in two binary blocks is)")
+    # Gloo's binary blocks (allreduce_halving_doubling.h): both blocks reduce-scatter within themselves while
+    # the smaller block's shards scatter what they hold into the larger block; then the larger block sends its
+    # reduced parts back while it allgathers, and the smaller block allgathers what it got.
+    return [(math.log2(p) + 1, 0, {"large": (p, (p - 1) / p), "small": (r, (r - 1) / r + 1 / r)}),
+            (math.log2(p) + 1, 0, {"large": (p, 1 / p + (p - 1) / p)}),
+            (math.log2(r), 0, {"small": (r, (r - 1) / r)})][: 3 if r > 1 else 2]
 
 
 def simulate(ready, backward_end, update_s, calls, channels, overlap):
     """Event-driven step: compute progresses at 1, or 1/(1+overlap) while an allreduce is in flight.
 
-    ready[i]: compute seconds at which bucket i's gradients are written; calls[i] = (latency s, transfer s at
-    the full link, the largest share of the link one call can use); transfers in flight share the link equally
-    up to their caps, what a capped one leaves going to the others; bucket i runs on channel i % channels after
-    bucket i - channels. Returns dict: step, exposed (comm after backward), busy (summed call durations, as
-    the trace sums Allreduce operators), in_flight (time with any call in flight), backward_wall."""
+    ready[i]: compute seconds at which bucket i's gradients are written; calls[i] = (phases, cap): phases
+    [(latency s, overlapped latency s, {link: transfer s at the full link})] one after another, each its
+    latency, then its transfers on all its links at once, lasting at least the overlapped latency; on each link the transfers in flight share it equally up to cap (the largest
+    share one call can use), what a capped one leaves going to the others; bucket i runs on channel
+    i % channels after bucket i - channels. Returns dict: step, exposed (comm after backward), busy (summed call
+    durations, as the trace sums Allreduce operators), in_flight (time with any call in flight), backward_wall."""
     n = len(calls)
-    state = ["wait"] * n  # wait -> latency -> transfer -> done
-    left = [0.0] * n
+    phase = [-1] * n  # -1: not started; len(phases): done
+    latency = [0.0] * n  # latency left of the current phase
+    floor = [0.0] * n  # overlapped latency left of the current phase, once its transfers run
+    left = [{} for _ in range(n)]  # transfer s left per link of the current phase
     start, end = [0.0] * n, [0.0] * n
     t = progress = in_flight = 0.0
     backward_wall = None
+    done = lambda i: phase[i] == len(calls[i][0])
+
+    def next_phase(i):  # skips empty phases
+        phase[i] += 1
+        while not done(i):
+            latency[i], floor[i], transfers = calls[i][0][phase[i]]
+            left[i] = {link: s for link, s in transfers.items() if s > 0}
+            if latency[i] > 0 or floor[i] > 0 or left[i]:
+                return
+            phase[i] += 1
+        end[i] = t
+
     while True:
         for i in range(n):
-            free = i < channels or state[i - channels] == "done"
-            if state[i] == "wait" and free and progress >= ready[i] - 1e-12:
-                state[i], left[i], start[i] = "latency", calls[i][0], t
+            free = i < channels or done(i - channels)
+            if phase[i] < 0 and free and progress >= ready[i] - 1e-12:
+                start[i] = t
+                next_phase(i)
         if backward_wall is None and progress >= backward_end - 1e-12:
             backward_wall = t
-        flying = [i for i in range(n) if state[i] in ("latency", "transfer")]
-        if backward_wall is not None and not flying and all(s == "done" for s in state):
+        flying = [i for i in range(n) if phase[i] >= 0 and not done(i)]
+        if backward_wall is not None and not flying and all(map(done, range(n))):
             break
-        share = {}  # water-filling: the lowest caps first
-        moving = sorted((i for i in flying if state[i] == "transfer"), key=lambda i: calls[i][2])
-        link = 1.0
-        for k, i in enumerate(moving):
-            share[i] = min(calls[i][2], link / (len(moving) - k))
-            link -= share[i]
+        share = {}  # per link, water-filling: the lowest caps first
+        for link in {link for i in flying for link in left[i]}:
+            moving = sorted((i for i in flying if latency[i] <= 0 and link in left[i]), key=lambda i: calls[i][1])
+            capacity = 1.0
+            for k, i in enumerate(moving):
+                share[i, link] = min(calls[i][1], capacity / (len(moving) - k))
+                capacity -= share[i, link]
         rate = (1 / (1 + overlap) if flying else 1.0) if backward_wall is None else 0.0
-        steps = [left[i] / share[i] if state[i] == "transfer" else left[i] for i in flying]
+        steps = [latency[i] for i in flying if latency[i] > 0]
+        steps += [floor[i] for i in flying if latency[i] == 0 and floor[i] > 0]
+        steps += [s / share[key] for key, s in ((k, left[k[0]][k[1]]) for k in share)]
         if rate > 0:
-            targets = [r for i, r in enumerate(ready) if state[i] == "wait" and r > progress] + [backward_end]
+            targets = [r for i, r in enumerate(ready) if phase[i] < 0 and r > progress] + [backward_end]
             steps.append((min(targets) - progress) / rate)
         dt = max(0.0, min(steps))
         t += dt
         in_flight += dt if flying else 0.0
         progress += dt * rate
         for i in flying:
-            left[i] -= dt * share[i] if state[i] == "transfer" else dt
-            if left[i] <= 1e-12:
-                if state[i] == "latency":
-                    state[i], left[i] = "transfer", calls[i][1]
-                else:
-                    state[i], end[i] = "done", t
+            if latency[i] > 0:
+                latency[i] = 0.0 if latency[i] - dt <= 1e-12 else latency[i] - dt
+            else:
+                floor[i] = 0.0 if floor[i] - dt <= 1e-12 else floor[i] - dt
+                for link in list(left[i]):
+                    left[i][link] -= dt * share[i, link]
+                    if left[i][link] <= 1e-12:
+                        del left[i][link]
+            if latency[i] == 0 and floor[i] == 0 and not left[i]:
+                next_phase(i)
     return {"step": t + update_s, "exposed": t - backward_wall, "busy": sum(e - s for s, e in zip(start, end)),
             "in_flight": in_flight, "backward_wall": backward_wall}
 
 
 def read_table(readme):
     """Rows of bench/README.md's multihost section: dicts of shards, gbit, latency (ms), algorithm, bucket,
-    tail, channels, step, allreduce (means of the invocations). Tables of 6 columns (shards | Gbit/s | algorithm
-    | step s | allreduce s | hidden: bucket 8 MiB, no tail bucket, 1 channel), of 9 (bucket MiB, tail MiB and
-    channels after the algorithm) and of 10 (latency ms after Gbit/s) are read; without a latency column, none
-    was added."""
+    tail, channels, step, allreduce and delay_cpu (delay.py's CPU s per step), means of the invocations'
+    `a / b` cells. Columns are found by their headers; a table without latency, bucket plan or delay.py CPU
+    columns had none added, 8 MiB buckets without a tail on 1 channel, and no delay.py."""
     text = open(readme).read()
     text = text[text.index("## Shards over shaped links"):]
     text = text[: text.index("\n## ")]
-    rows = []
+    defaults = {"latency ms": "0", "bucket MiB": "8", "tail MiB": "0", "channels": "1", "delay.py CPU s/step": "0"}
     mean = lambda s: statistics.mean(float(x) for x in s.split("/"))
+    rows, header = [], None
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) not in (6, 9, 10) or not cells[0].isdigit():
-            continue
-        latency = float(cells.pop(2)) if len(cells) == 10 else 0.0
-        extra = cells[3:6] if len(cells) == 9 else ("8", "0", "1")
-        step, allreduce = cells[-3:-1]
-        rows.append({"shards": int(cells[0]), "gbit": float(cells[1]), "latency": latency, "algorithm": cells[2],
-                     "bucket": float(extra[0]), "tail": float(extra[1]), "channels": int(extra[2]),
-                     "step": mean(step), "allreduce": mean(allreduce)})
+        if cells[0] == "shards":
+            header = cells
+        elif header and len(cells) == len(header) and cells[0].isdigit():
+            cell = dict(defaults, **dict(zip(header, cells)))
+            rows.append({"shards": int(cell["shards"]), "gbit": float(cell["Gbit/s"]),
+                         "latency": float(cell["latency ms"]), "algorithm": cell["algorithm"],
+                         "bucket": float(cell["bucket MiB"]), "tail": float(cell["tail MiB"]),
+                         "channels": int(cell["channels"]), "step": mean(cell["step s"]),
+                         "allreduce": mean(cell["allreduce s/step"]), "delay_cpu": mean(cell["delay.py CPU s/step"])})
     return rows
+
+
+CORES = 2  # of the machine the namespace runs shared
 
 
 def predict_row(row, theta, prof, shapes, args):
     """Simulated (step s, allreduce s per step) of one table row under parameters theta."""
     n, g = row["shards"], row["gbit"]
-    scale = max(1.0, n / 2) if args.contention else 1.0  # n one-thread shards on 2 cores
+    scale = max(1.0, n / CORES) if args.contention else 1.0  # n one-thread shards on the shared cores
     buckets = plan_buckets(prof["params"], shapes, row["bucket"] * 2**20, row["tail"] * 2**20)
-    steps, busiest, average = cost_terms(row["algorithm"], n)
-    # a shaper limits each shard's egress; on fast links the veth copies on the same cores limit instead
-    factor = average * scale if g >= args.cpu_link_gbit else busiest
+    # a shaper limits each shard's egress; on fast links the veth copies on the shared cores limit instead
+    cpu_limited = g >= args.cpu_link_gbit
     # Ring, halving-doubling and bcube block at each step until the peer's data is in; with more one-thread
     # shards than cores that peer is at times descheduled and the call leaves the link idle meanwhile, which
     # other calls in flight can use (ring_chunked keeps two chunks in flight itself).
     blocking = row["algorithm"] != "ring_chunked"
     cap = 1 / (1 + theta["idle"] * (scale - 1)) if blocking else 1.0
-    latency = steps * row["latency"] / 1e3  # each step waits one link latency for its peer's data
-    # the first call on each channel waits for the shards to line up; later ones find them in step
-    calls = [(latency + (theta["sync_s"] if i < row["channels"] else 0.0), factor * size / theta["bw", g], cap)
-             for i, (size, _) in enumerate(buckets)]
+
+    def call(i, size):
+        out = []
+        # a step is one link latency, and what delay.py adds of its own where it adds the latency
+        step = (row["latency"] + (args.delay_extra_ms if row["latency"] else 0.0)) / 1e3
+        for k, (steps, overlapped, classes) in enumerate(phases(row["algorithm"], n)):
+            # the first call on each channel waits for the shards to line up; later ones find them in step
+            latency = steps * step + (theta["sync_s"] if i < row["channels"] and k == 0 else 0.0)
+            if cpu_limited:  # the cores carry every shard's traffic
+                sent = scale * sum(m * buffers for m, buffers in classes.values()) / n
+                transfers = {"cores": sent * size / theta["bw", g]}
+            else:
+                transfers = {c: buffers * size / theta["bw", g] for c, (_, buffers) in classes.items()}
+            out.append((latency, overlapped * step, transfers))
+        return out, cap
+
+    calls = [call(i, size) for i, (size, _) in enumerate(buckets)]
     ready = [scale * max(prof["grad_ready"][p] for p in names) for _, names in buckets]
-    # where the shared cores carry the transfers, compute slows while they run
-    overlap = theta["overlap"] if g >= args.cpu_link_gbit else 0.0
+    # where the shared cores carry the transfers, compute slows while they run, and part of delay.py's CPU
+    # time there (measured per step) is taken from the shards
+    overlap = theta["overlap"] if cpu_limited else 0.0
     r = simulate(ready, scale * prof["backward_end"], scale * prof["update_s"], calls, row["channels"], overlap)
-    return r["step"], r["busy"]
+    return r["step"] + (delay_share(row, args) * row["delay_cpu"] / CORES if cpu_limited else 0.0), r["busy"]
+
+
+def delay_share(row, args):
+    """The share of delay.py's CPU time (on links the shared cores limit) that the shards lose: none while
+    each has a core of its own, as delay.py runs while they wait for the network; with N > cores shards the
+    run queue holds a surplus shard a share 1 - cores/N of the time."""
+    return max(0.0, 1 - CORES / row["shards"]) if args.contention else 0.0
 
 
 def nelder_mead(f, x0, iterations=600, step=0.3):
@@ -290,20 +350,17 @@ def print_rows(rows, predictions):
 
 
 def calibrate(args, prof, shapes):
-    """Fits the shared parameters; prints predicted vs measured in-sample and, for three groups of rows, from a
+    """Fits the shared parameters; prints predicted vs measured in-sample, for the rows where delay.py shares
+    the cores that limit the link (predicted from the fit to the others), and for three groups of rows from a
     fit to the other rows."""
     rows = read_table(args.readme)
-    # delay.py adds latency in user space: on links that the shared cores limit, its own CPU time slows the
-    # shards, which the model does not describe
-    skipped = [r for r in rows if r["latency"] > 0 and r["gbit"] >= args.cpu_link_gbit]
-    rows = [r for r in rows if r not in skipped]
-    if skipped:
-        print(f"left out: {len(skipped)} rows with added latency on links of >= {args.cpu_link_gbit:g} Gbit/s "
-              f"(delay.py competes with the shards for the cores there)")
+    shared = lambda r: r["latency"] > 0 and r["gbit"] >= args.cpu_link_gbit
+    predicted = [r for r in rows if shared(r)]
+    rows = [r for r in rows if not shared(r)]
     buckets = plan_buckets(prof["params"], shapes, 8 * 2**20)
     print(f"1-shard trace: step {prof['step_s']:.4f} s, backward ends {prof['backward_end']:.4f} s, update "
           f"{prof['update_s']:.4f} s; {len(prof['params'])} parameters, {sum(b for b, _ in buckets) / 1e6:.1f} MB "
-          f"({len(buckets)} buckets at 8 MiB); {len(rows)} rows\n")
+          f"({len(buckets)} buckets at 8 MiB); {len(rows)} rows fitted, {len(predicted)} predicted\n")
     theta = fit(rows, prof, shapes, args)
     links = ", ".join(f"B {8 * theta['bw', g] / 1e9:.2f} Gbit/s on the {g:g} Gbit/s link"
                       for g in sorted({r["gbit"] for r in rows}))
@@ -315,6 +372,11 @@ def calibrate(args, prof, shapes):
     print(f"compute(N) = compute(1) * {c}; links of >= {args.cpu_link_gbit:g} Gbit/s are limited by copies on "
           f"the shared cores: average buffers per shard * {c} / B\n\nin-sample:\n")
     print_rows(rows, [predict_row(r, theta, prof, shapes, args) for r in rows])
+    if predicted:
+        print(f"added latency on links of >= {args.cpu_link_gbit:g} Gbit/s, where delay.py competes with the "
+              f"shards for the cores, predicted by the fit above (delay.py's measured CPU time per step counted "
+              f"at the share delay_share gives, {args.delay_extra_ms:g} ms added to each latency step):\n")
+        print_rows(predicted, [predict_row(r, theta, prof, shapes, args) for r in predicted])
     if args.no_held_out:
         return
     old_plan = lambda r: (r["bucket"], r["tail"], r["channels"]) == (8, 0, 1)
@@ -370,14 +432,18 @@ def project(args, prof, shapes):
             stretch = scale * (1 + args.cv_pct / 100 * expected_max_normal(gpus))  # the slowest GPU's compute
             best = None
             for algorithm in ("ring_chunked", "halving_doubling") if machines > 1 else ("-",):
-                steps, factor, _ = cost_terms(algorithm, machines)
+                # one phase: 2^k machines
+                ((steps, overlapped, classes),) = phases(algorithm, machines) or [(0, 0, {"all": (1, 0.0)})]
+                factor = classes["all"][1]
                 latency = 1e-6 * (args.call_us + intra_steps * args.nvlink_alpha_us + steps * args.net_alpha_us)
                 per_byte = intra_factor / (args.nvlink_gbs * 1e9) + factor / (gbit / 8 * 1e9)
                 for mib, tail, buckets in plans:
-                    calls = [(latency, per_byte * size, 1.0) for size, _ in buckets]
+                    calls = [(latency, per_byte * size) for size, _ in buckets]
+                    phased = [([(lat, 1e-6 * overlapped * args.net_alpha_us, {"net": transfer})], 1.0)
+                              for lat, transfer in calls]
                     ready = [stretch * max(prof["grad_ready"][p] for p in names) for _, names in buckets]
                     for channels in CHANNELS:
-                        r = simulate(ready, stretch * prof["backward_end"], stretch * prof["update_s"], calls,
+                        r = simulate(ready, stretch * prof["backward_end"], stretch * prof["update_s"], phased,
                                      channels, args.overlap_pct / 100)
                         if best is None or r["step"] < best[0]["step"]:
                             best = (r, algorithm, mib, tail, channels, calls)
@@ -403,6 +469,8 @@ def main():
                         help="calibration: no compute(N) = compute(1) * max(1, N/2) for 2 shared cores")
     parser.add_argument("--cpu_link_gbit", type=float, default=10,
                         help="calibration: links this fast are limited by CPU copies on the shared cores (10)")
+    parser.add_argument("--delay_extra_ms", type=float, default=0.07,
+                        help="calibration: latency delay.py adds to a packet beyond the configured one, ms (0.07)")
     parser.add_argument("--no_held_out", action="store_true", help="calibration: in-sample fit only")
     parser.add_argument("--project", action="store_true", help="ResNet-50 on H100 machines instead")
     parser.add_argument("--img_s", type=float, default=3000, help="--project: images/s per GPU (3000)")

@@ -227,7 +227,7 @@ setup_network() {  # shards gbit latency_ms
     if [[ $latency_via == netem ]]; then
       tc -n "$ns" qdisc add dev veth0 root netem delay "${delay}ms" rate "${rate}gbit" limit 100000
     else
-      [[ $latency_via == none ]] || start_delayer "$ns" "$delay"
+      [[ $latency_via == none || $(awk -v l="$delay" 'BEGIN { print l == 0 }') == 1 ]] || start_delayer "$ns" "$delay"
       # burst: at least one 64 KiB GSO packet, else 1 ms of traffic.
       tc -n "$ns" qdisc add dev veth0 root tbf rate "${rate}gbit" \
         burst "$(awk -v g="$rate" 'BEGIN { b = g * 1e9 / 8 / 1000; printf "%d", (b > 65536 ? b : 65536) }')" \
