@@ -27,7 +27,8 @@ the link a blocking algorithm leaves idle when shards outnumber cores; compute's
 cores carry transfers) and prints predicted against measured step times: in-sample, and for three groups of
 rows from fits to the others (3 shards; added latency; bucket plans other than 8 MiB, no tail, 1 channel).
 Where delay.py adds the latency, what it adds of its own (--delay_extra_ms) counts in every step, and on links
-the shared cores limit its measured CPU time per step is taken from the shards (half of it per step on 2 cores).
+the shared cores limit a share (--delay_cpu_share) of its measured CPU time per step is taken from the shards,
+spread over the 2 cores.
 --project predicts ResNet-50 on 8-GPU H100 machines and picks the best configuration.
 
 usage: scaling_model.py --trace T.train.json --checkpoint M.safetensors [--readme bench/README.md]
@@ -274,18 +275,11 @@ def predict_row(row, theta, prof, shapes, args):
 
     calls = [call(i, size) for i, (size, _) in enumerate(buckets)]
     ready = [scale * max(prof["grad_ready"][p] for p in names) for _, names in buckets]
-    # where the shared cores carry the transfers, compute slows while they run, and part of delay.py's CPU
-    # time there (measured per step) is taken from the shards
+    # where the shared cores carry the transfers, compute slows while they run, and delay.py's CPU time there
+    # (measured per step) is taken from the shards, less the TCP receive work it does for them
     overlap = theta["overlap"] if cpu_limited else 0.0
     r = simulate(ready, scale * prof["backward_end"], scale * prof["update_s"], calls, row["channels"], overlap)
-    return r["step"] + (delay_share(row, args) * row["delay_cpu"] / CORES if cpu_limited else 0.0), r["busy"]
-
-
-def delay_share(row, args):
-    """The share of delay.py's CPU time (on links the shared cores limit) that the shards lose: none while
-    each has a core of its own, as delay.py runs while they wait for the network; with N > cores shards the
-    run queue holds a surplus shard a share 1 - cores/N of the time."""
-    return max(0.0, 1 - CORES / row["shards"]) if args.contention else 0.0
+    return r["step"] + (args.delay_cpu_share * row["delay_cpu"] / CORES if cpu_limited else 0.0), r["busy"]
 
 
 def nelder_mead(f, x0, iterations=600, step=0.3):
@@ -374,8 +368,9 @@ def calibrate(args, prof, shapes):
     print_rows(rows, [predict_row(r, theta, prof, shapes, args) for r in rows])
     if predicted:
         print(f"added latency on links of >= {args.cpu_link_gbit:g} Gbit/s, where delay.py competes with the "
-              f"shards for the cores, predicted by the fit above (delay.py's measured CPU time per step counted "
-              f"at the share delay_share gives, {args.delay_extra_ms:g} ms added to each latency step):\n")
+              f"shards for the cores, predicted by the fit above ({args.delay_cpu_share:g} of delay.py's measured "
+              f"CPU time per step taken from the shards, {args.delay_extra_ms:g} ms added to each latency "
+              f"step):\n")
         print_rows(predicted, [predict_row(r, theta, prof, shapes, args) for r in predicted])
     if args.no_held_out:
         return
@@ -471,6 +466,9 @@ def main():
                         help="calibration: links this fast are limited by CPU copies on the shared cores (10)")
     parser.add_argument("--delay_extra_ms", type=float, default=0.07,
                         help="calibration: latency delay.py adds to a packet beyond the configured one, ms (0.07)")
+    parser.add_argument("--delay_cpu_share", type=float, default=0.6,
+                        help="calibration: share of delay.py's CPU time the shards lose where the cores limit the "
+                             "link (0.6)")
     parser.add_argument("--no_held_out", action="store_true", help="calibration: in-sample fit only")
     parser.add_argument("--project", action="store_true", help="ResNet-50 on H100 machines instead")
     parser.add_argument("--img_s", type=float, default=3000, help="--project: images/s per GPU (3000)")
