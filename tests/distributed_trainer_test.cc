@@ -279,7 +279,7 @@ TEST(DistributedTrainer, ChannelsAndATailBucketKeepTheResult) {
   // Each shard says how its gradients travel.
   const std::string output = ReadFile(three_channels / "run_shard2.out");
   EXPECT_NE(output.find("gradients across shards: "), std::string::npos) << output;
-  EXPECT_NE(output.find(" on 3 channels with halving_doubling"), std::string::npos) << output;
+  EXPECT_NE(output.find(" on 3 channels with ring_chunked"), std::string::npos) << output;  // auto, 3 shards
 }
 
 TEST(DistributedTrainer, ShardsMatchOneProcessThroughRedis) {

@@ -121,6 +121,16 @@ TEST_P(GlooSweep, AllreduceSumsExactlyForEveryAlgorithmDeviceCountAndSize) {
 INSTANTIATE_TEST_SUITE_P(Shards, GlooSweep, ::testing::Values(1, 2, 3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "Shards"; });
 
+TEST(GlooCommunicator, AutoTakesHalvingDoublingOnlyForAPowerOfTwoShardCount) {
+  for (int shards : {1, 2, 3, 4})
+    for (const std::string algorithm : {"auto", "halving_doubling"}) {
+      const std::string expected = algorithm == "auto" && shards == 3 ? "ring_chunked" : "halving_doubling";
+      OnConnectedShards(shards, Loopback(algorithm), [&](int, GlooCommunicator& communicator) {
+        EXPECT_EQ(communicator.algorithm(), expected) << shards << " shards, " << algorithm;
+      });
+    }
+}
+
 TEST(GlooCommunicator, RepeatedAllreduceOnTheSameBuffersStaysExact) {
   for (const auto& algorithm : AlgorithmsFor(4)) {
     SCOPED_TRACE(algorithm);

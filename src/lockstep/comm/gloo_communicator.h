@@ -27,7 +27,8 @@ struct GlooOptions {
   std::chrono::milliseconds first_iter_timeout{std::chrono::minutes(20)};
 };
 
-// "auto" (halving_doubling), "ring", "ring_chunked", "halving_doubling", "bcube".
+// "auto" (halving_doubling for a power-of-two shard count, else ring_chunked), "ring", "ring_chunked",
+// "halving_doubling", "bcube".
 const std::vector<std::string>& GlooAllreduceAlgorithms();
 
 class GlooCommunicator : public Communicator {

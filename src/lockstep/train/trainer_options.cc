@@ -148,8 +148,8 @@ const std::vector<TrainerOption>& Table() {
        "every collective (default: the address the host name resolves to)",
        kNoRange, ShardAgreement::kLength, false},
       {"allreduce_algorithm", &C::allreduce_algorithm,
-       "Gloo allreduce across shards: auto (halving_doubling), ring, ring_chunked, halving_doubling, bcube "
-       "(even shard counts)",
+       "Gloo allreduce across shards: auto (halving_doubling for a power-of-two shard count, else "
+       "ring_chunked), ring, ring_chunked, halving_doubling, bcube (even shard counts)",
        kNoRange, kSame, false},
       {"allreduce_bucket_mb", &C::allreduce_bucket_mb,
        "Gradients allreduced together: a bucket takes parameters (last layers first) until it holds this "
