@@ -19,7 +19,9 @@ flight at once share each link equally, up to what one call can use:
                     reduced parts back while it allgathers (1 buffer each), then the R-block allgathers
   bcube             as halving_doubling for N a power of two (base 2)
 While an allreduce is in flight, compute runs `overlap` slower (copies and kernels compete with backward).
-The step ends at max(end of backward, end of the last allreduce) + the update.
+After the backward the one compute thread updates the parameters of each bucket once its allreduce is done
+(DagNet runs the updates as their sums come in, each bucket's share of the traced update time by its bytes);
+the step ends when the last update does.
 
 Calibrate mode (default) fits shared parameters to bench/README.md's multihost tables (an effective bandwidth
 per link; the time the shards take to line up at the first allreduce of each channel in a step; the share of
@@ -144,23 +146,27 @@ def phases(algorithm, n):
             (math.log2(r), 0, {"small": (r, (r - 1) / r)})][: 3 if r > 1 else 2]
 
 
-def simulate(ready, backward_end, update_s, calls, channels, overlap):
-    """Event-driven step: compute progresses at 1, or 1/(1+overlap) while an allreduce is in flight.
+def simulate(ready, backward_end, updates, calls, channels, overlap):
+    """Event-driven step: compute progresses at 1, or 1/(1+overlap) while an allreduce is in flight, through the
+    backward and then the parameter updates of the buckets whose allreduce is done, idle while none is.
 
-    ready[i]: compute seconds at which bucket i's gradients are written; calls[i] = (phases, cap): phases
-    [(latency s, overlapped latency s, {link: transfer s at the full link})] one after another, each its
-    latency, then its transfers on all its links at once, lasting at least the overlapped latency; on each link the transfers in flight share it equally up to cap (the largest
-    share one call can use), what a capped one leaves going to the others; bucket i runs on channel
-    i % channels after bucket i - channels. Returns dict: step, exposed (comm after backward), busy (summed call
-    durations, as the trace sums Allreduce operators), in_flight (time with any call in flight), backward_wall."""
+    ready[i]: compute seconds at which bucket i's gradients are written; updates[i]: compute seconds of its
+    parameters' updates; calls[i] = (phases, cap): phases [(latency s, overlapped latency s, {link: transfer s
+    at the full link})] one after another, each its latency, then its transfers on all its links at once,
+    lasting at least the overlapped latency; on each link the transfers in flight share it equally up to cap
+    (the largest share one call can use), what a capped one leaves going to the others; bucket i runs on
+    channel i % channels after bucket i - channels. Returns dict: step, exposed (compute idle after the
+    backward, waiting for allreduces), busy (summed call durations, as the trace sums Allreduce operators),
+    in_flight (time with any call in flight), backward_wall."""
     n = len(calls)
     phase = [-1] * n  # -1: not started; len(phases): done
     latency = [0.0] * n  # latency left of the current phase
     floor = [0.0] * n  # overlapped latency left of the current phase, once its transfers run
     left = [{} for _ in range(n)]  # transfer s left per link of the current phase
     start, end = [0.0] * n, [0.0] * n
-    t = progress = in_flight = 0.0
+    t = progress = in_flight = exposed = 0.0
     backward_wall = None
+    work = backward_end + sum(updates)
     done = lambda i: phase[i] == len(calls[i][0])
 
     def next_phase(i):  # skips empty phases
@@ -182,8 +188,9 @@ def simulate(ready, backward_end, update_s, calls, channels, overlap):
         if backward_wall is None and progress >= backward_end - 1e-12:
             backward_wall = t
         flying = [i for i in range(n) if phase[i] >= 0 and not done(i)]
-        if backward_wall is not None and not flying and all(map(done, range(n))):
+        if progress >= work - 1e-12 and all(map(done, range(n))):
             break
+        available = backward_end + sum(u for i, u in enumerate(updates) if done(i))
         share = {}  # per link, water-filling: the lowest caps first
         for link in {link for i in flying for link in left[i]}:
             moving = sorted((i for i in flying if latency[i] <= 0 and link in left[i]), key=lambda i: calls[i][1])
@@ -191,16 +198,18 @@ def simulate(ready, backward_end, update_s, calls, channels, overlap):
             for k, i in enumerate(moving):
                 share[i, link] = min(calls[i][1], capacity / (len(moving) - k))
                 capacity -= share[i, link]
-        rate = (1 / (1 + overlap) if flying else 1.0) if backward_wall is None else 0.0
+        rate = (1 / (1 + overlap) if flying else 1.0) if progress < available - 1e-12 else 0.0
         steps = [latency[i] for i in flying if latency[i] > 0]
         steps += [floor[i] for i in flying if latency[i] == 0 and floor[i] > 0]
         steps += [s / share[key] for key, s in ((k, left[k[0]][k[1]]) for k in share)]
         if rate > 0:
-            targets = [r for i, r in enumerate(ready) if phase[i] < 0 and r > progress] + [backward_end]
+            targets = [r for i, r in enumerate(ready) if phase[i] < 0 and r > progress]
+            targets += [x for x in (backward_end, available) if x > progress]
             steps.append((min(targets) - progress) / rate)
         dt = max(0.0, min(steps))
         t += dt
         in_flight += dt if flying else 0.0
+        exposed += dt if rate == 0 else 0.0
         progress += dt * rate
         for i in flying:
             if latency[i] > 0:
@@ -213,7 +222,7 @@ def simulate(ready, backward_end, update_s, calls, channels, overlap):
                         del left[i][link]
             if latency[i] == 0 and floor[i] == 0 and not left[i]:
                 next_phase(i)
-    return {"step": t + update_s, "exposed": t - backward_wall, "busy": sum(e - s for s, e in zip(start, end)),
+    return {"step": t, "exposed": exposed, "busy": sum(e - s for s, e in zip(start, end)),
             "in_flight": in_flight, "backward_wall": backward_wall}
 
 
@@ -278,7 +287,9 @@ def predict_row(row, theta, prof, shapes, args):
     # where the shared cores carry the transfers, compute slows while they run, and delay.py's CPU time there
     # (measured per step) is taken from the shards, less the TCP receive work it does for them
     overlap = theta["overlap"] if cpu_limited else 0.0
-    r = simulate(ready, scale * prof["backward_end"], scale * prof["update_s"], calls, row["channels"], overlap)
+    total = sum(size for size, _ in buckets)
+    updates = [scale * prof["update_s"] * size / total for size, _ in buckets]
+    r = simulate(ready, scale * prof["backward_end"], updates, calls, row["channels"], overlap)
     return r["step"] + (args.delay_cpu_share * row["delay_cpu"] / CORES if cpu_limited else 0.0), r["busy"]
 
 
@@ -403,11 +414,12 @@ CHANNELS = (1, 2, 4)
 
 def project(args, prof, shapes):
     """ResNet-50 on 8-GPU H100 machines: the best configuration per GPU count and network bandwidth."""
-    scale = args.step_ms / 1e3 / prof["step_s"]  # the CPU profile stretched to the GPU step
-    compute = prof["step_s"] * scale
-    print(f"assumed: {args.img_s:g} img/s per GPU at batch {args.batch} -> compute {args.step_ms:.1f} ms/step "
-          f"(the CPU trace's profile scaled by {scale:.2e}; backward ends at "
-          f"{1e3 * scale * prof['backward_end']:.1f} ms); fp32 gradients; NVLink {args.nvlink_gbs:g} GB/s per GPU, "
+    # the CPU trace's forward and backward stretched to the GPU step less its updates
+    scale = (args.step_ms - args.update_ms) / 1e3 / prof["backward_end"]
+    compute = args.step_ms / 1e3
+    print(f"assumed: {args.img_s:g} img/s per GPU at batch {args.batch} -> compute {args.step_ms:.1f} ms/step, "
+          f"of which {args.update_ms:g} ms of parameter updates (the CPU trace's forward and backward scaled by "
+          f"{scale:.2e} to the rest); fp32 gradients; NVLink {args.nvlink_gbs:g} GB/s per GPU, "
           f"alpha {args.nvlink_alpha_us:g} us; network alpha {args.net_alpha_us:g} us per step; per-call overhead "
           f"{args.call_us:g} us; compute {args.overlap_pct:g}% slower while a collective is in flight; per-GPU "
           f"step time coefficient of variation {args.cv_pct:g}% (the step waits for the slowest GPU)\n")
@@ -424,7 +436,8 @@ def project(args, prof, shapes):
     for gbit in (100, 200, 400):
         for gpus in (8, 16, 32, 64, 128, 256):
             machines = gpus // 8
-            stretch = scale * (1 + args.cv_pct / 100 * expected_max_normal(gpus))  # the slowest GPU's compute
+            slowest = 1 + args.cv_pct / 100 * expected_max_normal(gpus)  # the slowest GPU's compute
+            stretch = scale * slowest
             best = None
             for algorithm in ("ring_chunked", "halving_doubling") if machines > 1 else ("-",):
                 # one phase: 2^k machines
@@ -437,15 +450,17 @@ def project(args, prof, shapes):
                     phased = [([(lat, 1e-6 * overlapped * args.net_alpha_us, {"net": transfer})], 1.0)
                               for lat, transfer in calls]
                     ready = [stretch * max(prof["grad_ready"][p] for p in names) for _, names in buckets]
+                    total = sum(size for size, _ in buckets)
+                    updates = [slowest * args.update_ms / 1e3 * size / total for size, _ in buckets]
                     for channels in CHANNELS:
-                        r = simulate(ready, stretch * prof["backward_end"], stretch * prof["update_s"], phased,
+                        r = simulate(ready, stretch * prof["backward_end"], updates, phased,
                                      channels, args.overlap_pct / 100)
                         if best is None or r["step"] < best[0]["step"]:
                             best = (r, algorithm, mib, tail, channels, calls)
             r, algorithm, mib, tail, channels, calls = best
             comm = "latency" if sum(c[0] for c in calls) > sum(c[1] for c in calls) else "bandwidth"
             exposed = "exposed tail bucket" if r["exposed"] <= 1.05 * sum(calls[-1]) else comm
-            losses = {"stragglers": stretch * prof["step_s"] - compute, exposed: r["exposed"],
+            losses = {"stragglers": (slowest - 1) * compute, exposed: r["exposed"],
                       "overlap": r["backward_wall"] - stretch * prof["backward_end"]}
             limit = max(losses, key=losses.get)
             limit += "" if limit == comm else f" (comm: {comm})"
@@ -475,6 +490,9 @@ def main():
     parser.add_argument("--batch", type=int, default=256, help="--project: images per GPU and step (256)")
     parser.add_argument("--nvlink_gbs", type=float, default=350, help="--project: NVLink GB/s per GPU (350)")
     parser.add_argument("--nvlink_alpha_us", type=float, default=5, help="--project: NVLink alpha, us (5)")
+    parser.add_argument("--update_ms", type=float, default=1,
+                        help="--project: parameter updates per step, ms (1: momentum SGD streams 25.6M fp32 "
+                             "parameters, gradients and momenta, about 0.5 GB, plus a launch per tensor)")
     parser.add_argument("--net_alpha_us", type=float, default=10, help="--project: network alpha, us (10)")
     parser.add_argument("--call_us", type=float, default=20, help="--project: per-call overhead, us (20)")
     parser.add_argument("--overlap_pct", type=float, default=5,
