@@ -267,10 +267,11 @@ def predict_row(row, theta, prof, shapes, args):
     blocking = row["algorithm"] != "ring_chunked"
     cap = 1 / (1 + theta["idle"] * (scale - 1)) if blocking else 1.0
 
+    # a step is one link latency, and what delay.py adds of its own where it adds the latency
+    step = (row["latency"] + (args.delay_extra_ms if row["latency"] else 0.0)) / 1e3
+
     def call(i, size):
         out = []
-        # a step is one link latency, and what delay.py adds of its own where it adds the latency
-        step = (row["latency"] + (args.delay_extra_ms if row["latency"] else 0.0)) / 1e3
         for k, (steps, overlapped, classes) in enumerate(phases(row["algorithm"], n)):
             # the first call on each channel waits for the shards to line up; later ones find them in step
             latency = steps * step + (theta["sync_s"] if i < row["channels"] and k == 0 else 0.0)
