@@ -33,9 +33,10 @@ delay_cpu_s is the CPU time per step of the delay.py processes (all shards, both
   --batch_size B       images per shard and step (default 8)
   --steps S            steps per epoch (default 5)
   --run_timeout SECS   limit of each shard's run (default 180)
-  --sweep              run the matrix: shards (--sweep_shards), 1 and 10 Gbit/s, 0.1 and 1 ms, algorithms
+  --sweep              run the matrix: shards (--sweep_shards), links (--sweep_gbit), 0.1 and 1 ms, algorithms
                        (--sweep_algorithms), bucket plans (--sweep_plans)
   --sweep_shards LIST  shard counts of the sweep, comma-separated (default 2,3)
+  --sweep_gbit LIST    link bandwidths of the sweep in Gbit/s, comma-separated (default 1,10)
   --sweep_algorithms LIST  algorithms of the sweep, comma-separated (default ring,ring_chunked,halving_doubling,bcube)
   --sweep_plans LIST   bucket plans of the sweep, comma-separated B:T:K (bucket MiB, tail MiB, channels);
                        default the one that --bucket_mb, --tail_mb and --channels give
@@ -57,6 +58,7 @@ steps=5
 run_timeout=180
 sweep=0
 sweep_shards=2,3
+sweep_gbit=1,10
 sweep_algorithms=ring,ring_chunked,halving_doubling,bcube
 bucket_mb=8
 tail_mb=0
@@ -78,7 +80,7 @@ while (($#)); do
     -h | --help) usage; exit 0 ;;
     --sweep) sweep=1; shift ;;
     --build | --shards | --gbit | --latency_ms | --algorithm | --model | --image_size | --batch_size | --steps | \
-      --run_timeout | --sweep_shards | --sweep_algorithms | --bucket_mb | --tail_mb | --channels | --sweep_plans | \
+      --run_timeout | --sweep_shards | --sweep_gbit | --sweep_algorithms | --bucket_mb | --tail_mb | --channels | --sweep_plans | \
       --keep)
       needs_value "$1" $#
       case $1 in
@@ -93,6 +95,7 @@ while (($#)); do
         --steps) positive "$1" "$2"; steps=$2 ;;
         --run_timeout) positive "$1" "$2"; run_timeout=$2 ;;
         --sweep_shards) sweep_shards=$2 ;;
+        --sweep_gbit) sweep_gbit=$2 ;;
         --sweep_algorithms) sweep_algorithms=$2 ;;
         --bucket_mb) number "$1" "$2"; bucket_mb=$2 ;;
         --tail_mb) number "$1" "$2"; tail_mb=$2 ;;
@@ -307,9 +310,11 @@ echo "$model, batch $batch_size per shard, ${image_size}x${image_size}, $steps s
 header
 if ((sweep)); then
   IFS=, read -r -a counts <<<"$sweep_shards"
+  IFS=, read -r -a rates <<<"$sweep_gbit"
+  for rate in "${rates[@]}"; do number --sweep_gbit "$rate"; done
   for n in "${counts[@]}"; do
     positive --sweep_shards "$n"
-    for rate in 1 10; do
+    for rate in "${rates[@]}"; do
       for delay in 0.1 1; do
         [[ $latency_via != none || $delay == 0.1 ]] || continue  # no latency to vary
         for algo in "${algorithms[@]}"; do
