@@ -80,8 +80,8 @@ while (($#)); do
     -h | --help) usage; exit 0 ;;
     --sweep) sweep=1; shift ;;
     --build | --shards | --gbit | --latency_ms | --algorithm | --model | --image_size | --batch_size | --steps | \
-      --run_timeout | --sweep_shards | --sweep_gbit | --sweep_algorithms | --bucket_mb | --tail_mb | --channels | --sweep_plans | \
-      --keep)
+      --run_timeout | --sweep_shards | --sweep_gbit | --sweep_algorithms | --bucket_mb | --tail_mb | --channels | \
+      --sweep_plans | --keep)
       needs_value "$1" $#
       case $1 in
         --build) build=$2 ;;
@@ -230,7 +230,9 @@ setup_network() {  # shards gbit latency_ms
     if [[ $latency_via == netem ]]; then
       tc -n "$ns" qdisc add dev veth0 root netem delay "${delay}ms" rate "${rate}gbit" limit 100000
     else
-      [[ $latency_via == none || $(awk -v l="$delay" 'BEGIN { print l == 0 }') == 1 ]] || start_delayer "$ns" "$delay"
+      if [[ $latency_via != none && $(awk -v l="$delay" 'BEGIN { print (l > 0) }') == 1 ]]; then
+        start_delayer "$ns" "$delay"
+      fi
       # burst: at least one 64 KiB GSO packet, else 1 ms of traffic.
       tc -n "$ns" qdisc add dev veth0 root tbf rate "${rate}gbit" \
         burst "$(awk -v g="$rate" 'BEGIN { b = g * 1e9 / 8 / 1000; printf "%d", (b > 65536 ? b : 65536) }')" \
