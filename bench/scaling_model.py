@@ -143,7 +143,13 @@ def phases(algorithm, n):
     # reduced parts back while it allgathers, and the smaller block allgathers what it got.
     return [(math.log2(p) + 1, 0, {"large": (p, (p - 1) / p), "small": (r, (r - 1) / r + 1 / r)}),
             (math.log2(p) + 1, 0, {"large": (p, 1 / p + (p - 1) / p)}),
-            (math.log2(r), 0, {"small": (r, (r - 1) / r)})][: 3 if r > 1 else 2]
+            (math.log2(r), 0, {"small": (r, (r - 1) / r)})]  # empty for R = 1
+
+
+def updates_by_bytes(seconds, buckets):
+    """A step's parameter update time split over the buckets by their bytes (the updates are elementwise)."""
+    total = sum(size for size, _ in buckets)
+    return [seconds * size / total for size, _ in buckets]
 
 
 def simulate(ready, backward_end, updates, calls, channels, overlap):
@@ -288,8 +294,7 @@ def predict_row(row, theta, prof, shapes, args):
     # where the shared cores carry the transfers, compute slows while they run, and delay.py's CPU time there
     # (measured per step) is taken from the shards, less the TCP receive work it does for them
     overlap = theta["overlap"] if cpu_limited else 0.0
-    total = sum(size for size, _ in buckets)
-    updates = [scale * prof["update_s"] * size / total for size, _ in buckets]
+    updates = updates_by_bytes(scale * prof["update_s"], buckets)
     r = simulate(ready, scale * prof["backward_end"], updates, calls, row["channels"], overlap)
     return r["step"] + (args.delay_cpu_share * row["delay_cpu"] / CORES if cpu_limited else 0.0), r["busy"]
 
@@ -451,8 +456,7 @@ def project(args, prof, shapes):
                     phased = [([(lat, 1e-6 * overlapped * args.net_alpha_us, {"net": transfer})], 1.0)
                               for lat, transfer in calls]
                     ready = [stretch * max(prof["grad_ready"][p] for p in names) for _, names in buckets]
-                    total = sum(size for size, _ in buckets)
-                    updates = [slowest * args.update_ms / 1e3 * size / total for size, _ in buckets]
+                    updates = updates_by_bytes(slowest * args.update_ms / 1e3, buckets)
                     for channels in CHANNELS:
                         r = simulate(ready, stretch * prof["backward_end"], updates, phased,
                                      channels, args.overlap_pct / 100)
