@@ -23,7 +23,7 @@ delay_cpu_s is the CPU time per step of the delay.py processes (all shards, both
   --build DIR          build folder holding `lockstep` (default: $LOCKSTEP_BUILD, else build/ in the repository)
   --shards N           shards (default 2)
   --gbit G             link bandwidth in Gbit/s (default 10)
-  --latency_ms L       one-way latency added on each shard's link, in ms (default 0.1)
+  --latency_ms L       one-way latency added on each shard's link, in ms; 0 adds none (default 0.1)
   --algorithm A        ring, ring_chunked, halving_doubling or bcube (even N) (default halving_doubling)
   --bucket_mb B        train --allreduce_bucket_mb (default 8)
   --tail_mb T          train --allreduce_tail_bucket_mb (default 0)
