@@ -33,10 +33,11 @@ delay_cpu_s is the CPU time per step of the delay.py processes (all shards, both
   --batch_size B       images per shard and step (default 8)
   --steps S            steps per epoch (default 5)
   --run_timeout SECS   limit of each shard's run (default 180)
-  --sweep              run the matrix: shards (--sweep_shards), links (--sweep_gbit), 0.1 and 1 ms, algorithms
-                       (--sweep_algorithms), bucket plans (--sweep_plans)
+  --sweep              run the matrix: shards (--sweep_shards), links (--sweep_gbit), latencies
+                       (--sweep_latencies), algorithms (--sweep_algorithms), bucket plans (--sweep_plans)
   --sweep_shards LIST  shard counts of the sweep, comma-separated (default 2,3)
   --sweep_gbit LIST    link bandwidths of the sweep in Gbit/s, comma-separated (default 1,10)
+  --sweep_latencies LIST  one-way latencies of the sweep in ms, comma-separated; 0 adds none (default 0.1,1)
   --sweep_algorithms LIST  algorithms of the sweep, comma-separated (default ring,ring_chunked,halving_doubling,bcube)
   --sweep_plans LIST   bucket plans of the sweep, comma-separated B:T:K (bucket MiB, tail MiB, channels);
                        default the one that --bucket_mb, --tail_mb and --channels give
@@ -59,6 +60,7 @@ run_timeout=180
 sweep=0
 sweep_shards=2,3
 sweep_gbit=1,10
+sweep_latencies=0.1,1
 sweep_algorithms=ring,ring_chunked,halving_doubling,bcube
 bucket_mb=8
 tail_mb=0
@@ -80,7 +82,7 @@ while (($#)); do
     -h | --help) usage; exit 0 ;;
     --sweep) sweep=1; shift ;;
     --build | --shards | --gbit | --latency_ms | --algorithm | --model | --image_size | --batch_size | --steps | \
-      --run_timeout | --sweep_shards | --sweep_gbit | --sweep_algorithms | --bucket_mb | --tail_mb | --channels | \
+      --run_timeout | --sweep_shards | --sweep_gbit | --sweep_latencies | --sweep_algorithms | --bucket_mb | --tail_mb | --channels | \
       --sweep_plans | --keep)
       needs_value "$1" $#
       case $1 in
@@ -96,6 +98,7 @@ while (($#)); do
         --run_timeout) positive "$1" "$2"; run_timeout=$2 ;;
         --sweep_shards) sweep_shards=$2 ;;
         --sweep_gbit) sweep_gbit=$2 ;;
+        --sweep_latencies) sweep_latencies=$2 ;;
         --sweep_algorithms) sweep_algorithms=$2 ;;
         --bucket_mb) number "$1" "$2"; bucket_mb=$2 ;;
         --tail_mb) number "$1" "$2"; tail_mb=$2 ;;
@@ -313,12 +316,14 @@ header
 if ((sweep)); then
   IFS=, read -r -a counts <<<"$sweep_shards"
   IFS=, read -r -a rates <<<"$sweep_gbit"
+  IFS=, read -r -a delays <<<"$sweep_latencies"
   for rate in "${rates[@]}"; do number --sweep_gbit "$rate"; done
+  for delay in "${delays[@]}"; do number --sweep_latencies "$delay"; done
   for n in "${counts[@]}"; do
     positive --sweep_shards "$n"
     for rate in "${rates[@]}"; do
-      for delay in 0.1 1; do
-        [[ $latency_via != none || $delay == 0.1 ]] || continue  # no latency to vary
+      for delay in "${delays[@]}"; do
+        [[ $latency_via != none || $delay == "${delays[0]}" ]] || continue  # no latency to vary
         for algo in "${algorithms[@]}"; do
           if [[ $algo == bcube ]] && ((n % 2)); then continue; fi
           for plan in "${plans[@]}"; do run_config "$n" "$rate" "$delay" "$algo" "$plan"; done
