@@ -8,25 +8,29 @@ end of that order until it holds >= T MiB, the rest close at >= --allreduce_buck
 a checkpoint's safetensors header. Bucket i goes to channel i % K (--allreduce_channels); a channel runs its
 allreduces one at a time in order, each starting once its gradients are written.
 
-An allreduce runs in phases (`phases`), each steps * link latency, then its transfers: every shard sends its
-buffers (multiples of b bytes) over its own link at B, all at once; a phase ends when all have sent. Calls in
-flight at once share each link equally, up to what one call can use:
+An allreduce runs in phases (`phases`), each its steps (rounds) of link latency, then its transfers: every shard
+sends its buffers (multiples of b bytes) over its own link at B, all at once; a phase ends when all have sent.
+Where shards outnumber the cores that limit the link, a round lasts at least the wait for a descheduled peer,
+and ring_chunked's overlapped steps (below) run in series. Calls in flight at once share each link equally, up
+to what one call can use:
   ring              2(N-1) steps, N-1 buffers per shard (Gloo's plain ring passes the whole buffer around)
-  ring_chunked      4N-3 steps, 2(N-1)/N buffers
+  ring_chunked      4N-3 steps, 2N-1 of them overlapping its transfers (double-buffered), 2(N-1)/N buffers
   halving_doubling  2 log2(N) + 2 steps, 2(N-1)/N buffers for N a power of two; else Gloo's two binary blocks of
                     P (the largest power of two below N) and R = N - P shards: both reduce-scatter while the R
                     scatter their share into the P-block ((P-1)/P and 1 buffers), then the P-block sends the
                     reduced parts back while it allgathers (1 buffer each), then the R-block allgathers
   bcube             as halving_doubling for N a power of two (base 2)
-While an allreduce is in flight, compute runs `overlap` slower (copies and kernels compete with backward).
+While an allreduce lines up or transfers, compute runs `overlap` slower (copies and kernels compete with
+backward); waiting out a link latency costs it nothing.
 After the backward the one compute thread updates the parameters of each bucket once its allreduce is done
 (DagNet runs the updates as their sums come in, each bucket's share of the traced update time by its bytes);
 the step ends when the last update does.
 
 Calibrate mode (default) fits shared parameters to bench/README.md's multihost tables (an effective bandwidth
-per link; the time the shards take to line up at the first allreduce of each channel in a step; the share of
-the link a blocking algorithm leaves idle when shards outnumber cores; compute's slowdown while the shared
-cores carry transfers) and prints predicted against measured step times: in-sample, and for three groups of
+per link; the time the shards take to line up at the first allreduce of each channel in a step; when shards
+outnumber cores, the share of a network-limited link a blocking algorithm leaves idle, and on links the shared
+cores limit the time a round waits for a descheduled peer; compute's slowdown while the shared cores carry
+transfers) and prints predicted against measured step times: in-sample, and for three groups of
 rows from fits to the others (3 shards; added latency; bucket plans other than 8 MiB, no tail, 1 channel).
 Where delay.py adds the latency, what it adds of its own (--delay_extra_ms) counts in every step, and on links
 the shared cores limit a share (--delay_cpu_share) of its measured CPU time per step is taken from the shards,
@@ -40,6 +44,7 @@ usage: scaling_model.py --trace T.train.json --checkpoint M.safetensors [--readm
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import re
 import statistics
@@ -153,8 +158,9 @@ def updates_by_bytes(seconds, buckets):
 
 
 def simulate(ready, backward_end, updates, calls, channels, overlap):
-    """Event-driven step: compute progresses at 1, or 1/(1+overlap) while an allreduce is in flight, through the
-    backward and then the parameter updates of the buckets whose allreduce is done, idle while none is.
+    """Event-driven step: compute progresses at 1, or 1/(1+overlap) while an allreduce is past a phase's latency
+    (lining up or transferring), through the backward and then the parameter updates of the buckets whose
+    allreduce is done, idle while none is.
 
     ready[i]: compute seconds at which bucket i's gradients are written; updates[i]: compute seconds of its
     parameters' updates; calls[i] = (phases, cap): phases [(latency s, overlapped latency s, {link: transfer s
@@ -204,7 +210,9 @@ def simulate(ready, backward_end, updates, calls, channels, overlap):
             for k, i in enumerate(moving):
                 share[i, link] = min(calls[i][1], capacity / (len(moving) - k))
                 capacity -= share[i, link]
-        rate = (1 / (1 + overlap) if flying else 1.0) if progress < available - 1e-12 else 0.0
+        # waiting out a link's latency costs no compute; lining up and transfers do
+        busy = any(latency[i] <= 0 for i in flying)
+        rate = (1 / (1 + overlap) if busy else 1.0) if progress < available - 1e-12 else 0.0
         steps = [latency[i] for i in flying if latency[i] > 0]
         steps += [floor[i] for i in flying if latency[i] == 0 and floor[i] > 0]
         steps += [s / share[key] for key, s in ((k, left[k[0]][k[1]]) for k in share)]
@@ -267,26 +275,32 @@ def predict_row(row, theta, prof, shapes, args):
     buckets = plan_buckets(prof["params"], shapes, row["bucket"] * 2**20, row["tail"] * 2**20)
     # a shaper limits each shard's egress; on fast links the veth copies on the shared cores limit instead
     cpu_limited = g >= args.cpu_link_gbit
-    # Ring, halving-doubling and bcube block at each step until the peer's data is in; with more one-thread
-    # shards than cores that peer is at times descheduled and the call leaves the link idle meanwhile, which
-    # other calls in flight can use (ring_chunked keeps two chunks in flight itself).
+    # With more one-thread shards than cores a peer is at times descheduled. On a link the network limits,
+    # ring, halving-doubling and bcube, which block at each step until the peer's data is in, leave the link
+    # idle meanwhile, which other calls in flight can use (ring_chunked keeps two chunks in flight itself).
+    # Where the cores limit the link they are never idle; instead each round of a call waits for the later of
+    # the data and the peer getting a core.
     blocking = row["algorithm"] != "ring_chunked"
-    cap = 1 / (1 + theta["idle"] * (scale - 1)) if blocking else 1.0
+    cap = 1 / (1 + theta["idle"] * (scale - 1)) if blocking and not cpu_limited else 1.0
+    peer_s = theta["peer_s"] * (scale - 1) if cpu_limited else 0.0
 
     # a step is one link latency, and what delay.py adds of its own where it adds the latency
     step = (row["latency"] + (args.delay_extra_ms if row["latency"] else 0.0)) / 1e3
 
     def call(i, size):
-        out = []
-        for k, (steps, overlapped, classes) in enumerate(phases(row["algorithm"], n)):
-            # the first call on each channel waits for the shards to line up; later ones find them in step
-            latency = steps * step + (theta["sync_s"] if i < row["channels"] and k == 0 else 0.0)
+        # the first call on each channel waits for the shards to line up; later ones find them in step
+        out = [(0.0, theta["sync_s"], {})] if i < row["channels"] else []
+        for steps, overlapped, classes in phases(row["algorithm"], n):
             if cpu_limited:  # the cores carry every shard's traffic
                 sent = scale * sum(m * buffers for m, buffers in classes.values()) / n
                 transfers = {"cores": sent * size / theta["bw", g]}
+                # and no round hides behind the other buffer's transfer: in the traces a 9 MiB ring_chunked
+                # call on 3 shards takes 8 to 10 ms longer at 1 ms than without latency, all 9 rounds
+                steps, overlapped = steps + overlapped, 0
             else:
                 transfers = {c: buffers * size / theta["bw", g] for c, (_, buffers) in classes.items()}
-            out.append((latency, overlapped * step, transfers))
+            # a round lasts the longer of the link latency and the wait for a descheduled peer
+            out.append((steps * max(step, peer_s), overlapped * step, transfers))
         return out, cap
 
     calls = [call(i, size) for i, (size, _) in enumerate(buckets)]
@@ -330,7 +344,7 @@ def nelder_mead(f, x0, iterations=600, step=0.3):
 def fit(rows, prof, shapes, args):
     """Parameters minimising the squared log errors of step (and, weighted 1/4, allreduce) time over rows."""
     links = sorted({r["gbit"] for r in rows})
-    keys = [("bw", g) for g in links] + ["sync_s", "idle", "overlap"]
+    keys = [("bw", g) for g in links] + ["sync_s", "idle", "overlap", "peer_s"]
     unpack = lambda x: dict(zip(keys, map(math.exp, x)))
 
     def loss(x):
@@ -341,8 +355,8 @@ def fit(rows, prof, shapes, args):
             total += math.log(step / r["step"]) ** 2 + 0.25 * math.log(busy / r["allreduce"]) ** 2
         return total
 
-    x0 = [math.log(g * 1e9 / 8 * 0.5) for g in links] + [math.log(2e-3), math.log(0.2), math.log(0.2)]
-    return unpack(nelder_mead(loss, x0))
+    x0 = [math.log(g * 1e9 / 8 * 0.5) for g in links] + [math.log(x) for x in (2e-3, 0.2, 0.2, 3e-4)]
+    return unpack(nelder_mead(loss, nelder_mead(loss, x0)))  # restarted once: the first simplex can collapse
 
 
 def print_rows(rows, predictions):
@@ -372,13 +386,25 @@ def calibrate(args, prof, shapes):
     print(f"1-shard trace: step {prof['step_s']:.4f} s, backward ends {prof['backward_end']:.4f} s, update "
           f"{prof['update_s']:.4f} s; {len(prof['params'])} parameters, {sum(b for b, _ in buckets) / 1e6:.1f} MB "
           f"({len(buckets)} buckets at 8 MiB); {len(rows)} rows fitted, {len(predicted)} predicted\n")
-    theta = fit(rows, prof, shapes, args)
+    old_plan = lambda r: (r["bucket"], r["tail"], r["channels"]) == (8, 0, 1)
+    held_out_groups = [] if args.no_held_out else [
+        ("3 shards predicted by a fit to the 2- and 4-shard rows only", lambda r: r["shards"] == 3),
+        ("the rows with added latency predicted by a fit to the rows without", lambda r: r["latency"] > 0),
+        ("other bucket plans predicted by a fit to the 8 MiB, no tail, 1 channel rows", lambda r: not old_plan(r))]
+    held_out_groups = [(title, [r for r in rows if held_out(r)], [r for r in rows if not held_out(r)])
+                       for title, held_out in held_out_groups]
+    held_out_groups = [g for g in held_out_groups if g[1] and g[2]]
+    fitted = [rows] + [rest for _, _, rest in held_out_groups]
+    with multiprocessing.Pool(min(len(fitted), os.cpu_count() or 1)) as pool:  # the fits are independent
+        thetas = pool.starmap(fit, [(f, prof, shapes, args) for f in fitted])
+    theta = thetas[0]
     links = ", ".join(f"B {8 * theta['bw', g] / 1e9:.2f} Gbit/s on the {g:g} Gbit/s link"
                       for g in sorted({r["gbit"] for r in rows}))
     print(f"fitted: line-up at each channel's first call {1e3 * theta['sync_s']:.1f} ms; blocking algorithms "
-          f"leave {theta['idle']:.2f} * (N/2 - 1) of a call's link time idle; compute "
-          f"{100 * theta['overlap']:.0f}% slower during transfers on links of >= {args.cpu_link_gbit:g} Gbit/s; "
-          f"{links}")
+          f"leave {theta['idle']:.2f} * (N/2 - 1) of a call's link time idle on links the network limits; where "
+          f"the cores limit it a round waits at least {1e3 * theta['peer_s']:.2f} * (N/2 - 1) ms for the peer; "
+          f"compute {100 * theta['overlap']:.0f}% slower during transfers on links of >= {args.cpu_link_gbit:g} "
+          f"Gbit/s; {links}")
     c = "max(1, N/2)" if args.contention else "1"
     print(f"compute(N) = compute(1) * {c}; links of >= {args.cpu_link_gbit:g} Gbit/s are limited by copies on "
           f"the shared cores: average buffers per shard * {c} / B\n\nin-sample:\n")
@@ -389,20 +415,9 @@ def calibrate(args, prof, shapes):
               f"CPU time per step taken from the shards, {args.delay_extra_ms:g} ms added to each latency "
               f"step):\n")
         print_rows(predicted, [predict_row(r, theta, prof, shapes, args) for r in predicted])
-    if args.no_held_out:
-        return
-    old_plan = lambda r: (r["bucket"], r["tail"], r["channels"]) == (8, 0, 1)
-    held_out_groups = [("3 shards predicted by a fit to the 2- and 4-shard rows only", lambda r: r["shards"] == 3),
-                       ("the rows with added latency predicted by a fit to the rows without",
-                        lambda r: r["latency"] > 0),
-                       ("other bucket plans predicted by a fit to the 8 MiB, no tail, 1 channel rows",
-                        lambda r: not old_plan(r))]
-    for title, held_out in held_out_groups:
-        group = [r for r in rows if held_out(r)]
-        if group and len(group) < len(rows):
-            print(f"{title}:\n")
-            theta = fit([r for r in rows if not held_out(r)], prof, shapes, args)
-            print_rows(group, [predict_row(r, theta, prof, shapes, args) for r in group])
+    for (title, group, _), theta in zip(held_out_groups, thetas[1:]):
+        print(f"{title}:\n")
+        print_rows(group, [predict_row(r, theta, prof, shapes, args) for r in group])
 
 
 def expected_max_normal(n):
@@ -427,7 +442,7 @@ def project(args, prof, shapes):
           f"of which {args.update_ms:g} ms of parameter updates (the CPU trace's forward and backward scaled by "
           f"{scale:.2e} to the rest); fp32 gradients; NVLink {args.nvlink_gbs:g} GB/s per GPU, "
           f"alpha {args.nvlink_alpha_us:g} us; network alpha {args.net_alpha_us:g} us per step; per-call overhead "
-          f"{args.call_us:g} us; compute {args.overlap_pct:g}% slower while a collective is in flight; per-GPU "
+          f"{args.call_us:g} us; compute {args.overlap_pct:g}% slower while a collective transfers; per-GPU "
           f"step time coefficient of variation {args.cv_pct:g}% (the step waits for the slowest GPU)\n")
     braces = lambda values: "{" + ", ".join(map(str, values)) + "}"
     print("hierarchical allreduce: reduce-scatter over NVLink, 8 inter-node allreduces of 1/8 of the bucket "
@@ -501,7 +516,7 @@ def main():
     parser.add_argument("--net_alpha_us", type=float, default=10, help="--project: network alpha, us (10)")
     parser.add_argument("--call_us", type=float, default=20, help="--project: per-call overhead, us (20)")
     parser.add_argument("--overlap_pct", type=float, default=5,
-                        help="--project: compute slowdown while a collective is in flight, %% (5)")
+                        help="--project: compute slowdown while a collective transfers, %% (5)")
     parser.add_argument("--cv_pct", type=float, default=1,
                         help="--project: coefficient of variation of a GPU's step time, %% (1)")
     args = parser.parse_args()
