@@ -51,6 +51,7 @@ import statistics
 import struct
 import sys
 
+
 def parse_op(describe):
     """Splits a trace op description 'Type(in1, in2) -> out1, out2' into (type, inputs, outputs)."""
     m = re.match(r"(\w+)\((.*?)\)(?: -> (.*))?$", describe)
@@ -94,7 +95,6 @@ def read_shapes(checkpoint):
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
     return {k: v["shape"] for k, v in header.items() if k != "__metadata__"}
-
 
 
 def packed_bytes(names, shapes):

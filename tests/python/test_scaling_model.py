@@ -1,0 +1,183 @@
+"""bench/scaling_model.py: Gloo's allreduce phases, the event simulation of one step, the bucket plan and the
+reading of bench/README.md's multihost tables (stdlib only; no lockstep build needed)."""
+
+import argparse
+import importlib.util
+import math
+import os
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_spec = importlib.util.spec_from_file_location("scaling_model", os.path.join(REPO, "bench", "scaling_model.py"))
+sm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sm)
+
+
+def test_phases_take_the_latency_steps_measured_per_algorithm():
+    # bench/README.md: 4 KB allreduces over a delayed loopback wait 2(N-1), 4N-3 and 2 log2(P) + 2 latencies
+    rounds = lambda algorithm, n: sum(steps + overlapped for steps, overlapped, _ in sm.phases(algorithm, n))
+    assert [rounds("ring", n) for n in (2, 3, 4)] == [2, 4, 6]
+    assert [rounds("ring_chunked", n) for n in (2, 3, 4)] == [5, 9, 13]
+    assert [rounds("halving_doubling", n) for n in (2, 3, 4)] == [4, 4, 6]
+    assert rounds("bcube", 4) == 6
+    assert sm.phases("ring", 1) == []
+
+
+def test_phases_send_gloos_buffers_per_shard():
+    assert sm.phases("ring", 4) == [(6, 0, {"all": (4, 3)})]
+    assert sm.phases("ring_chunked", 4) == [(6, 7, {"all": (4, 1.5)})]
+    assert sm.phases("halving_doubling", 4) == [(6, 0, {"all": (4, 1.5)})]
+    # 3 shards: binary blocks of 2 and 1; the lone shard sends its whole buffer into the pair, which sends
+    # the reduced halves back while it allgathers
+    assert sm.phases("halving_doubling", 3) == [(2, 0, {"large": (2, 0.5), "small": (1, 1.0)}),
+                                               (2, 0, {"large": (2, 1.0)}),
+                                               (0, 0, {"small": (1, 0.0)})]
+
+
+def test_phases_reject_what_gloo_does_not_run_as_modelled():
+    with pytest.raises(ValueError, match="bcube on 3 shards"):
+        sm.phases("bcube", 3)
+    with pytest.raises(ValueError, match="halving_doubling on 7 shards"):
+        sm.phases("halving_doubling", 7)  # a block of 3 is not binary
+
+
+def one_call(latency, transfer, link="link", cap=1.0):
+    return ([(latency, 0.0, {link: transfer})], cap)
+
+
+def test_a_call_within_the_backward_is_hidden():
+    r = sm.simulate(ready=[0.05], backward_end=0.1, updates=[0.01], calls=[one_call(0.002, 0.03)], channels=1,
+                    overlap=0.0)
+    assert r["step"] == pytest.approx(0.11)  # backward, then the bucket's update
+    assert r["exposed"] == pytest.approx(0.0)
+    assert r["busy"] == pytest.approx(0.032)
+    assert r["backward_wall"] == pytest.approx(0.1)
+
+
+def test_a_call_past_the_backward_is_exposed_until_its_update_can_run():
+    r = sm.simulate(ready=[0.09], backward_end=0.1, updates=[0.01], calls=[one_call(0.002, 0.03)], channels=1,
+                    overlap=0.0)
+    assert r["step"] == pytest.approx(0.09 + 0.032 + 0.01)
+    assert r["exposed"] == pytest.approx(0.022)
+
+
+def test_updates_run_as_their_sums_come_in():
+    # bucket 0's update fills the wait for bucket 1's allreduce
+    calls = [one_call(0.0, 0.01), one_call(0.0, 0.02)]
+    r = sm.simulate(ready=[0.05, 0.1], backward_end=0.1, updates=[0.015, 0.005], calls=calls, channels=2,
+                    overlap=0.0)
+    assert r["step"] == pytest.approx(0.1 + 0.02 + 0.005)
+    assert r["exposed"] == pytest.approx(0.005)
+
+
+def test_calls_on_one_channel_run_in_order_and_on_two_share_the_link():
+    calls = [one_call(0.0, 0.01), one_call(0.0, 0.01)]
+    one = sm.simulate(ready=[0.0, 0.0], backward_end=0.05, updates=[0.0, 0.0], calls=calls, channels=1,
+                      overlap=0.0)
+    two = sm.simulate(ready=[0.0, 0.0], backward_end=0.05, updates=[0.0, 0.0], calls=calls, channels=2,
+                      overlap=0.0)
+    assert one["in_flight"] == pytest.approx(0.02) and one["busy"] == pytest.approx(0.02)
+    assert two["in_flight"] == pytest.approx(0.02) and two["busy"] == pytest.approx(0.04)  # both end at 0.02
+
+
+def test_a_capped_call_leaves_the_rest_of_the_link_to_the_others():
+    calls = [one_call(0.0, 0.01, cap=0.25), one_call(0.0, 0.03)]
+    r = sm.simulate(ready=[0.0, 0.0], backward_end=0.1, updates=[0.0, 0.0], calls=calls, channels=2, overlap=0.0)
+    # the capped call runs at 1/4 for 0.04 s while the other takes 3/4 (0.03 s of work by 0.04)
+    assert r["busy"] == pytest.approx(0.04 + 0.04)
+
+
+def test_compute_slows_while_a_call_transfers_but_not_while_it_waits_out_latency():
+    r = sm.simulate(ready=[0.0], backward_end=0.1, updates=[0.0], calls=[one_call(0.05, 0.01)], channels=1,
+                    overlap=1.0)
+    # 0.05 s of latency at full speed, 0.01 s of transfer at half speed, then the remaining 0.045 s
+    assert r["backward_wall"] == pytest.approx(0.05 + 0.01 + 0.045)
+    lined_up = sm.simulate(ready=[0.0], backward_end=0.1, updates=[0.0], calls=[([(0.0, 0.05, {})], 1.0)],
+                           channels=1, overlap=1.0)
+    assert lined_up["backward_wall"] == pytest.approx(0.05 + 0.075)  # lining up slows it throughout
+
+
+def test_a_phase_lasts_at_least_its_overlapped_latency():
+    r = sm.simulate(ready=[0.0], backward_end=0.0, updates=[0.0], calls=[([(0.001, 0.004, {"l": 0.002})], 1.0)],
+                    channels=1, overlap=0.0)
+    assert r["busy"] == pytest.approx(0.005)
+
+
+SHAPES = {"w1": [16], "b1": [1], "w2": [64], "b2": [2]}  # 64, 4, 256 and 8 bytes
+
+
+def test_buckets_close_at_the_bucket_size_in_reduce_order():
+    assert sm.packed_bytes(["w1", "b1", "w2"], SHAPES) == 64 + 64 + 256  # slices start 64-byte aligned
+    buckets = sm.plan_buckets(["w1", "b1", "w2", "b2"], SHAPES, bucket_bytes=300)
+    assert buckets == [(64 + 256, ["b2", "w2"]), (64 + 64, ["b1", "w1"])]
+
+
+def test_the_tail_bucket_takes_the_first_created_parameters():
+    buckets = sm.plan_buckets(["w1", "b1", "w2", "b2"], SHAPES, bucket_bytes=1 << 20, tail_bytes=60)
+    assert buckets == [(64 + 256 + 4, ["b2", "w2", "b1"]), (64, ["w1"])]
+
+
+def test_updates_are_split_by_bucket_bytes():
+    assert sm.updates_by_bytes(0.01, [(300, []), (100, [])]) == pytest.approx([0.0075, 0.0025])
+
+
+def test_expected_max_of_normals():
+    assert sm.expected_max_normal(1) == pytest.approx(0.0, abs=1e-6)
+    assert sm.expected_max_normal(2) == pytest.approx(1 / math.sqrt(math.pi), abs=1e-4)
+    assert sm.expected_max_normal(256) == pytest.approx(2.83, abs=0.01)
+
+
+def test_read_table_averages_invocations_and_fills_missing_columns(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("""# x
+
+## Shards over shaped links: `multihost/run.sh`
+
+| shards | Gbit/s | algorithm | bucket MiB | tail MiB | channels | step s | allreduce s/step | hidden |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| 2 | 1 | ring | 8 | 1 | 2 | 0.4 / 0.6 | 0.3 / 0.5 | 10% / 20% |
+
+| shards | Gbit/s | latency ms | algorithm | step s | allreduce s/step | delay.py CPU s/step |
+| --- | --- | --- | --- | --- | --- | --- |
+| 4 | 10 | 0.1 | bcube | 0.3 / 0.3 / 0.6 | 0.2 | 0.1 / 0.3 |
+
+## Next section
+
+| shards | Gbit/s | algorithm | step s | allreduce s/step |
+| --- | --- | --- | --- | --- |
+| 9 | 9 | ring | 9 | 9 |
+""")
+    rows = sm.read_table(str(readme))
+    assert rows == [
+        {"shards": 2, "gbit": 1.0, "latency": 0.0, "algorithm": "ring", "bucket": 8.0, "tail": 1.0, "channels": 2,
+         "step": pytest.approx(0.5), "allreduce": pytest.approx(0.4), "delay_cpu": 0.0},
+        {"shards": 4, "gbit": 10.0, "latency": 0.1, "algorithm": "bcube", "bucket": 8.0, "tail": 0.0,
+         "channels": 1, "step": pytest.approx(0.4), "allreduce": pytest.approx(0.2),
+         "delay_cpu": pytest.approx(0.2)},
+    ]
+
+
+def predict(gbit, latency_ms, peer_s, algorithm="ring_chunked"):
+    """Step time of 4 shards on one bucket of SHAPES whose allreduce transfers take 20 ms on a shaped link."""
+    prof = {"params": ["w1", "b1", "w2", "b2"], "grad_ready": {"w1": 0.1, "b1": 0.1, "w2": 0.05, "b2": 0.05},
+            "backward_end": 0.1, "update_s": 0.0}
+    args = argparse.Namespace(contention=True, cpu_link_gbit=10, delay_extra_ms=0.0, delay_cpu_share=0.0)
+    bw = 1.5 * sm.packed_bytes(["b2", "w2", "b1", "w1"], SHAPES) / 0.02
+    theta = {("bw", 1.0): bw, ("bw", 10.0): bw, "sync_s": 0.0, "idle": 0.0, "overlap": 0.0, "peer_s": peer_s}
+    row = {"shards": 4, "gbit": gbit, "latency": latency_ms, "algorithm": algorithm, "bucket": 8, "tail": 0,
+           "channels": 1, "delay_cpu": 0.0}
+    return sm.predict_row(row, theta, prof, SHAPES, args)[0]
+
+
+def test_ring_chunked_hides_its_notification_rounds_only_where_the_network_limits_the_link():
+    # 13 rounds: 6 in series, 7 behind the 20 ms of transfers on a shaped link; all in series on the cores
+    assert predict(1, 1, 0) - predict(1, 0, 0) == pytest.approx(0.006)
+    assert predict(10, 1, 0) - predict(10, 0, 0) == pytest.approx(0.013)
+
+
+def test_a_round_waits_for_a_descheduled_peer_where_the_cores_limit_the_link():
+    # 4 shards on 2 cores: each of the 13 rounds lasts at least peer_s * (4/2 - 1)
+    assert predict(10, 0, 0.001) - predict(10, 0, 0) == pytest.approx(0.013)
+    assert predict(10, 1, 0.0005) - predict(10, 0, 0) == pytest.approx(0.013)  # the latency is the longer
+    assert predict(1, 0, 0.001) == pytest.approx(predict(1, 0, 0))
