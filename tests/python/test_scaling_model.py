@@ -46,9 +46,12 @@ def one_call(latency, transfer, link="link", cap=1.0):
     return ([(latency, 0.0, {link: transfer})], cap)
 
 
+def simulate(calls, ready, updates=None, backward_end=0.1, channels=1, overlap=0.0):
+    return sm.simulate(ready, backward_end, updates or [0.0] * len(calls), calls, channels, overlap)
+
+
 def test_a_call_within_the_backward_is_hidden():
-    r = sm.simulate(ready=[0.05], backward_end=0.1, updates=[0.01], calls=[one_call(0.002, 0.03)], channels=1,
-                    overlap=0.0)
+    r = simulate([one_call(0.002, 0.03)], ready=[0.05], updates=[0.01])
     assert r["step"] == pytest.approx(0.11)  # backward, then the bucket's update
     assert r["exposed"] == pytest.approx(0.0)
     assert r["busy"] == pytest.approx(0.032)
@@ -56,8 +59,7 @@ def test_a_call_within_the_backward_is_hidden():
 
 
 def test_a_call_past_the_backward_is_exposed_until_its_update_can_run():
-    r = sm.simulate(ready=[0.09], backward_end=0.1, updates=[0.01], calls=[one_call(0.002, 0.03)], channels=1,
-                    overlap=0.0)
+    r = simulate([one_call(0.002, 0.03)], ready=[0.09], updates=[0.01])
     assert r["step"] == pytest.approx(0.09 + 0.032 + 0.01)
     assert r["exposed"] == pytest.approx(0.022)
 
@@ -65,42 +67,36 @@ def test_a_call_past_the_backward_is_exposed_until_its_update_can_run():
 def test_updates_run_as_their_sums_come_in():
     # bucket 0's update fills the wait for bucket 1's allreduce
     calls = [one_call(0.0, 0.01), one_call(0.0, 0.02)]
-    r = sm.simulate(ready=[0.05, 0.1], backward_end=0.1, updates=[0.015, 0.005], calls=calls, channels=2,
-                    overlap=0.0)
+    r = simulate(calls, ready=[0.05, 0.1], updates=[0.015, 0.005], channels=2)
     assert r["step"] == pytest.approx(0.1 + 0.02 + 0.005)
     assert r["exposed"] == pytest.approx(0.005)
 
 
 def test_calls_on_one_channel_run_in_order_and_on_two_share_the_link():
     calls = [one_call(0.0, 0.01), one_call(0.0, 0.01)]
-    one = sm.simulate(ready=[0.0, 0.0], backward_end=0.05, updates=[0.0, 0.0], calls=calls, channels=1,
-                      overlap=0.0)
-    two = sm.simulate(ready=[0.0, 0.0], backward_end=0.05, updates=[0.0, 0.0], calls=calls, channels=2,
-                      overlap=0.0)
+    one = simulate(calls, ready=[0.0, 0.0], backward_end=0.05)
+    two = simulate(calls, ready=[0.0, 0.0], backward_end=0.05, channels=2)
     assert one["in_flight"] == pytest.approx(0.02) and one["busy"] == pytest.approx(0.02)
     assert two["in_flight"] == pytest.approx(0.02) and two["busy"] == pytest.approx(0.04)  # both end at 0.02
 
 
 def test_a_capped_call_leaves_the_rest_of_the_link_to_the_others():
     calls = [one_call(0.0, 0.01, cap=0.25), one_call(0.0, 0.03)]
-    r = sm.simulate(ready=[0.0, 0.0], backward_end=0.1, updates=[0.0, 0.0], calls=calls, channels=2, overlap=0.0)
+    r = simulate(calls, ready=[0.0, 0.0], channels=2)
     # the capped call runs at 1/4 for 0.04 s while the other takes 3/4 (0.03 s of work by 0.04)
     assert r["busy"] == pytest.approx(0.04 + 0.04)
 
 
 def test_compute_slows_while_a_call_transfers_but_not_while_it_waits_out_latency():
-    r = sm.simulate(ready=[0.0], backward_end=0.1, updates=[0.0], calls=[one_call(0.05, 0.01)], channels=1,
-                    overlap=1.0)
+    r = simulate([one_call(0.05, 0.01)], ready=[0.0], overlap=1.0)
     # 0.05 s of latency at full speed, 0.01 s of transfer at half speed, then the remaining 0.045 s
     assert r["backward_wall"] == pytest.approx(0.05 + 0.01 + 0.045)
-    lined_up = sm.simulate(ready=[0.0], backward_end=0.1, updates=[0.0], calls=[([(0.0, 0.05, {})], 1.0)],
-                           channels=1, overlap=1.0)
+    lined_up = simulate([([(0.0, 0.05, {})], 1.0)], ready=[0.0], overlap=1.0)
     assert lined_up["backward_wall"] == pytest.approx(0.05 + 0.075)  # lining up slows it throughout
 
 
 def test_a_phase_lasts_at_least_its_overlapped_latency():
-    r = sm.simulate(ready=[0.0], backward_end=0.0, updates=[0.0], calls=[([(0.001, 0.004, {"l": 0.002})], 1.0)],
-                    channels=1, overlap=0.0)
+    r = simulate([([(0.001, 0.004, {"l": 0.002})], 1.0)], ready=[0.0], backward_end=0.0)
     assert r["busy"] == pytest.approx(0.005)
 
 
