@@ -121,6 +121,12 @@ check_algorithm() {  # flag algorithm
 check_algorithm --algorithm "$algorithm"
 IFS=, read -r -a algorithms <<<"$sweep_algorithms"
 for algo in "${algorithms[@]}"; do check_algorithm --sweep_algorithms "$algo"; done
+IFS=, read -r -a counts <<<"$sweep_shards"
+for n in "${counts[@]}"; do positive --sweep_shards "$n"; done
+IFS=, read -r -a rates <<<"$sweep_gbit"
+for rate in "${rates[@]}"; do number --sweep_gbit "$rate"; done
+IFS=, read -r -a delays <<<"$sweep_latencies"
+for delay in "${delays[@]}"; do number --sweep_latencies "$delay"; done
 IFS=, read -r -a plans <<<"${sweep_plans:-$bucket_mb:$tail_mb:$channels}"
 for plan in "${plans[@]}"; do
   if ! [[ $plan =~ ^[0-9]+(\.[0-9]+)?:[0-9]+(\.[0-9]+)?:[1-9][0-9]*$ ]]; then
@@ -314,13 +320,7 @@ echo "$model, batch $batch_size per shard, ${image_size}x${image_size}, $steps s
   "1 thread per shard; load: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
 header
 if ((sweep)); then
-  IFS=, read -r -a counts <<<"$sweep_shards"
-  IFS=, read -r -a rates <<<"$sweep_gbit"
-  IFS=, read -r -a delays <<<"$sweep_latencies"
-  for rate in "${rates[@]}"; do number --sweep_gbit "$rate"; done
-  for delay in "${delays[@]}"; do number --sweep_latencies "$delay"; done
   for n in "${counts[@]}"; do
-    positive --sweep_shards "$n"
     for rate in "${rates[@]}"; do
       for delay in "${delays[@]}"; do
         [[ $latency_via != none || $delay == "${delays[0]}" ]] || continue  # no latency to vary
