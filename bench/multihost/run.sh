@@ -82,8 +82,8 @@ while (($#)); do
     -h | --help) usage; exit 0 ;;
     --sweep) sweep=1; shift ;;
     --build | --shards | --gbit | --latency_ms | --algorithm | --model | --image_size | --batch_size | --steps | \
-      --run_timeout | --sweep_shards | --sweep_gbit | --sweep_latencies | --sweep_algorithms | --bucket_mb | --tail_mb | --channels | \
-      --sweep_plans | --keep)
+      --run_timeout | --sweep_shards | --sweep_gbit | --sweep_latencies | --sweep_algorithms | --bucket_mb | \
+      --tail_mb | --channels | --sweep_plans | --keep)
       needs_value "$1" $#
       case $1 in
         --build) build=$2 ;;
