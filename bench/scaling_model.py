@@ -38,6 +38,7 @@ spread over the 2 cores.
 --project predicts ResNet-50 on 8-GPU H100 machines and picks the best configuration.
 
 usage: scaling_model.py --trace T.train.json --checkpoint M.safetensors [--readme bench/README.md]
+                          [--predict RUN_OUTPUT ...]
        scaling_model.py --project --trace resnet50.train.json --checkpoint resnet50.safetensors
 """
 
@@ -265,6 +266,28 @@ def read_table(readme):
     return rows
 
 
+def read_runs(paths):
+    """Rows of multihost/run.sh outputs, one invocation per file, as read_table gives them: means over the
+    files, which must have run the same configurations in the same order."""
+    runs = []
+    for path in paths:
+        with open(path) as f:
+            runs.append([line.split() for line in f if line[:1].isdigit()])
+        if not runs[-1]:
+            raise ValueError(f"{path}: no rows of multihost/run.sh output")
+    if any(len(run) != len(runs[0]) or [c[:7] for c in run] != [c[:7] for c in runs[0]] for run in runs):
+        raise ValueError(f"{', '.join(paths)}: the invocations ran different configurations")
+    number = lambda cell: 0.0 if cell in ("none", "n/a") else float(cell)
+    rows = []
+    for cells in zip(*runs):
+        mean = lambda j: statistics.mean(number(c[j]) for c in cells)
+        shards, gbit, _, algorithm, bucket, tail, channels = cells[0][:7]
+        rows.append({"shards": int(shards), "gbit": float(gbit), "latency": mean(2), "algorithm": algorithm,
+                     "bucket": float(bucket), "tail": float(tail), "channels": int(channels), "step": mean(7),
+                     "allreduce": mean(8), "delay_cpu": mean(10)})
+    return rows
+
+
 CORES = 2  # of the machine the namespace runs shared
 
 
@@ -379,6 +402,7 @@ def calibrate(args, prof, shapes):
     the cores that limit the link (predicted from the fit to the others), and for three groups of rows from a
     fit to the other rows."""
     rows = read_table(args.readme)
+    new = read_runs(args.predict) if args.predict else []
     shared = lambda r: r["latency"] > 0 and r["gbit"] >= args.cpu_link_gbit
     predicted = [r for r in rows if shared(r)]
     rows = [r for r in rows if not shared(r)]
@@ -415,6 +439,9 @@ def calibrate(args, prof, shapes):
               f"CPU time per step taken from the shards, {args.delay_extra_ms:g} ms added to each latency "
               f"step):\n")
         print_rows(predicted, [predict_row(r, theta, prof, shapes, args) for r in predicted])
+    if new:
+        print(f"{', '.join(args.predict)}, predicted by the fit above:\n")
+        print_rows(new, [predict_row(r, theta, prof, shapes, args) for r in new])
     for (title, group, _), theta in zip(held_out_groups, thetas[1:]):
         print(f"{title}:\n")
         print_rows(group, [predict_row(r, theta, prof, shapes, args) for r in group])
@@ -505,6 +532,9 @@ def main():
                         help="calibration: share of delay.py's CPU time the shards lose where the cores limit the "
                              "link (0.6)")
     parser.add_argument("--no_held_out", action="store_true", help="calibration: in-sample fit only")
+    parser.add_argument("--predict", nargs="+", metavar="RUN_OUTPUT",
+                        help="calibration: also predict the rows of multihost/run.sh outputs (one invocation per "
+                             "file, averaged) from the fit, before they join the tables")
     parser.add_argument("--project", action="store_true", help="ResNet-50 on H100 machines instead")
     parser.add_argument("--img_s", type=float, default=3000, help="--project: images/s per GPU (3000)")
     parser.add_argument("--batch", type=int, default=256, help="--project: images per GPU and step (256)")
@@ -521,13 +551,16 @@ def main():
                         help="--project: coefficient of variation of a GPU's step time, %% (1)")
     args = parser.parse_args()
     args.step_ms = 1e3 * args.batch / args.img_s
-    prof = read_profile(args.trace, args.skip)
-    shapes = read_shapes(args.checkpoint)
-    missing = [p for p in prof["params"] if p not in shapes]
-    if missing:
-        print(f"error: {args.checkpoint} lacks {missing[:3]}", file=sys.stderr)
+    try:
+        prof = read_profile(args.trace, args.skip)
+        shapes = read_shapes(args.checkpoint)
+        missing = [p for p in prof["params"] if p not in shapes]
+        if missing:
+            raise ValueError(f"{args.checkpoint} lacks {missing[:3]}")
+        (project if args.project else calibrate)(args, prof, shapes)
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
         return 1
-    (project if args.project else calibrate)(args, prof, shapes)
     return 0
 
 

@@ -177,3 +177,36 @@ def test_a_round_waits_for_a_descheduled_peer_where_the_cores_limit_the_link():
     assert predict(10, 0, 0.001) - predict(10, 0, 0) == pytest.approx(0.013)
     assert predict(10, 1, 0.0005) - predict(10, 0, 0) == pytest.approx(0.013)  # the latency is the longer
     assert predict(1, 0, 0.001) == pytest.approx(predict(1, 0, 0))
+
+
+RUN_OUTPUT = """note: this kernel has no netem qdisc: links are shaped with tbf, latency is added by delay.py
+shards Gbit/s   latency_ms  algorithm        bucket_mb tail_mb channels step_s     allreduce_s    hidden   delay_cpu_s
+2      10       0           ring_chunked     8         1       2        {step}      0.123          91%      n/a
+3      1        0.5         halving_doubling 2         0.5     4        0.800      2.400          20%      {cpu}
+load after: 0.1 0.2 0.3
+"""
+
+
+def test_read_runs_averages_the_invocations_of_run_sh(tmp_path):
+    first, second = tmp_path / "1.txt", tmp_path / "2.txt"
+    first.write_text(RUN_OUTPUT.format(step="0.140", cpu="0.2000"))
+    second.write_text(RUN_OUTPUT.format(step="0.160", cpu="0.3000"))
+    rows = sm.read_runs([str(first), str(second)])
+    assert rows == [
+        {"shards": 2, "gbit": 10.0, "latency": 0.0, "algorithm": "ring_chunked", "bucket": 8.0, "tail": 1.0,
+         "channels": 2, "step": pytest.approx(0.15), "allreduce": pytest.approx(0.123), "delay_cpu": 0.0},
+        {"shards": 3, "gbit": 1.0, "latency": 0.5, "algorithm": "halving_doubling", "bucket": 2.0, "tail": 0.5,
+         "channels": 4, "step": pytest.approx(0.8), "allreduce": pytest.approx(2.4),
+         "delay_cpu": pytest.approx(0.25)},
+    ]
+
+
+def test_read_runs_refuses_invocations_of_different_sweeps(tmp_path):
+    first, other, empty = tmp_path / "1.txt", tmp_path / "2.txt", tmp_path / "3.txt"
+    first.write_text(RUN_OUTPUT.format(step="0.140", cpu="0.2000"))
+    other.write_text(RUN_OUTPUT.format(step="0.140", cpu="0.2000").replace("ring_chunked    ", "ring            "))
+    empty.write_text("load after: 0.1 0.2 0.3\n")
+    with pytest.raises(ValueError, match="different configurations"):
+        sm.read_runs([str(first), str(other)])
+    with pytest.raises(ValueError, match="3.txt: no rows"):
+        sm.read_runs([str(first), str(empty)])
