@@ -250,20 +250,23 @@ def read_table(readme):
     text = text[text.index("## Shards over shaped links"):]
     text = text[: text.index("\n## ")]
     defaults = {"latency ms": "0", "bucket MiB": "8", "tail MiB": "0", "channels": "1", "delay.py CPU s/step": "0"}
-    mean = lambda s: statistics.mean(float(x) for x in s.split("/"))
     rows, header = [], None
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if cells[0] == "shards":
             header = cells
         elif header and len(cells) == len(header) and cells[0].isdigit():
-            cell = dict(defaults, **dict(zip(header, cells)))
-            rows.append({"shards": int(cell["shards"]), "gbit": float(cell["Gbit/s"]),
-                         "latency": float(cell["latency ms"]), "algorithm": cell["algorithm"],
-                         "bucket": float(cell["bucket MiB"]), "tail": float(cell["tail MiB"]),
-                         "channels": int(cell["channels"]), "step": mean(cell["step s"]),
-                         "allreduce": mean(cell["allreduce s/step"]), "delay_cpu": mean(cell["delay.py CPU s/step"])})
+            rows.append(table_row(dict(defaults, **dict(zip(header, cells)))))
     return rows
+
+
+def table_row(cell):
+    """A row from its cells by column header; measured cells hold one value per invocation, `a / b`."""
+    mean = lambda s: statistics.mean(float(x) for x in s.split("/"))
+    return {"shards": int(cell["shards"]), "gbit": float(cell["Gbit/s"]), "latency": mean(cell["latency ms"]),
+            "algorithm": cell["algorithm"], "bucket": float(cell["bucket MiB"]), "tail": float(cell["tail MiB"]),
+            "channels": int(cell["channels"]), "step": mean(cell["step s"]),
+            "allreduce": mean(cell["allreduce s/step"]), "delay_cpu": mean(cell["delay.py CPU s/step"])}
 
 
 def read_runs(paths):
@@ -277,14 +280,14 @@ def read_runs(paths):
             raise ValueError(f"{path}: no rows of multihost/run.sh output")
     if any(len(run) != len(runs[0]) or [c[:7] for c in run] != [c[:7] for c in runs[0]] for run in runs):
         raise ValueError(f"{', '.join(paths)}: the invocations ran different configurations")
-    number = lambda cell: 0.0 if cell in ("none", "n/a") else float(cell)
+    # run.sh's columns under the tables' headers, the measured ones `a / b`; no latency or delay.py counts as 0
+    header = ["shards", "Gbit/s", "latency ms", "algorithm", "bucket MiB", "tail MiB", "channels", "step s",
+              "allreduce s/step", "hidden", "delay.py CPU s/step"]
+    cell = lambda values: " / ".join("0" if v in ("none", "n/a") else v for v in values)
     rows = []
-    for cells in zip(*runs):
-        mean = lambda j: statistics.mean(number(c[j]) for c in cells)
-        shards, gbit, _, algorithm, bucket, tail, channels = cells[0][:7]
-        rows.append({"shards": int(shards), "gbit": float(gbit), "latency": mean(2), "algorithm": algorithm,
-                     "bucket": float(bucket), "tail": float(tail), "channels": int(channels), "step": mean(7),
-                     "allreduce": mean(8), "delay_cpu": mean(10)})
+    for cells in zip(*runs):  # one configuration: its row in each invocation
+        measured = [cell(column) for column in list(zip(*cells))[7:]]
+        rows.append(table_row(dict(zip(header, [cell([c]) for c in cells[0][:7]] + measured))))
     return rows
 
 
