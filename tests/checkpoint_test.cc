@@ -168,7 +168,7 @@ TEST(MidEpochCheckpoints, ResumeNeedsTheEpochSizeItWasSavedWith) {
   }
   config.epoch_size = 96;
   config.load_model_path = (dir / "m_2.safetensors").string();
-  EXPECT_THROW(Train(config), InvalidInput) << "the checkpoint already has --num_epochs epochs";
+  EXPECT_TRUE(Train(config).complete) << "the checkpoint already has --num_epochs epochs";
 }
 
 TEST(MidEpochCheckpoints, AFailedWriteStopsTrainingNamingTheFile) {
@@ -240,7 +240,28 @@ TEST(LatestCheckpoint, PicksTheLargestIterationAndSkipsOtherFiles) {
   std::ofstream(dir / "m_iter0000000099.safetensors");  // empty
   Tensor x({1}, DataType::kFloat);
   WriteSafetensors((dir / "m_98.safetensors").string(), {{"x", &x}}, {{"iteration", "1000"}});
-  EXPECT_EQ(LatestCheckpoint(dir.string(), "m"), (dir / "m_2.safetensors").string());
+  std::vector<std::string> skipped;
+  EXPECT_EQ(LatestCheckpoint(dir.string(), "m", &skipped), (dir / "m_2.safetensors").string());
+  ASSERT_EQ(skipped.size(), 3u);  // in name order; the temporary file is not a candidate
+  EXPECT_EQ(skipped[0], (dir / "m_98.safetensors").string() + " is not a lockstep training checkpoint");
+  EXPECT_NE(skipped[1].find("checkpoint " + (dir / "m_99.safetensors").string() + " "), std::string::npos);
+  EXPECT_NE(skipped[2].find("checkpoint " + IterationCheckpointPath(dir.string(), "m", 99) + " is truncated"),
+            std::string::npos);
+
+  // A flipped bit in the newest checkpoint's tensor bytes: the one before it is taken, and the reason given.
+  {
+    std::fstream file(dir / "m_2.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(-1, std::ios::end);
+    const char last = static_cast<char>(file.get());
+    file.seekp(-1, std::ios::end);
+    file.put(static_cast<char>(last ^ 0x04));
+  }
+  skipped.clear();
+  EXPECT_EQ(LatestCheckpoint(dir.string(), "m", &skipped), IterationCheckpointPath(dir.string(), "m", 20));
+  EXPECT_EQ(skipped.size(), 4u);
+  EXPECT_NE(skipped.back().find("checkpoint " + (dir / "m_2.safetensors").string() + " is corrupt: tensor '"),
+            std::string::npos)
+      << skipped.back();
 
   fs::remove(dir / "m_2.safetensors");
   EXPECT_EQ(LatestCheckpoint(dir.string(), "m"), IterationCheckpointPath(dir.string(), "m", 20));
@@ -268,6 +289,15 @@ TEST(LatestCheckpoint, LoadModelPathLatestStartsFreshThenResumes) {
             std::string::npos)
       << resumed;
   EXPECT_EQ(ReadSafetensorsMetadata((dir / "m_2.safetensors").string())["iteration"], "24");
+
+  // The run has every epoch: resuming it again succeeds without training.
+  auto [complete_code, complete] = RunCli(flags + " --num_epochs 2 --log_dir " + (dir / "resumed").string());
+  EXPECT_EQ(complete_code, 0) << complete;
+  EXPECT_NE(complete.find("checkpoint " + (dir / "m_2.safetensors").string() +
+                          " has 2 epochs of --num_epochs 2: the run is complete"),
+            std::string::npos)
+      << complete;
+  EXPECT_EQ(complete.find("epoch 3"), std::string::npos) << complete;
 }
 
 TEST(MidEpochCheckpoints, BadFlagsGiveOneLine) {

@@ -287,6 +287,57 @@ TEST(Launch, RestartsSpentEndJobWithHistory) {
   EXPECT_EQ(output.find("round 1: run id"), std::string::npos) << output;
 }
 
+// A failure that repeats on every restart (a flag the shards refuse) ends the job at once, its line last.
+TEST(Launch, FailureThatRepeatsStopsTheJobAtOnce) {
+  TempDirectory dir;
+  Process agent(Launch(dir.path(), {"--nproc_per_node", "2", "--max_restarts", "3"},
+                       Concat(NullTraining(dir.path(), 2), {"--num_gpus", "3"})),
+                dir / "agent.out");
+  const std::optional<int> code = agent.Wait(kJobLimit);
+  const std::string output = agent.Output();
+  ASSERT_EQ(code, std::optional<int>(1)) << output;
+  EXPECT_EQ(output.find("round 1: run id"), std::string::npos) << output;
+  const std::string error = ErrorLine(output);
+  EXPECT_NE(error.find("would fail the same way on a restart, so none was tried"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("does not divide evenly among 3 replicas"), std::string::npos) << error;
+  EXPECT_EQ(output.substr(output.rfind('\n', output.size() - 2) + 1), error + "\n") << output;
+}
+
+// A job whose newest checkpoint has every epoch is done: launching it again ends at once, with success.
+TEST(Launch, JobWithEveryEpochCheckpointedIsComplete) {
+  TempDirectory dir;
+  Process first(Launch(dir.path(), {"--nproc_per_node", "2"}, NullTraining(dir.path(), 1)),
+                dir / "first.out");
+  ASSERT_EQ(first.Wait(kJobLimit), std::optional<int>(0)) << first.Output();
+  Process again(Launch(dir.path(), {"--nproc_per_node", "2"}, NullTraining(dir.path(), 1)),
+                dir / "again.out");
+  ASSERT_EQ(again.Wait(kJobLimit), std::optional<int>(0)) << again.Output();
+  EXPECT_NE(again.Output().find("round 0: " + dir / "m_1.safetensors" +
+                                " has all --num_epochs 1: the job is complete"),
+            std::string::npos)
+      << again.Output();
+  EXPECT_EQ(again.Output().find("started"), std::string::npos) << "no shard should run:\n" << again.Output();
+}
+
+// An agent killed while its round runs and started again with the same --job_id (as a supervisor does) fails
+// that round, whose shards died with it, and the job goes on from its newest checkpoint.
+TEST(Launch, AgentStartedAgainRestartsTheJob) {
+  TempDirectory dir;
+  const Args flags = {"--nproc_per_node", "2", "--job_id", "again", "--max_restarts", "2"};
+  Process first(Launch(dir.path(), flags, NullTraining(dir.path(), 3)), dir / "first.out");
+  ASSERT_TRUE(WaitForFile(dir / "m_1.safetensors", first, kJobLimit)) << first.Output();
+  first.Signal(SIGKILL);
+  ASSERT_TRUE(first.Wait(seconds(10)));
+  Process second(Launch(dir.path(), flags, NullTraining(dir.path(), 3)), dir / "second.out");
+  ASSERT_EQ(second.Wait(kJobLimit), std::optional<int>(0)) << second.Output();
+  EXPECT_TRUE(
+      std::regex_search(second.Output(), std::regex("round 0 \\(run id again_r0\\): agent .* has exited")))
+      << second.Output();
+  EXPECT_NE(second.Output().find("round 1: run id again_r1"), std::string::npos) << second.Output();
+  EXPECT_TRUE(fs::exists(dir / "m_3.safetensors"));
+}
+
 // Two agents with one shard each meet through `rdzv`; a killed shard restarts both agents' shards.
 void ExpectTwoAgentsRestartTogether(const std::string& rdzv) {
   TempDirectory dir;

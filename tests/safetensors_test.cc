@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "test_util.h"
@@ -98,6 +99,58 @@ class SafetensorsTest : public ::testing::Test {
   std::string dir_;
 };
 
+// Every one-bit flip anywhere in a file lockstep wrote (the header length, the header, the tensor bytes) is
+// refused, by the reader and by the verifier; a flipped tensor byte is named with its tensor.
+TEST_F(SafetensorsTest, EveryFlippedBitIsRefused) {
+  Tensor weights = RandomTensor({3, 5}, 7);
+  Tensor steps = MakeTensor<int64_t>({2}, {5, 9});
+  const std::string good_path = Path("good.safetensors"), bad_path = Path("bad.safetensors");
+  WriteSafetensors(good_path, {{"w", &weights}, {"steps", &steps}},
+                   {{"model", "lenet"}, {"epochs_done", "2"}});
+  const std::string good = ReadBytes(good_path);
+  EXPECT_EQ(ReadSafetensors(good_path).metadata,
+            (std::map<std::string, std::string>{{"epochs_done", "2"}, {"model", "lenet"}}));
+  int accepted = 0;
+  for (size_t byte = 0; byte < good.size(); ++byte)
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string bad = good;
+      bad[byte] = static_cast<char>(bad[byte] ^ (1 << bit));
+      WriteBytes(bad_path, bad);
+      bool refused_by_reader = false, refused_by_verifier = false;
+      try {
+        ReadSafetensors(bad_path);
+      } catch (const InvalidInput&) {
+        refused_by_reader = true;
+      }
+      try {
+        VerifySafetensors(bad_path);
+      } catch (const InvalidInput&) {
+        refused_by_verifier = true;
+      }
+      if (!refused_by_reader || !refused_by_verifier) {
+        ++accepted;
+        ADD_FAILURE() << "byte " << byte << " bit " << bit << " was accepted";
+      }
+    }
+  EXPECT_EQ(accepted, 0) << "of " << good.size() * 8 << " mutants";
+
+  std::string bad = good;
+  bad[bad.size() - 1] ^= 0x10;  // the last byte of "w", the last tensor in name order
+  ExpectCorrupt(bad, "is corrupt: tensor 'w' has CRC32 ");
+}
+
+// Files written without checksums (by another tool, or an older lockstep) are read unchecked.
+TEST_F(SafetensorsTest, FilesWithoutChecksumsAreRead) {
+  const std::string data(4, '\0');
+  WriteBytes(Path("plain.safetensors"),
+             RawFile(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", data));
+  EXPECT_EQ(ReadSafetensors(Path("plain.safetensors")).tensors.size(), 1u);
+  ExpectCorrupt(RawFile(R"({"__metadata__":{"crc32:x":"00000000"},"x":{"dtype":"F32","shape":[1],)"
+                        R"("data_offsets":[0,4]}})",
+                        data),
+                "has tensor checksums but no 'header_crc32'");
+}
+
 TEST_F(SafetensorsTest, RoundTripsEveryDtypeAndShape) {
   Tensor weights = RandomTensor({2, 3, 4}, 3);
   Tensor labels = MakeTensor<int32_t>({5}, {0, -1, 7, 2147483647, -2147483647 - 1});
@@ -146,7 +199,11 @@ TEST_F(SafetensorsTest, LayoutFollowsTheFormat) {
   EXPECT_EQ(length % 8, 0u);
   ASSERT_EQ(bytes.size(), 8 + length + 8 + 3);
   std::string header = bytes.substr(8, length);
-  EXPECT_EQ(header.find("__metadata__"), std::string::npos) << "no metadata entry without metadata";
+  // Without metadata of the caller's, the metadata entry holds the checksums only.
+  EXPECT_TRUE(
+      std::regex_search(header, std::regex(R"("__metadata__":\{"crc32:a":"[0-9a-f]{8}",)"
+                                           R"("crc32:b":"[0-9a-f]{8}","header_crc32":"[0-9a-f]{8}"\})")))
+      << header;
   // Sorted by name: a's 8 bytes first, then b's 3.
   EXPECT_NE(header.find(R"("a":{"data_offsets":[0,8],"dtype":"F32","shape":[2]})"), std::string::npos)
       << header;
@@ -253,12 +310,20 @@ TEST_F(SafetensorsTest, NumpyReadsWhatWeWrite) {
   WriteSafetensors(path, {{"a", &a}, {"b", &b}, {"c", &c}, {"d", &d}, {"e", &e}}, {{"epoch", "2"}});
 
   std::string script = Path("read.py");
-  WriteBytes(script, R"(import json, struct, sys
+  WriteBytes(script, R"(import json, struct, sys, zlib
 import numpy as np
 data = open(sys.argv[1], 'rb').read()
 n = struct.unpack('<Q', data[:8])[0]
 assert n % 8 == 0, n
 header = json.loads(data[8:8 + n])
+metadata = header['__metadata__']
+# The header's CRC32 is that of its compact, key-sorted JSON without that entry.
+header_crc32 = metadata.pop('header_crc32')
+compact = json.dumps(header, separators=(',', ':'), sort_keys=True, ensure_ascii=False).encode()
+assert f'{zlib.crc32(compact):08x}' == header_crc32, compact
+for name in [k for k in header if k != '__metadata__']:
+    begin, end = header[name]['data_offsets']
+    assert f'{zlib.crc32(data[8 + n + begin:8 + n + end]):08x}' == metadata.pop('crc32:' + name), name
 assert header.pop('__metadata__') == {'epoch': '2'}
 types = {'F32': '<f4', 'I32': '<i4', 'I64': '<i8', 'U8': 'u1'}
 def load(name):

@@ -300,14 +300,14 @@ TEST(TrainerCli, BadDatabaseInputNamesTheDatabaseAndKey) {
       "--threads 1 --log_dir " +
       dir.string();
   auto [label_code, label_err] = RunCli("train --train_data " + db + " " + flags);
-  EXPECT_EQ(label_code, 1);
+  EXPECT_EQ(label_code, kExitNotRetryable);
   EXPECT_NE(label_err.find("record '00000003' of lmdb " + db + " has label 12"), std::string::npos)
       << label_err;
   auto [missing_code, missing_err] = RunCli("train --train_data " + (dir / "nothing").string() + " " + flags);
-  EXPECT_EQ(missing_code, 1);
+  EXPECT_EQ(missing_code, kExitFailure);
   EXPECT_NE(missing_err.find((dir / "nothing").string()), std::string::npos) << missing_err;
   auto [type_code, type_err] = RunCli("train --db_type leveldb --train_data " + db + " " + flags);
-  EXPECT_EQ(type_code, 1);
+  EXPECT_EQ(type_code, kExitNotRetryable);
   EXPECT_NE(type_err.find("leveldb"), std::string::npos) << type_err;
 }
 

@@ -10,18 +10,13 @@
 #include <filesystem>
 
 #include "lockstep/comm/launcher.h"
+#include "lockstep/comm/rendezvous.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/launch/agent.h"
 #include "train_command.h"
 
 namespace lockstep {
 namespace {
-
-std::string HostName() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
 
 // What the agent needs of the training arguments, checked as `lockstep train` would parse them.
 void ReadTrainArguments(const std::vector<std::string>& arguments, AgentOptions* options) {
@@ -49,6 +44,8 @@ void ReadTrainArguments(const std::vector<std::string>& arguments, AgentOptions*
         "checkpoints it names");
   options->save_model_name = config.save_model_name;
   options->batch_size = config.batch_size;
+  options->num_epochs = config.num_epochs;
+  options->straggler_timeout = std::max(config.timeout, config.first_iter_timeout);
   options->train_names_file_store = given.count("file_store_path") > 0;
   options->checkpoint_directory =
       options->train_names_file_store ? config.file_store_path : options->rendezvous.directory;

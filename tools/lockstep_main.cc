@@ -1,5 +1,6 @@
 // The lockstep command line: `lockstep train ...`, `lockstep eval ...`, `lockstep make-db ...`,
 // `lockstep plot ...`, `lockstep launch ... -- train ...` and `lockstep --version`.
+#include <cstdio>
 #include <string>
 
 #include "eval_command.h"
@@ -10,6 +11,9 @@
 #include "train_command.h"
 
 int main(int argc, char** argv) {
+  // Line by line into a pipe or a file as on a terminal: in a log that merges stdout and stderr, the line
+  // that names a failure comes last, after everything printed before it.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"lockstep: synchronous data-parallel training of neural networks"};
   app.set_version_flag(
       "--version", lockstep::BuildDescription,

@@ -67,7 +67,7 @@ TrainerConfig ResolveTrainConfig(const CLI::App& app, TrainerConfig config, cons
 
 int RunTrain(const CLI::App& app, TrainerConfig config, const std::string& arguments) {
   TrainerResult result = Train(ResolveTrainConfig(app, std::move(config), arguments));
-  fmt::print("log: {}\n", result.log_path);
+  if (!result.complete) fmt::print("log: {}\n", result.log_path);
   return 0;
 }
 
@@ -79,10 +79,10 @@ std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv) {
     return app->exit(e);  // --help or --version
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "lockstep: error: %s\n", e.what());
-    return e.get_exit_code();
+    return kExitNotRetryable;
   } catch (const Error& e) {  // a value SetOption cannot read
     std::fprintf(stderr, "lockstep: error: %s\n", e.what());
-    return 1;
+    return kExitNotRetryable;
   }
 }
 
@@ -91,10 +91,12 @@ int ReportErrors(const std::function<int()>& fn) {
     return fn();
   } catch (const Error& e) {
     std::fprintf(stderr, "lockstep: error: %s\n", e.what());
+    const bool repeats = dynamic_cast<const InvalidInput*>(&e) || dynamic_cast<const NoSpace*>(&e);
+    return repeats ? kExitNotRetryable : kExitFailure;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lockstep: internal error: %s\n", e.what());
   }
-  return 1;
+  return kExitFailure;
 }
 
 }  // namespace lockstep

@@ -23,9 +23,10 @@ TrainerConfig ResolveTrainConfig(const CLI::App& app, TrainerConfig config, cons
 // ResolveTrainConfig, then trains.
 int RunTrain(const CLI::App& app, TrainerConfig config, const std::string& arguments);
 // Parses the command line. Returns the exit code when the program is done: 0 after --help or --version, else
-// non-zero after one line on stderr that names the flag at fault.
+// kExitNotRetryable after one line on stderr that names the flag at fault.
 std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv);
-// Runs fn and turns a lockstep::Error into one line on stderr and exit code 1.
+// Runs fn and turns an exception into one line on stderr and an exit code: kExitNotRetryable for InvalidInput
+// and NoSpace (running again fails again), kExitFailure for the rest.
 int ReportErrors(const std::function<int()>& fn);
 
 }  // namespace lockstep

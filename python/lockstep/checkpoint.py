@@ -2,6 +2,8 @@
 optimizer state) without its name scope, and the trainer's position, in one safetensors file written
 atomically. ``lockstep train --load_model_path`` reads what ``save`` writes, and ``load`` reads the
 trainer's files."""
+import warnings
+
 from lockstep import workspace
 from lockstep._core import C
 from lockstep.data_parallel_model import _parallel
@@ -13,9 +15,13 @@ def path(directory, name, epoch):
 
 
 def latest(directory, name):
-    """The checkpoint of ``name`` in ``directory`` with the most iterations (epoch or mid-epoch), as the
-    trainer's --load_model_path latest resolves it; None when there is none."""
-    return C.latest_checkpoint(str(directory), name) or None
+    """The checkpoint of ``name`` in ``directory`` with the most iterations (epoch or mid-epoch) whose
+    checksums hold, as the trainer's --load_model_path latest resolves it; None when there is none. Each file
+    passed over (corrupt, truncated, not a training checkpoint) gets a warning saying why."""
+    found, skipped = C.latest_checkpoint(str(directory), name)
+    for why in skipped:
+        warnings.warn(f"checkpoint.latest passed over {why}", stacklevel=2)
+    return found or None
 
 
 def save(file_path, model, model_name=None, epochs_done=0, epoch_iteration=0, reader_position=0, seed=None,

@@ -145,7 +145,14 @@ py::dict StateToDict(const TrainerState& s) {
 
 void BindCheckpoints(py::module_& m) {
   m.def("checkpoint_path", &CheckpointPath, "directory"_a, "name"_a, "epoch"_a);
-  m.def("latest_checkpoint", &LatestCheckpoint, "directory"_a, "name"_a);
+  m.def(
+      "latest_checkpoint",
+      [](const std::string& directory, const std::string& name) {
+        std::vector<std::string> skipped;
+        std::string path = LatestCheckpoint(directory, name, &skipped);
+        return py::make_tuple(path, skipped);
+      },
+      "directory"_a, "name"_a);
   m.def(
       "save_checkpoint",
       [](const std::string& path, const Workspace& ws, const std::string& scope,

@@ -8,6 +8,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pytest
@@ -29,7 +30,8 @@ pytestmark = [
 
 
 def read_safetensors(path):
-    """{name: array} and the metadata of a safetensors file."""
+    """{name: array} and the metadata of a safetensors file, after checking each tensor's bytes against the
+    CRC32 its metadata records (zlib's, as lockstep writes it)."""
     with open(path, "rb") as f:
         data = f.read()
     (size,) = struct.unpack("<Q", data[:8])
@@ -40,6 +42,7 @@ def read_safetensors(path):
     for name, entry in header.items():
         begin, end = entry["data_offsets"]
         raw = data[8 + size + begin:8 + size + end]
+        assert f"{zlib.crc32(raw):08x}" == metadata[f"crc32:{name}"], f"{path}: {name}"
         tensors[name] = np.frombuffer(raw, dtype=types[entry["dtype"]]).reshape(entry["shape"])
     return tensors, metadata
 

@@ -29,19 +29,15 @@ class CheckableFileStore : public gloo::rendezvous::FileStore {
   bool Exists(const std::string& key) { return check({key}); }
 };
 
-std::string HostName() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
 // Who holds a place: "host pid unix-time".
 struct Holder {
   std::string host;
   long pid = 0;
   long since = 0;
 
-  static Holder Me() { return {HostName(), static_cast<long>(getpid()), static_cast<long>(std::time(nullptr))}; }
+  static Holder Me() {
+    return {HostName(), static_cast<long>(getpid()), static_cast<long>(std::time(nullptr))};
+  }
   static Holder Parse(const std::string& text) {
     Holder h;
     std::istringstream(text) >> h.host >> h.pid >> h.since;
@@ -49,7 +45,7 @@ struct Holder {
   }
   std::string ToString() const { return fmt::format("{} {} {}", host, pid, since); }
   // True only when the holder ran on this host and has exited.
-  bool DeadHere() const { return host == HostName() && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
+  bool DeadHere() const { return ExitedHere(host, pid); }
   std::string Describe() const {
     char when[32] = "?";
     std::time_t t = since;
@@ -66,22 +62,35 @@ std::string ShardList(const std::vector<int>& shards) {
 
 }  // namespace
 
+std::string HostName() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+bool ExitedHere(const std::string& host, long pid) {
+  return host == HostName() && pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
 Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options) {
   if (options.num_shards < 1 || options.shard_id < 0 || options.shard_id >= options.num_shards)
-    throw InvalidInput(fmt::format("--shard_id {} must be in [0, --num_shards {})", options.shard_id,
-                                   options.num_shards));
+    throw InvalidInput(
+        fmt::format("--shard_id {} must be in [0, --num_shards {})", options.shard_id, options.num_shards));
   if (options.run_id.empty())
-    throw InvalidInput("a run id is required: pass the same unique --run_id (e.g. from uuidgen) to every shard");
+    throw InvalidInput(
+        "a run id is required: pass the same unique --run_id (e.g. from uuidgen) to every shard");
   if (!options.redis_host.empty()) {
-    description_ = fmt::format("run '{}' on Redis {}:{}", options.run_id, options.redis_host, options.redis_port);
+    description_ =
+        fmt::format("run '{}' on Redis {}:{}", options.run_id, options.redis_host, options.redis_port);
     try {
       auto redis = std::make_unique<gloo::rendezvous::RedisStore>(options.redis_host, options.redis_port);
       exists_ = [store = redis.get()](const std::string& key) { return store->check({key}); };
       backing_ = std::move(redis);
     } catch (const std::exception& e) {
-      throw IoError(fmt::format("cannot reach Redis at {}:{} ({}): start redis-server there or fix --redis_host "
-                                "/ --redis_port",
-                                options.redis_host, options.redis_port, GlooMessage(e.what())));
+      throw IoError(
+          fmt::format("cannot reach Redis at {}:{} ({}): start redis-server there or fix --redis_host "
+                      "/ --redis_port",
+                      options.redis_host, options.redis_port, GlooMessage(e.what())));
     }
   } else {
     namespace fs = std::filesystem;
@@ -89,12 +98,13 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options) {
     std::error_code error;
     if (path.empty()) throw InvalidInput("pass --redis_host or --file_store_path for the shards to meet");
     if (!fs::is_directory(path, error))
-      throw IoError(fmt::format("--file_store_path '{}' {}: the shards meet in a directory they can all write "
-                                "(e.g. on NFS); create it or pass --redis_host",
-                                path, fs::exists(path, error) ? "is not a directory" : "does not exist"));
+      throw IoError(
+          fmt::format("--file_store_path '{}' {}: the shards meet in a directory they can all write "
+                      "(e.g. on NFS); create it or pass --redis_host",
+                      path, fs::exists(path, error) ? "is not a directory" : "does not exist"));
     if (access(path.c_str(), W_OK) != 0)
-      throw IoError(fmt::format("--file_store_path '{}' is not writable: the shards must create files there",
-                                path));
+      throw IoError(
+          fmt::format("--file_store_path '{}' is not writable: the shards must create files there", path));
     description_ = fmt::format("run '{}' in file store {}", options.run_id, fs::absolute(path).string());
     auto files = std::make_unique<CheckableFileStore>(path);
     exists_ = [store = files.get()](const std::string& key) { return store->Exists(key); };
@@ -144,10 +154,11 @@ std::vector<int> Rendezvous::WaitForAll(const std::string& key, std::chrono::mil
       if (Exists(fmt::format("{}/{}", key, i))) continue;
       // Shards that will never publish: those that stopped on an error, and those on this host that exited.
       if (auto failure = FailureOf(i))
-        throw IoError(fmt::format("shard {}: shard {} stopped on an error: {}", options_.shard_id, i, failure->what));
+        throw IoError(
+            fmt::format("shard {}: shard {} stopped on an error: {}", options_.shard_id, i, failure->what));
       if (Exited(i))
-        throw IoError(fmt::format("shard {}: shard {} ({}) exited before publishing its {}", options_.shard_id, i,
-                                  Holder::Parse(holders_[i]).Describe(), key));
+        throw IoError(fmt::format("shard {}: shard {} ({}) exited before publishing its {}",
+                                  options_.shard_id, i, Holder::Parse(holders_[i]).Describe(), key));
       still.push_back(i);
     }
     missing = still;
@@ -162,13 +173,15 @@ void Rendezvous::Join() {
   auto taken = [&]() {
     Holder holder = Holder::Parse(Get(place));
     if (holder.DeadHere())
-      return InvalidInput(fmt::format("shard {} of {} was held by {}, which has exited: keys of an earlier run "
-                                      "with this run id; pass a fresh --run_id",
-                                      me, description_, holder.Describe()));
-    return InvalidInput(fmt::format("shard {} of {} is already held by {}: another process runs with --shard_id "
-                                    "{}, or an earlier run used this run id; pass a fresh --run_id or a free "
-                                    "--shard_id",
-                                    me, description_, holder.Describe(), me));
+      return InvalidInput(
+          fmt::format("shard {} of {} was held by {}, which has exited: keys of an earlier run "
+                      "with this run id; pass a fresh --run_id",
+                      me, description_, holder.Describe()));
+    return InvalidInput(
+        fmt::format("shard {} of {} is already held by {}: another process runs with --shard_id "
+                    "{}, or an earlier run used this run id; pass a fresh --run_id or a free "
+                    "--shard_id",
+                    me, description_, holder.Describe(), me));
   };
   if (Exists(place)) throw taken();
   try {
@@ -179,17 +192,19 @@ void Rendezvous::Join() {
   }
   std::vector<int> missing = WaitForAll("shard", options_.timeout);
   if (!missing.empty())
-    throw IoError(fmt::format("shard {}: {} of {} shards did not join {} within {} s: shard {}; start every shard "
-                              "with the same --run_id and rendezvous flags (or raise --first_iter_timeout)",
-                              me, missing.size(), options_.num_shards, description_,
-                              options_.timeout.count() / 1000, ShardList(missing)));
+    throw IoError(
+        fmt::format("shard {}: {} of {} shards did not join {} within {} s: shard {}; start every shard "
+                    "with the same --run_id and rendezvous flags (or raise --first_iter_timeout)",
+                    me, missing.size(), options_.num_shards, description_, options_.timeout.count() / 1000,
+                    ShardList(missing)));
   for (int i = 0; i < options_.num_shards; ++i) {
     std::string text = Get(fmt::format("shard/{}", i));
     Holder holder = Holder::Parse(text);
-    if (i != me && holder.DeadHere())
-      throw InvalidInput(fmt::format("shard {} of {} is held by {}, which has exited: keys of an earlier run "
-                                     "with this run id; pass a fresh --run_id to every shard",
-                                     i, description_, holder.Describe()));
+    if (i != me && holder.DeadHere())  // it died since it joined, or an earlier run left its keys
+      throw IoError(
+          fmt::format("shard {} of {} is held by {}, which has exited: it died, or an earlier run with "
+                      "this run id left its keys (then pass a fresh --run_id to every shard)",
+                      i, description_, holder.Describe()));
     holders_.push_back(text);
   }
 }
@@ -201,9 +216,10 @@ std::vector<std::string> Rendezvous::AllGather(const std::string& key, const std
   const auto limit = timeout.value_or(options_.timeout);
   std::vector<int> missing = WaitForAll(key, limit);
   if (!missing.empty())
-    throw IoError(fmt::format("shard {}: shard {} did not publish its {} within {} s ({}); it stopped or was "
-                              "killed",
-                              options_.shard_id, ShardList(missing), key, limit.count() / 1000, description_));
+    throw IoError(
+        fmt::format("shard {}: shard {} did not publish its {} within {} s ({}); it stopped or was "
+                    "killed",
+                    options_.shard_id, ShardList(missing), key, limit.count() / 1000, description_));
   std::vector<std::string> values;
   for (int i = 0; i < options_.num_shards; ++i) values.push_back(Get(fmt::format("{}/{}", key, i)).substr(1));
   return values;

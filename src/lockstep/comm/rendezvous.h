@@ -19,6 +19,11 @@ class Store;
 
 namespace lockstep {
 
+// This machine's name, as records of who holds a place give it.
+std::string HostName();
+// True only when process `pid` ran on this machine (`host` is HostName()) and has exited.
+bool ExitedHere(const std::string& host, long pid);
+
 struct RendezvousOptions {
   int num_shards = 1, shard_id = 0;
   std::string run_id;
@@ -30,8 +35,8 @@ struct RendezvousOptions {
 
 class Rendezvous {
  public:
-  // Opens the store, claims this shard's place and waits until every shard has joined. Throws IoError when the
-  // store cannot be reached or a shard does not join in time, InvalidInput when the place is taken.
+  // Opens the store, claims this shard's place and waits until every shard has joined. Throws IoError when
+  // the store cannot be reached or a shard does not join in time, InvalidInput when the place is taken.
   explicit Rendezvous(const RendezvousOptions& options);
   ~Rendezvous();
 

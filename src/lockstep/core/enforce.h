@@ -27,6 +27,18 @@ class InvalidInput : public Error {
   using Error::Error;
 };
 
+// A write found its device out of space or quota: writing again fails until a person frees some.
+class NoSpace : public IoError {
+ public:
+  using IoError::IoError;
+};
+
+// Exit statuses of the command line, read by `lockstep launch`: a failure of kExitNotRetryable repeats however
+// often the command runs again (InvalidInput: a flag, a checkpoint, a record, shards that disagree; NoSpace),
+// so a supervisor stops; kExitFailure (I/O, a lost peer, a broken invariant) may not, so it restarts.
+constexpr int kExitFailure = 1;
+constexpr int kExitNotRetryable = 2;
+
 [[noreturn]] void ThrowEnforce(const char* file, int line, const std::string& condition,
                                const std::string& message);
 

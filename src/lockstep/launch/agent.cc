@@ -1,8 +1,10 @@
-// The agent's keys in its store, for round r: "round{r}.slot{k}" (the k-th agent to join: "<id> <shards>"),
-// "round{r}.roster", "round{r}.failed" (the round's first failure, one line) and "round{r}.done.{id}".
+// The agent's keys in its store, for round r: "round{r}.slot{k}" (the k-th agent to join: "<id> <shards>
+// <host> <pid>"), "round{r}.roster", "round{r}.failed" (the round's first failure, one line),
+// "round{r}.final" (set before "failed" when that failure repeats on restart) and "round{r}.done.{id}".
 #include "lockstep/launch/agent.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "lockstep/comm/rendezvous.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/launch/shard_processes.h"
 #include "lockstep/train/checkpoint.h"
@@ -45,6 +48,7 @@ void Say(const std::string& line) {
 std::string SlotKey(int round, int slot) { return fmt::format("round{}.slot{}", round, slot); }
 std::string RosterKey(int round) { return fmt::format("round{}.roster", round); }
 std::string FailedKey(int round) { return fmt::format("round{}.failed", round); }
+std::string FinalKey(int round) { return fmt::format("round{}.final", round); }
 std::string DoneKey(int round, const std::string& agent) {
   return fmt::format("round{}.done.{}", round, agent);
 }
@@ -66,23 +70,13 @@ class Agent {
   int Run() {
     int round = FirstOpenRound();
     while (true) {
-      std::optional<Roster> roster = Join(round);
-      if (!roster) return Stopped(round);
       std::string failure;
-      if (roster->FirstShard(options_.agent_id) < 0) {
-        Say(fmt::format("round {} formed without this agent ({} agents at most); waiting for it to end",
-                        round, options_.max_nodes));
-        if (std::optional<bool> finished = WaitForEnd(round, *roster, &failure); !finished)
-          return Stopped(round);
-        else if (*finished)
-          return 0;
-      } else if (RunRound(round, *roster, &failure)) {
-        return 0;
-      } else if (stop_signal) {
-        return Stopped(round);
-      }
+      if (std::optional<int> code = TakePart(round, &failure)) return *code;
       history_.push_back(failure);
-      if (round >= options_.max_restarts) return GiveUp();
+      if (store_->Get(FinalKey(round)))
+        return GiveUp("would fail the same way on a restart, so none was tried");
+      if (round >= options_.max_restarts)
+        return GiveUp(fmt::format("--max_restarts {} restarts are spent", options_.max_restarts));
       ++round;
     }
   }
@@ -91,24 +85,80 @@ class Agent {
   // The first round that has not failed: 0 for a new job, later ones for an agent that joins a job again.
   int FirstOpenRound() {
     int round = 0;
-    while (store_->Get(RosterKey(round)) && store_->Get(FailedKey(round))) ++round;
+    while (store_->Get(FailedKey(round))) {
+      if (store_->Get(FinalKey(round)))
+        throw InvalidInput(fmt::format("job '{}' in {} stopped in round {}: {}; pass a fresh --job_id",
+                                       options_.job_id, store_->description(), round,
+                                       store_->Get(FailedKey(round)).value_or("")));
+      ++round;
+    }
     if (round > options_.max_restarts)
       throw InvalidInput(fmt::format("job '{}' in {} already failed {} times: pass a fresh --job_id",
                                      options_.job_id, store_->description(), round));
     return round;
   }
 
-  // Claims a place in `round` and waits until the round forms; nothing when the agent was stopped.
-  std::optional<Roster> Join(int round) {
-    if (auto text = store_->Get(RosterKey(round))) return Roster::Parse(*text);
+  // Takes part in `round`: returns the exit code when the job ended (finished, complete or stopped), nothing
+  // when the round failed, with its failure.
+  std::optional<int> TakePart(int round, std::string* failure) {
+    bool formed_before_joining = false;
+    std::optional<Roster> roster = Join(round, &formed_before_joining, failure);
+    if (!roster) return failure->empty() ? std::optional<int>(Stopped(round)) : std::nullopt;
+    if (roster->complete) {
+      Say(fmt::format("round {}: {} has all --num_epochs {}: the job is complete", round, roster->checkpoint,
+                      options_.num_epochs));
+      return 0;
+    }
+    if (roster->FirstShard(options_.agent_id) >= 0 && formed_before_joining) {
+      // This agent's id ran in the round before this agent started: its earlier self died, and its shards
+      // too.
+      *failure = Fail(round, fmt::format("agent {} started again while the round ran", options_.agent_id));
+      Say(*failure);
+      return std::nullopt;
+    }
+    if (roster->FirstShard(options_.agent_id) < 0) {
+      Say(fmt::format("round {} formed without this agent ({} agents at most); waiting for it to end", round,
+                      options_.max_nodes));
+      std::optional<bool> finished = WaitForEnd(round, *roster, failure);
+      if (!finished) return Stopped(round);
+      return *finished ? std::optional<int>(0) : std::nullopt;
+    }
+    if (RunRound(round, *roster, failure)) return 0;
+    if (stop_signal) return Stopped(round);
+    return std::nullopt;
+  }
+
+  // Publishes `what` as the failure of `round`, unless one came first; returns the round's failure.
+  std::string Fail(int round, const std::string& what) {
+    store_->Create(FailedKey(round),
+                   fmt::format("round {} (run id {}): {}", round, RunId(options_.job_id, round), what));
+    return store_->Get(FailedKey(round)).value_or("");
+  }
+
+  // Claims a place in `round` and waits until the round forms. Nothing when the agent was stopped, or when
+  // the round failed before it formed (then with its failure: an agent that claimed a place has exited). Says
+  // in `formed_before_joining` whether the round had formed before this agent came.
+  std::optional<Roster> Join(int round, bool* formed_before_joining, std::string* failure) {
+    if (auto text = store_->Get(RosterKey(round))) {
+      *formed_before_joining = true;
+      return Roster::Parse(*text);
+    }
     int slot = -1;
+    const std::string claim =
+        fmt::format("{} {} {} {}", options_.agent_id, options_.nproc_per_node, HostName(), getpid());
     for (int k = 0; k < options_.max_nodes && slot < 0; ++k)
-      if (store_->Create(SlotKey(round, k), fmt::format("{} {}", options_.agent_id, options_.nproc_per_node)))
-        slot = k;
+      if (store_->Create(SlotKey(round, k), claim)) slot = k;
     const auto start = Clock::now();
     std::optional<Clock::time_point> enough_since;
     while (!stop_signal) {
       if (auto text = store_->Get(RosterKey(round))) return Roster::Parse(*text);
+      if (std::optional<std::string> gone = GoneAgentHere(round))
+        Fail(round, fmt::format("agent {} exited before the round formed", *gone));
+      if (auto failed = store_->Get(FailedKey(round))) {
+        *failure = *failed;
+        Say(*failure);
+        return std::nullopt;
+      }
       int joined = 0;
       while (joined < options_.max_nodes && store_->Get(SlotKey(round, joined))) ++joined;
       if (joined >= options_.min_nodes && !enough_since) enough_since = Clock::now();
@@ -143,7 +193,11 @@ class Agent {
     std::optional<std::string> previous = round > 0 ? store_->Get(RosterKey(round - 1)) : std::nullopt;
     roster.global_batch =
         previous ? Roster::Parse(*previous).global_batch : options_.batch_size * roster.num_shards();
-    roster.checkpoint = LatestCheckpoint(options_.checkpoint_directory, options_.save_model_name);
+    std::vector<std::string> skipped;
+    roster.checkpoint = LatestCheckpoint(options_.checkpoint_directory, options_.save_model_name, &skipped);
+    for (const std::string& why : skipped) Say(fmt::format("round {}: passed over {}", round, why));
+    roster.complete =
+        !roster.checkpoint.empty() && CheckpointEpochsDone(roster.checkpoint) >= options_.num_epochs;
     return roster;
   }
 
@@ -168,32 +222,45 @@ class Agent {
     const auto interval = Milliseconds(options_.monitor_interval);
     auto last_look = Clock::now();
     std::optional<std::string> published;
+    std::optional<Clock::time_point> first_finished;  // when a shard of the job was first seen to finish
     while (!published && !stop_signal) {
       std::vector<ShardExit> exits = shards.Poll(interval);
+      if (!first_finished &&
+          std::any_of(exits.begin(), exits.end(), [](const ShardExit& e) { return e.ok(); }))
+        first_finished = Clock::now();
       // Of the shards that ended together, one killed by a signal is the likelier cause.
       auto bad = std::find_if(exits.begin(), exits.end(), [](const ShardExit& e) { return e.signal != 0; });
       if (bad == exits.end())
         bad = std::find_if(exits.begin(), exits.end(), [](const ShardExit& e) { return !e.ok(); });
       if (bad != exits.end()) {
-        store_->Create(FailedKey(round),
-                       fmt::format("round {} (run id {}): shard {} {} after {:.1f} s{}", round,
-                                   RunId(options_.job_id, round), bad->shard, bad->Describe(), bad->seconds,
-                                   bad->last_error.empty() ? "" : ": " + bad->last_error));
-        published = store_->Get(FailedKey(round));
+        // Final only when it is the round's first failure: a shard's refusal can follow another's death.
+        if (bad->exit_code == kExitNotRetryable && !store_->Get(FailedKey(round)))
+          store_->Create(FinalKey(round), "");
+        published =
+            Fail(round, fmt::format("shard {} {} after {:.1f} s{}", bad->shard, bad->Describe(), bad->seconds,
+                                    bad->last_error.empty() ? "" : ": " + bad->last_error));
       } else if (shards.AllExited()) {
         store_->Create(DoneKey(round, options_.agent_id), "done");
         Say(fmt::format("round {}: shards {}-{} finished", round, first,
                         first + options_.nproc_per_node - 1));
         return true;
+      } else if (first_finished && SecondsSince(*first_finished) > options_.straggler_timeout) {
+        // Its peers are done and wait for nothing from it: a stopped or hung shard would hold the job
+        // forever.
+        published =
+            Fail(round, fmt::format("a shard still runs {:.0f} s after another one finished (the longer "
+                                    "of --timeout and --first_iter_timeout, {} s): it is stalled",
+                                    SecondsSince(*first_finished), options_.straggler_timeout));
       } else if (Clock::now() - last_look >= interval) {
         published = store_->Get(FailedKey(round));
+        for (const auto& agent : roster.agents)
+          if (!first_finished && store_->Get(DoneKey(round, agent.first))) first_finished = Clock::now();
         last_look = Clock::now();
       }
     }
     if (stop_signal)
-      store_->Create(FailedKey(round), fmt::format("round {} (run id {}): agent {} was stopped by signal {}",
-                                                   round, RunId(options_.job_id, round), options_.agent_id,
-                                                   static_cast<int>(stop_signal)));
+      Fail(round, fmt::format("agent {} was stopped by signal {}", options_.agent_id,
+                              static_cast<int>(stop_signal)));
     else
       Say(fmt::format("{}; stopping shards {}-{}", *published, first, first + options_.nproc_per_node - 1));
     shards.Stop(Milliseconds(options_.stop_grace));
@@ -205,8 +272,11 @@ class Agent {
   // its failure), nothing when the agent was stopped.
   std::optional<bool> WaitForEnd(int round, const Roster& roster, std::string* failure) {
     while (!stop_signal) {
+      if (std::optional<std::string> gone = GoneAgentHere(round))
+        Fail(round, fmt::format("agent {} has exited", *gone));
       if (auto failed = store_->Get(FailedKey(round))) {
         *failure = *failed;
+        Say(*failure);
         return false;
       }
       for (const auto& [agent, shards] : roster.agents)
@@ -219,17 +289,36 @@ class Agent {
     return std::nullopt;
   }
 
+  // An agent of `round` that ran on this machine and has exited without ending the round ("<id> (pid P)"):
+  // its shards died with it, so the round cannot finish.
+  std::optional<std::string> GoneAgentHere(int round) {
+    for (int k = 0; k < options_.max_nodes; ++k) {
+      std::optional<std::string> claim = store_->Get(SlotKey(round, k));
+      if (!claim) break;
+      std::istringstream in(*claim);
+      std::string id, host;
+      int shards = 0;
+      long pid = 0;
+      in >> id >> shards >> host >> pid;
+      if (ExitedHere(host, pid) && !store_->Get(DoneKey(round, id)))
+        return fmt::format("{} (pid {})", id, pid);
+    }
+    return std::nullopt;
+  }
+
   int Stopped(int round) {
     Say(fmt::format("stopped by signal {} in round {}", static_cast<int>(stop_signal), round));
     return 128 + stop_signal;
   }
 
-  int GiveUp() {
+  // Lists the failures and ends the job with one line saying `why` it was not restarted again.
+  int GiveUp(const std::string& why) {
     for (size_t k = 0; k < history_.size(); ++k) Say(fmt::format("failure {}: {}", k + 1, history_[k]));
-    std::fprintf(stderr,
-                 "lockstep: error: job '%s' failed %zu times and --max_restarts %d restarts are spent (the "
-                 "failures are listed above); the newest checkpoint is kept for a later run\n",
-                 options_.job_id.c_str(), history_.size(), options_.max_restarts);
+    std::fprintf(
+        stderr,
+        "lockstep: error: job '%s' failed %zu times and %s (the failures are listed above; the last: "
+        "%s); the newest checkpoint is kept for a later run\n",
+        options_.job_id.c_str(), history_.size(), why.c_str(), history_.back().c_str());
     return 1;
   }
 
@@ -277,7 +366,8 @@ int Roster::FirstShard(const std::string& agent_id) const {
 }
 
 std::string Roster::ToText() const {
-  std::string text = fmt::format("global_batch {}\ncheckpoint {}\n", global_batch, checkpoint);
+  std::string text = fmt::format("global_batch {}\ncheckpoint {}\ncomplete {}\n", global_batch, checkpoint,
+                                 complete ? 1 : 0);
   for (const auto& [id, shards] : agents) text += fmt::format("agent {} {}\n", id, shards);
   return text;
 }
@@ -293,6 +383,8 @@ Roster Roster::Parse(const std::string& text) {
       roster.global_batch = std::stoll(value);
     } else if (key == "checkpoint") {
       roster.checkpoint = value;
+    } else if (key == "complete") {
+      roster.complete = value == "1";
     } else if (key == "agent") {
       std::istringstream fields(value);
       std::pair<std::string, int> agent;

@@ -8,7 +8,9 @@
 // and the checkpoint to resume from, chosen while no shard runs. Every agent derives the same shard ids from
 // the roster (agent k's shards follow those of agents 0 .. k-1) and starts its shards under run id
 // `<job_id>_r<r>`. An agent that sees a shard fail publishes the failure for round r (the first one published
-// counts); every agent that sees it stops its shards and joins round r + 1.
+// counts); every agent that sees it stops its shards and joins round r + 1, unless the failure repeats on
+// every restart. An agent that starts again (after a crash, under a supervisor) while a round of its job runs
+// fails that round when it finds its earlier self in the roster or dead on this machine.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,9 @@ struct AgentOptions {
   std::string checkpoint_directory;     // the trainer's --file_store_path
   bool train_names_file_store = false;  // the arguments give --file_store_path
   int64_t batch_size = 0;               // per shard, for the first round's shard count
+  int64_t num_epochs = 0;               // a checkpoint with as many is a finished job
+  double straggler_timeout = 1200;      // seconds a shard may run on after another one finished (the
+                                        // trainer's slower phases: the last checkpoint, closing)
 };
 
 // "N" or "MIN:MAX"; throws InvalidInput naming --nnodes.
@@ -51,6 +56,7 @@ int64_t BatchForShards(int64_t global_batch, int num_shards);
 struct Roster {
   int64_t global_batch = 0;
   std::string checkpoint;                           // empty: start fresh
+  bool complete = false;                            // the checkpoint has every epoch: the job is done
   std::vector<std::pair<std::string, int>> agents;  // (agent id, shards), sorted by id
 
   int num_shards() const;
@@ -64,9 +70,11 @@ struct Roster {
 std::vector<std::string> ShardArguments(const AgentOptions& options, const Roster& roster, int round,
                                         int shard_id);
 
-// Runs the agent until the job ends; returns the exit code: 0 when every shard of the last round exited 0,
-// non-zero when the restarts are spent (after printing the failures, one per line) or the agent was stopped
-// by SIGINT or SIGTERM. Throws InvalidInput or IoError on bad options or an unreachable store.
+// Runs the agent until the job ends; returns the exit code: 0 when every shard of the last round exited 0 or
+// the newest checkpoint has every epoch; non-zero, after printing the failures one per line, when the
+// restarts are spent or a shard failed in a way that repeats on every restart (exit code kExitNotRetryable:
+// the job stops at once), or when the agent was stopped by SIGINT or SIGTERM. Throws InvalidInput or IoError
+// on bad options or an unreachable store.
 int RunAgent(const AgentOptions& options);
 
 }  // namespace lockstep

@@ -80,29 +80,42 @@ std::vector<std::pair<int64_t, std::string>> IterationCheckpoints(const std::str
   return found;
 }
 
-std::string LatestCheckpoint(const std::string& directory, const std::string& name) {
-  std::string latest;
-  std::pair<int64_t, int64_t> latest_order{-1, -1};  // (iteration, epochs_done): the epoch one wins a tie
+std::string LatestCheckpoint(const std::string& directory, const std::string& name,
+                             std::vector<std::string>* skipped) {
+  auto skip = [&](const std::string& why) {
+    if (skipped) skipped->push_back(why);
+  };
+  // (iteration, epochs_done) orders them: the epoch checkpoint wins a tie with the mid-epoch one.
+  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> candidates;
   for (const std::string& file : FileNames(Directory(directory))) {
     if (NumberInName(file, name, "") < 0 && NumberInName(file, name, "iter") < 0) continue;
     const std::string path = Directory(directory) + "/" + file;
     std::map<std::string, std::string> metadata;
     try {
       metadata = ReadSafetensorsMetadata(path);
-    } catch (const Error&) {
-      continue;  // unreadable, truncated or not a safetensors file: not one to resume from
+    } catch (const Error& e) {
+      skip(e.what());
+      continue;
     }
     auto format = metadata.find("format");
-    if (format == metadata.end() || format->second != "lockstep") continue;
     const std::pair<int64_t, int64_t> order{MetadataNumber(metadata, "iteration"),
                                             MetadataNumber(metadata, "epochs_done")};
-    if (order.first < 0 || order.second < 0) continue;
-    if (order > latest_order) {
-      latest_order = order;
-      latest = path;
+    if (format == metadata.end() || format->second != "lockstep" || order.first < 0 || order.second < 0) {
+      skip(fmt::format("{} is not a lockstep training checkpoint", path));
+      continue;
+    }
+    candidates.emplace_back(order, path);
+  }
+  std::sort(candidates.rbegin(), candidates.rend());
+  for (const auto& [order, path] : candidates) {
+    try {
+      VerifySafetensors(path);
+      return path;
+    } catch (const Error& e) {
+      skip(e.what());
     }
   }
-  return latest;
+  return "";
 }
 
 void CheckpointSnapshot::Take(const Workspace& ws, const std::string& scope,
@@ -191,6 +204,10 @@ TrainerState StateOf(const std::string& path, const SafetensorsFile& file) {
 }
 
 }  // namespace
+
+int64_t CheckpointEpochsDone(const std::string& path) {
+  return MetadataInt(path, ReadSafetensorsMetadata(path), "epochs_done");
+}
 
 TrainerState LoadCheckpoint(const std::string& path, Workspace* ws, const std::string& scope,
                             const std::vector<std::string>& names) {

@@ -42,10 +42,15 @@ std::vector<std::pair<int64_t, std::string>> IterationCheckpoints(const std::str
                                                                   const std::string& name);
 
 // Where a run of `name` resumes: of the epoch and mid-epoch checkpoints of `name` in `directory`, the one
-// with the largest "iteration" in its metadata (an epoch checkpoint on a tie); "" when there is none.
-// Temporary files of an unfinished write, files whose header does not parse and files not written by lockstep
-// are skipped. Only headers are read.
-std::string LatestCheckpoint(const std::string& directory, const std::string& name);
+// with the largest "iteration" in its metadata (an epoch checkpoint on a tie) whose checksums hold; "" when
+// there is none. Temporary files of an unfinished write are not considered; files that are corrupt or not
+// lockstep's training checkpoints are passed over, each with one line saying why in `skipped`.
+std::string LatestCheckpoint(const std::string& directory, const std::string& name,
+                             std::vector<std::string>* skipped = nullptr);
+
+// The epochs the checkpoint at `path` has trained ("epochs_done" in its metadata); reads only the header.
+// Throws as LoadCheckpoint.
+int64_t CheckpointEpochsDone(const std::string& path);
 
 // A checkpoint's contents in host memory, in plain row-major layout: taken from a workspace, written to a
 // file. Taking it again reuses the buffers of the same tensors.

@@ -1,16 +1,20 @@
 // Safetensors reader and writer over POSIX files: the writer syncs before renaming (an interrupted save never
-// replaces a good checkpoint), the reader validates the whole header before reading any tensor bytes.
+// replaces a good checkpoint) and records CRC32s of the header and of every tensor in the metadata; the
+// reader validates the whole header before reading any tensor bytes, and checks every CRC32 it finds.
 #include "lockstep/train/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -21,6 +25,22 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors stores little-endian bytes as they are");
 
 using Json = nlohmann::json;
+
+// Metadata keys of the checksums: "crc32:<tensor>" for each tensor's bytes, and kHeaderChecksum for the
+// header without that key (as nlohmann's compact dump writes it: sorted keys, so a reader can compute it
+// again). Both are the zlib CRC32 (what Python's zlib.crc32 computes) as 8 hex digits.
+constexpr const char* kTensorChecksumPrefix = "crc32:";
+constexpr const char* kHeaderChecksum = "header_crc32";
+
+uint32_t Crc32(const void* data, size_t size, uint32_t crc = 0) {
+  return static_cast<uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), size));
+}
+
+std::string ChecksumText(uint32_t crc) { return fmt::format("{:08x}", crc); }
+
+bool IsChecksumKey(const std::string& key) {
+  return key == kHeaderChecksum || key.rfind(kTensorChecksumPrefix, 0) == 0;
+}
 
 const char* SafetensorsDtype(DataType type) {
   switch (type) {
@@ -54,7 +74,9 @@ bool ParseSafetensorsDtype(const std::string& name, DataType* type) {
 }
 
 [[noreturn]] void ThrowIo(const std::string& what, const std::string& path) {
-  throw IoError(fmt::format("cannot {} {}: {}", what, path, std::strerror(errno)));
+  const std::string message = fmt::format("cannot {} {}: {}", what, path, std::strerror(errno));
+  if (errno == ENOSPC || errno == EDQUOT) throw NoSpace(message + "; free space there and resume");
+  throw IoError(message);
 }
 
 void WriteAll(int fd, const void* data, size_t size, const std::string& path) {
@@ -126,6 +148,7 @@ struct Entry {
   DataType dtype;
   Shape shape;
   uint64_t begin, end;
+  std::optional<uint32_t> checksum = std::nullopt;  // from the metadata; none in files written without them
 };
 
 class HeaderParser {
@@ -138,6 +161,8 @@ class HeaderParser {
 
   void Parse(const std::string& text, std::vector<Entry>* entries,
              std::map<std::string, std::string>* metadata) {
+    // The parser would take a NUL for the end of the text; in JSON it can only be damage.
+    if (text.find('\0') != std::string::npos) Fail("is corrupt: its header holds a NUL byte");
     Json header;
     try {
       header = Json::parse(text);
@@ -147,6 +172,7 @@ class HeaderParser {
       Fail(fmt::format("has a header that cannot be read as JSON: {}", e.what()));
     }
     if (!header.is_object()) Fail("has a header that is not a JSON object");
+    CheckHeaderChecksum(&header);
     for (const auto& [name, value] : header.items()) {
       if (name == "__metadata__") {
         ParseMetadata(value, metadata);
@@ -155,9 +181,59 @@ class HeaderParser {
       }
     }
     CheckNoOverlap(*entries);
+    TakeTensorChecksums(entries, metadata);
   }
 
  private:
+  // Compares the header's CRC32 with the one it records, if any, and removes that from the header.
+  void CheckHeaderChecksum(Json* header) {
+    auto metadata = header->find("__metadata__");
+    if (metadata == header->end() || !metadata->is_object()) return;
+    auto recorded = metadata->find(kHeaderChecksum);
+    if (recorded == metadata->end()) return;
+    const std::string text = recorded->is_string() ? recorded->get<std::string>() : "";
+    metadata->erase(recorded);
+    has_header_checksum_ = true;
+    const std::string dump = header->dump();
+    const std::string actual = ChecksumText(Crc32(dump.data(), dump.size()));
+    if (actual != text)
+      Fail(fmt::format("is corrupt: its header has CRC32 {} but records {}; take an earlier checkpoint",
+                       actual, text));
+  }
+
+  // Moves the "crc32:<tensor>" metadata onto the entries. A file whose header is checksummed must have one
+  // for every tensor and none for a tensor it does not hold.
+  void TakeTensorChecksums(std::vector<Entry>* entries, std::map<std::string, std::string>* metadata) const {
+    std::map<std::string, Entry*> by_name;
+    for (Entry& entry : *entries) by_name[entry.name] = &entry;
+    const std::string prefix = kTensorChecksumPrefix;
+    for (auto it = metadata->begin(); it != metadata->end();) {
+      if (it->first.rfind(prefix, 0) != 0) {
+        ++it;
+        continue;
+      }
+      const std::string name = it->first.substr(prefix.size());
+      auto entry = by_name.find(name);
+      if (entry == by_name.end())
+        Fail(fmt::format("is corrupt: it has a checksum of '{}', a tensor it does not hold", name));
+      uint32_t checksum = 0;
+      const std::string& text = it->second;
+      auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), checksum, 16);
+      if (text.size() != 8 || error != std::errc() || end != text.data() + text.size())
+        Fail(fmt::format("is corrupt: the checksum of tensor '{}' is '{}', not 8 hex digits", name, text));
+      entry->second->checksum = checksum;
+      it = metadata->erase(it);
+    }
+    if (!has_header_checksum_) {
+      if (std::any_of(entries->begin(), entries->end(),
+                      [](const Entry& e) { return e.checksum.has_value(); }))
+        Fail(fmt::format("is corrupt: it has tensor checksums but no '{}'", kHeaderChecksum));
+      return;
+    }
+    for (const Entry& entry : *entries)
+      if (!entry.checksum) Fail(fmt::format("is corrupt: tensor '{}' has no checksum", entry.name));
+  }
+
   void ParseMetadata(const Json& value, std::map<std::string, std::string>* metadata) const {
     if (!value.is_object()) Fail("has a __metadata__ entry that is not an object");
     for (const auto& [key, item] : value.items()) {
@@ -236,6 +312,7 @@ class HeaderParser {
 
   std::string path_;
   uint64_t data_size_;
+  bool has_header_checksum_ = false;
 };
 
 }  // namespace
@@ -243,7 +320,11 @@ class HeaderParser {
 void WriteSafetensors(const std::string& path, const std::map<std::string, const Tensor*>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   Json header = Json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  Json& header_metadata = header["__metadata__"] = Json::object();
+  for (const auto& [key, value] : metadata) {
+    LOCKSTEP_ENFORCE(!IsChecksumKey(key), "metadata key '{}' is reserved for checksums", key);
+    header_metadata[key] = value;
+  }
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
     LOCKSTEP_ENFORCE(tensor != nullptr, "tensor '{}' is null", name);
@@ -256,8 +337,11 @@ void WriteSafetensors(const std::string& path, const std::map<std::string, const
                      name);
     header[name] = {
         {"dtype", dtype}, {"shape", tensor->shape()}, {"data_offsets", {offset, offset + tensor->nbytes()}}};
+    header_metadata[kTensorChecksumPrefix + name] = ChecksumText(Crc32(tensor->raw_data(), tensor->nbytes()));
     offset += tensor->nbytes();
   }
+  const std::string checksummed = header.dump();
+  header_metadata[kHeaderChecksum] = ChecksumText(Crc32(checksummed.data(), checksummed.size()));
   // As the reference implementation does, pad with spaces so the data starts 8-byte aligned.
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
@@ -322,6 +406,27 @@ struct OpenedFile {
 
 }  // namespace
 
+namespace {
+
+// Reads the entry's bytes into `data` (entry.end - entry.begin of them) and checks them against its checksum;
+// `crc` carries the checksum of the bytes before these when a tensor is read in pieces.
+void ReadEntryBytes(const OpenedFile& file, const Entry& entry, uint64_t offset, void* data, size_t size,
+                    uint32_t* crc, const std::string& path) {
+  if (!ReadAllAt(file.fd(), data, size, file.data_start + entry.begin + offset, path))
+    OpenedFile::Fail(path, fmt::format("is truncated: the file ended while reading tensor '{}'", entry.name));
+  *crc = Crc32(data, size, *crc);
+}
+
+void CheckEntryChecksum(const Entry& entry, uint32_t crc, const std::string& path) {
+  if (entry.checksum && *entry.checksum != crc)
+    OpenedFile::Fail(path,
+                     fmt::format("is corrupt: tensor '{}' has CRC32 {} but the file records {}; take an "
+                                 "earlier checkpoint",
+                                 entry.name, ChecksumText(crc), ChecksumText(*entry.checksum)));
+}
+
+}  // namespace
+
 SafetensorsFile ReadSafetensors(const std::string& path) {
   OpenedFile file(path);
   SafetensorsFile result;
@@ -329,11 +434,25 @@ SafetensorsFile ReadSafetensors(const std::string& path) {
   for (const auto& entry : file.entries) {
     Tensor& tensor = result.tensors[entry.name];
     tensor.Resize(entry.shape, entry.dtype);
-    if (!ReadAllAt(file.fd(), tensor.raw_data(), tensor.nbytes(), file.data_start + entry.begin, path))
-      OpenedFile::Fail(path,
-                       fmt::format("is truncated: the file ended while reading tensor '{}'", entry.name));
+    uint32_t crc = 0;
+    ReadEntryBytes(file, entry, 0, tensor.raw_data(), tensor.nbytes(), &crc, path);
+    CheckEntryChecksum(entry, crc, path);
   }
   return result;
+}
+
+void VerifySafetensors(const std::string& path) {
+  OpenedFile file(path);
+  std::vector<char> buffer(size_t{4} << 20);
+  for (const auto& entry : file.entries) {
+    uint32_t crc = 0;
+    for (uint64_t offset = 0; offset < entry.end - entry.begin; offset += buffer.size()) {
+      const size_t size =
+          static_cast<size_t>(std::min<uint64_t>(buffer.size(), entry.end - entry.begin - offset));
+      ReadEntryBytes(file, entry, offset, buffer.data(), size, &crc, path);
+    }
+    CheckEntryChecksum(entry, crc, path);
+  }
 }
 
 std::map<std::string, std::string> ReadSafetensorsMetadata(const std::string& path) {

@@ -345,9 +345,6 @@ void RestoreCheckpoint(const TrainerConfig& config, int64_t iterations, Session*
   if (state.seed != config.seed)
     throw InvalidInput(fmt::format("checkpoint {} was saved with --seed {}; pass the same seed to resume",
                                    config.load_model_path, state.seed));
-  if (state.epochs_done >= config.num_epochs)
-    throw InvalidInput(fmt::format("checkpoint {} already has {} epochs; raise --num_epochs to train further",
-                                   config.load_model_path, state.epochs_done));
   if (state.epoch_iteration >= iterations)
     throw InvalidInput(fmt::format(
         "checkpoint {} stopped after step {} of epoch {}, but an epoch now has {} steps; resume with the "
@@ -455,7 +452,6 @@ void PrintEpoch(const TrainerConfig& config, const Sources& sources, const Epoch
     if (Skipped(source) > 0)
       fmt::print("skipped {} bad records of {} so far (--skip_bad_records)\n", Skipped(source),
                  dynamic_cast<const DbSource*>(source)->name());
-  std::fflush(stdout);
 }
 
 // The trainer state after an epoch, and, with --save_model_name, shard 0's checkpoint of it (after the
@@ -470,7 +466,6 @@ void EndEpoch(const TrainerConfig& config, const EpochRecord& record, Session* s
   session->checkpoints->SaveNow(path, session->ws, session->models.parallel.scopes[0],
                                 session->models.parallel.state_blobs, state);
   fmt::print("saved checkpoint {}\n", path);
-  std::fflush(stdout);
 }
 
 // The log's running totals continue those of a resumed run.
@@ -526,13 +521,14 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
 TrainerConfig ResolveLatestCheckpoint(const TrainerConfig& config) {
   if (config.load_model_path != "latest") return config;
   TrainerConfig resolved = config;
-  resolved.load_model_path = LatestCheckpoint(config.file_store_path, config.save_model_name);
+  std::vector<std::string> skipped;
+  resolved.load_model_path = LatestCheckpoint(config.file_store_path, config.save_model_name, &skipped);
+  for (const std::string& why : skipped) fmt::print("--load_model_path latest: passed over: {}\n", why);
   if (resolved.load_model_path.empty())
     fmt::print("--load_model_path latest: no checkpoint {}_*.safetensors in {}; starting fresh\n",
                config.save_model_name, config.file_store_path);
   else
     fmt::print("--load_model_path latest: resuming from {}\n", resolved.load_model_path);
-  std::fflush(stdout);
   return resolved;
 }
 
@@ -541,8 +537,21 @@ TrainerConfig ResolveLatestCheckpoint(const TrainerConfig& config) {
 TrainerResult Train(const TrainerConfig& given_config) {
   ValidateTrainerConfig(given_config);
   fmt::print("{}\n", VersionLine());
-  std::fflush(stdout);
   const TrainerConfig config = ResolveLatestCheckpoint(given_config);
+  if (!config.load_model_path.empty()) {
+    const int64_t epochs_done = CheckpointEpochsDone(config.load_model_path);
+    if (epochs_done >= config.num_epochs) {
+      // Resuming a finished run succeeds without training: a job restarted after its last checkpoint is done.
+      VerifySafetensors(config.load_model_path);
+      fmt::print(
+          "checkpoint {} has {} epochs of --num_epochs {}: the run is complete (raise --num_epochs to "
+          "train further)\n",
+          config.load_model_path, epochs_done, config.num_epochs);
+      TrainerResult result;
+      result.complete = true;
+      return result;
+    }
+  }
   if (config.threads > 0) omp_set_num_threads(config.threads);
   std::shared_ptr<GlooCommunicator> gloo = OpenNetwork(config);
   std::shared_ptr<Rendezvous> rendezvous = MeetShards(config);
@@ -551,7 +560,6 @@ TrainerResult Train(const TrainerConfig& given_config) {
       gloo->Connect(rendezvous);
       fmt::print("shard {} of {}: joined {}\n", config.shard_id, config.num_shards,
                  rendezvous->description());
-      std::fflush(stdout);
     }
     return TrainShard(config, gloo, rendezvous.get());
   } catch (const Error& e) {

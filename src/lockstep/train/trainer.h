@@ -10,6 +10,7 @@
 namespace lockstep {
 
 struct TrainerResult {
+  bool complete = false;  // the checkpoint resumed from had all --num_epochs: nothing was trained or logged
   std::string log_path;
   double last_test_accuracy = -1;
   double last_loss = 0;
