@@ -251,7 +251,7 @@ def test_cli_subcommand_errors(tmp_path):
     assert run.stderr.startswith("lockstep: error: ") and run.stderr.count("\n") == 1
     assert "--output" in run.stderr
     run = run_cli(["plot", str(missing), "-o", str(tmp_path / "x.png")], LOCKSTEP_PYTHON_DIR=str(tmp_path))
-    assert run.returncode == 1
+    assert run.returncode == 2  # running it again fails the same way
     assert run.stderr.startswith(f"lockstep: error: plot: the lockstep Python package is not in {tmp_path}")
     assert "LOCKSTEP_PYTHON_DIR" in run.stderr and run.stderr.count("\n") == 1
     run = run_cli(["plot", "--help"])
