@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 
 from PIL import Image
 
@@ -44,13 +45,19 @@ def encoded(img, fmt, **options):
     return out.getvalue()
 
 
-def safetensors(tensors, metadata=None):
+def safetensors(tensors, metadata=None, checksummed=False):
+    """A safetensors file; `checksummed` adds the CRC32s lockstep writes (each tensor's, then the header's)."""
     header, data = {}, b""
-    if metadata:
-        header["__metadata__"] = metadata
+    if metadata or checksummed:
+        header["__metadata__"] = dict(metadata or {})
     for name, (dtype, shape, payload) in tensors.items():
         header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(payload)]}
+        if checksummed:
+            header["__metadata__"][f"crc32:{name}"] = f"{zlib.crc32(payload):08x}"
         data += payload
+    if checksummed:
+        compact = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
+        header["__metadata__"]["header_crc32"] = f"{zlib.crc32(compact):08x}"
     text = json.dumps(header).encode()
     text += b" " * ((8 - len(text) % 8) % 8)
     return struct.pack("<Q", len(text)) + text + data
@@ -90,6 +97,10 @@ def main():
         "d": ("BF16", [2, 0], b""),
     }))
     write("safetensors_fuzzer", "empty", safetensors({}))
+    write("safetensors_fuzzer", "checksummed", safetensors({
+        "w": ("F32", [2], struct.pack("<2f", 0.25, -1)),
+        "steps": ("I64", [1], struct.pack("<q", 3)),
+    }, {"epochs_done": "2"}, checksummed=True))
 
     raw = bytes(range(2 * 3 * 3))
     for name, datum in [

@@ -38,6 +38,12 @@ uint32_t Crc32(const void* data, size_t size, uint32_t crc = 0) {
 
 std::string ChecksumText(uint32_t crc) { return fmt::format("{:08x}", crc); }
 
+// The text the header's checksum covers: compact, keys sorted; bytes that are not UTF-8 (damage) become
+// U+FFFD instead of stopping the dump, so that they fail the checksum.
+std::string CanonicalText(const Json& header) {
+  return header.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 bool IsChecksumKey(const std::string& key) {
   return key == kHeaderChecksum || key.rfind(kTensorChecksumPrefix, 0) == 0;
 }
@@ -194,7 +200,7 @@ class HeaderParser {
     const std::string text = recorded->is_string() ? recorded->get<std::string>() : "";
     metadata->erase(recorded);
     has_header_checksum_ = true;
-    const std::string dump = header->dump();
+    const std::string dump = CanonicalText(*header);
     const std::string actual = ChecksumText(Crc32(dump.data(), dump.size()));
     if (actual != text)
       Fail(fmt::format("is corrupt: its header has CRC32 {} but records {}; take an earlier checkpoint",
@@ -340,7 +346,7 @@ void WriteSafetensors(const std::string& path, const std::map<std::string, const
     header_metadata[kTensorChecksumPrefix + name] = ChecksumText(Crc32(tensor->raw_data(), tensor->nbytes()));
     offset += tensor->nbytes();
   }
-  const std::string checksummed = header.dump();
+  const std::string checksummed = CanonicalText(header);
   header_metadata[kHeaderChecksum] = ChecksumText(Crc32(checksummed.data(), checksummed.size()));
   // As the reference implementation does, pad with spaces so the data starts 8-byte aligned.
   std::string text = header.dump();
