@@ -300,6 +300,34 @@ TEST(LatestCheckpoint, LoadModelPathLatestStartsFreshThenResumes) {
   EXPECT_EQ(complete.find("epoch 3"), std::string::npos) << complete;
 }
 
+// A checkpoint whose tensor bytes changed is refused naming the tensor, with exit code 2 (a restart would
+// fail the same way), and in a log that merges stdout and stderr the error is the last line.
+TEST(LatestCheckpoint, CorruptCheckpointIsRefusedAndItsErrorEndsTheLog) {
+  fs::path dir = FreshDir("corrupt_cli");
+  TrainerConfig config = SyntheticLeNet(dir);
+  config.num_epochs = 1;
+  Train(config);
+  const fs::path path = dir / "m_1.safetensors";
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(-5, std::ios::end);
+    file.put('\x7f');
+  }
+  auto [code, output] = RunCli(fmt::format(
+      "train --use_cpu --model lenet --train_data null --num_channels 1 --image_size 28 --num_labels 10 "
+      "--batch_size 8 --epoch_size 96 --threads 1 --num_epochs 2 --log_dir {} --load_model_path {}",
+      dir.string(), path.string()));
+  EXPECT_EQ(code, kExitNotRetryable) << output;
+  EXPECT_EQ(output.rfind("lockstep ", 0), 0u) << "the version line comes first:\n" << output;
+  const size_t last = output.rfind('\n', output.size() - 2) + 1;
+  EXPECT_TRUE(std::regex_match(
+      output.substr(last),
+      std::regex("lockstep: error: checkpoint .*m_1\\.safetensors is corrupt: tensor '[a-z0-9_]+' "
+                 "has CRC32 [0-9a-f]{8} but the file records [0-9a-f]{8}; take an earlier "
+                 "checkpoint\n")))
+      << output;
+}
+
 TEST(MidEpochCheckpoints, BadFlagsGiveOneLine) {
   const std::string base =
       "train --use_cpu --model lenet --train_data null --image_size 28 --num_channels 1 --epoch_size 8 "
