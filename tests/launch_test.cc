@@ -338,6 +338,30 @@ TEST(Launch, AgentStartedAgainRestartsTheJob) {
   EXPECT_TRUE(fs::exists(dir / "m_3.safetensors"));
 }
 
+// Redis killed and started again, empty, while the job runs: the agent connects again and the job ends well.
+TEST(Launch, RedisRestartedMidRunDoesNotEndTheJob) {
+  if (!RedisServer::Available()) GTEST_SKIP() << "redis-server is not installed";
+  TempDirectory dir;
+  RedisServer redis;
+  const Args launch = {CliPath(),
+                       "launch",
+                       "--monitor_interval",
+                       "0.2",
+                       "--rdzv",
+                       fmt::format("redis://127.0.0.1:{}", redis.port()),
+                       "--nproc_per_node",
+                       "2",
+                       "--"};
+  Process agent(Concat(launch, Concat(NullTraining(dir.path(), 3), {"--file_store_path", dir.path()})),
+                dir / "agent.out");
+  ASSERT_TRUE(WaitForFile(dir / "m_1.safetensors", agent, kJobLimit)) << agent.Output();
+  redis.Restart();
+  ASSERT_EQ(agent.Wait(kJobLimit), std::optional<int>(0)) << agent.Output();
+  EXPECT_NE(agent.Output().find("failed ("), std::string::npos) << agent.Output();
+  EXPECT_NE(agent.Output().find("; connecting again for up to 60 s"), std::string::npos) << agent.Output();
+  EXPECT_TRUE(fs::exists(dir / "m_3.safetensors"));
+}
+
 // Two agents with one shard each meet through `rdzv`; a killed shard restarts both agents' shards.
 void ExpectTwoAgentsRestartTogether(const std::string& rdzv) {
   TempDirectory dir;

@@ -104,11 +104,21 @@ bool Accepts(int port) {
 
 bool RedisServer::Available() { return access(kRedisServer, X_OK) == 0; }
 
-RedisServer::RedisServer() : port_(FreeLoopbackPort()) {
+RedisServer::RedisServer() : port_(FreeLoopbackPort()) { Start(); }
+
+void RedisServer::Restart() {
+  process_->Signal(SIGKILL);
+  process_->Wait(std::chrono::seconds(5));
+  process_.reset();
+  Start();
+}
+
+void RedisServer::Start() {
   std::string log = ::testing::TempDir() + "/redis_" + std::to_string(port_) + ".log";
-  process_.emplace(std::vector<std::string>{kRedisServer, "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                            "--save", "", "--appendonly", "no", "--daemonize", "no"},
-                   log);
+  process_.emplace(
+      std::vector<std::string>{kRedisServer, "--port", std::to_string(port_), "--bind", "127.0.0.1", "--save",
+                               "", "--appendonly", "no", "--daemonize", "no"},
+      log);
   for (int i = 0; i < 250 && !Accepts(port_); ++i) {
     if (process_->Wait(std::chrono::milliseconds(20)))
       throw std::runtime_error("redis-server exited at once: " + process_->Output());

@@ -49,8 +49,12 @@ class RedisServer {
   RedisServer();            // starts it and waits until it accepts connections; throws if it does not
   ~RedisServer();
   int port() const { return port_; }
+  // Kills the server (SIGKILL) and starts a new one on the same port, empty, as after a crash.
+  void Restart();
 
  private:
+  void Start();
+
   int port_ = 0;
   std::optional<Process> process_;
 };
