@@ -33,9 +33,14 @@ class NoSpace : public IoError {
   using IoError::IoError;
 };
 
-// Exit statuses of the command line, read by `lockstep launch`: a failure of kExitNotRetryable repeats however
-// often the command runs again (InvalidInput: a flag, a checkpoint, a record, shards that disagree; NoSpace),
-// so a supervisor stops; kExitFailure (I/O, a lost peer, a broken invariant) may not, so it restarts.
+// Throws IoError "<what>: <strerror(errno)>", or NoSpace (with what to do) when errno says the device is out
+// of space or quota. Call it right after the failed system call, before errno changes.
+[[noreturn]] void ThrowErrno(const std::string& what);
+
+// Exit statuses of the command line, read by `lockstep launch`: a failure of kExitNotRetryable repeats
+// however often the command runs again (InvalidInput: a flag, a checkpoint, a record, shards that disagree;
+// NoSpace), so a supervisor stops; kExitFailure (I/O, a lost peer, a broken invariant) may not, so it
+// restarts.
 constexpr int kExitFailure = 1;
 constexpr int kExitNotRetryable = 2;
 

@@ -30,16 +30,25 @@ class DirectoryStore : public AgentStore {
   bool Create(const std::string& key, const std::string& value) override {
     const std::string path = Path(key), temporary = fmt::format("{}.tmp.{}", path, getpid());
     {
-      std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-      out << value;
-      out.close();
-      if (!out) throw IoError(fmt::format("{}: cannot write {}", description(), temporary));
+      const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) ThrowErrno(fmt::format("{}: cannot create {}", description(), temporary));
+      const ssize_t written = ::write(fd, value.data(), value.size());
+      // A short write means the device is full.
+      int error = written == static_cast<ssize_t>(value.size()) ? 0 : written < 0 ? errno : ENOSPC;
+      if (::close(fd) != 0 && error == 0) error = errno;
+      if (error != 0) {
+        ::unlink(temporary.c_str());
+        errno = error;
+        ThrowErrno(fmt::format("{}: cannot write {}", description(), temporary));
+      }
     }
     const bool created = link(temporary.c_str(), path.c_str()) == 0;
     const int error = errno;
     unlink(temporary.c_str());
-    if (!created && error != EEXIST)
-      throw IoError(fmt::format("{}: cannot create {}: {}", description(), path, std::strerror(error)));
+    if (!created && error != EEXIST) {
+      errno = error;
+      ThrowErrno(fmt::format("{}: cannot create {}", description(), path));
+    }
     return created;
   }
 

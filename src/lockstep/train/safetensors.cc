@@ -80,9 +80,7 @@ bool ParseSafetensorsDtype(const std::string& name, DataType* type) {
 }
 
 [[noreturn]] void ThrowIo(const std::string& what, const std::string& path) {
-  const std::string message = fmt::format("cannot {} {}: {}", what, path, std::strerror(errno));
-  if (errno == ENOSPC || errno == EDQUOT) throw NoSpace(message + "; free space there and resume");
-  throw IoError(message);
+  ThrowErrno(fmt::format("cannot {} {}", what, path));
 }
 
 void WriteAll(int fd, const void* data, size_t size, const std::string& path) {
