@@ -230,7 +230,8 @@ def judge_trial(trial, codes, limit, watcher):
         trial.notes.append(f"shard processes outlived their agent: {stray}")
     restarts = len({m.group(1) for _, line in trial.jobs[0].snapshot()
                     for m in [re.search(r"round ([1-9]\d*): run id", line)] if m})
-    ok = as_expected(trial, outcome) and not stray
+    trial.notes += [f"EXPECTED: {missed}" for missed in trial.missed_expectations]
+    ok = as_expected(trial, outcome) and not stray and not trial.missed_expectations
     tail = [] if ok else [f"    {'rerun ' if index else ''}agent {slot}: {line}"
                           for index, job in enumerate(trial.jobs) for slot in range(job.layout.agents)
                           for line in job.output(slot)[-trial.args.show_lines:]]
@@ -351,7 +352,8 @@ def main():
               f"{time.monotonic() - begin:.0f} s in all")
         for r in bad:
             load = "busy" if r["busy"] else "idle"
-            print(f"  trial {r['number']} {r['fault']} ({load}): {r['outcome']}: {r['reason']}; {'; '.join(r['notes'])}")
+            said = "; ".join(([r["reason"]] if r["reason"] else []) + r["notes"])
+            print(f"  trial {r['number']} {r['fault']} ({load}): {r['outcome']}: {said}")
         return 1 if bad else 0
     finally:
         shutil.rmtree(root, ignore_errors=True)
