@@ -384,7 +384,10 @@ class RecordThreadOp : public Operator {
     Output(0)->data<float>()[0] = 0;
   }
 };
-LOCKSTEP_OPERATOR_SCHEMA(RecordThread).NumInputs(0).NumOutputs(1);
+LOCKSTEP_OPERATOR_SCHEMA(RecordThread)
+    .SetDoc("Records the thread that runs it (a test's operator)")
+    .NumInputs(0)
+    .NumOutputs(1);
 LOCKSTEP_REGISTER_CPU_OPERATOR(RecordThread, RecordThreadOp);
 
 }  // namespace

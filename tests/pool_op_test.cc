@@ -187,7 +187,7 @@ TEST(PoolOp, RejectsBadArguments) {
   expect_invalid({Arg("kernel", 2), Arg("dilation", 2)}, "dilation");
   expect_invalid({Arg("kernel", 2), Arg("pad", 2)}, "smaller than");
   expect_invalid({Arg("global_pooling", 1), Arg("kernel", 2)}, "global_pooling");
-  expect_invalid({Arg("kernel", 2), Arg("stride", 0)}, "stride must be positive");
+  expect_invalid({Arg("kernel", 2), Arg("stride", 0)}, "argument 'stride' must be at least 1, got 0");
   expect_invalid({Arg("kernel", 2), Arg("kernel_h", 2)}, "only one of");
   expect_invalid({Arg("kernel", 2), Arg("order", "NHWC")}, "NCHW");
 }

@@ -41,7 +41,8 @@ TEST(LeakyReluOp, RefusesNegativeAlpha) {
     RunOp(&ws, MakeOperatorDef("LeakyRelu", {"x"}, {"y"}, {Arg("alpha", -0.5f)}));
     FAIL() << "a negative alpha was accepted";
   } catch (const InvalidInput& e) {
-    EXPECT_NE(std::string(e.what()).find("alpha must be >= 0, got -0.5"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("argument 'alpha' must be at least 0, got -0.5"), std::string::npos)
+        << e.what();
   }
 }
 

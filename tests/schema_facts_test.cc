@@ -1,6 +1,6 @@
 // The operator facts that passes read from the schema instead of matching operator types: shape functions,
-// cost, 16-bit inputs, GPU options, reading across devices, sums across replicas. An operator that only a test
-// registers gets the same treatment as the built-in ones, which shows that no pass knows types by name.
+// cost, 16-bit inputs, GPU options, reading across devices, sums across replicas. An operator that only a
+// test registers gets the same treatment as the built-in ones, which shows that no pass knows types by name.
 #include "lockstep/core/operator.h"
 #include "lockstep/model/layers.h"
 #include "lockstep/model/mixed_precision.h"
@@ -13,7 +13,12 @@ namespace lockstep::testing {
 namespace {
 
 // A schema-only operator: y = a * x + b, where only x may be 16-bit (as BN's statistics, a and b are not).
-LOCKSTEP_OPERATOR_SCHEMA(TestAffine).NumInputs(3).NumOutputs(1).IdentityShape().LowPrecisionInputs({0});
+LOCKSTEP_OPERATOR_SCHEMA(TestAffine)
+    .SetDoc("y = a * x + b (a test's operator)")
+    .NumInputs(3)
+    .NumOutputs(1)
+    .IdentityShape()
+    .LowPrecisionInputs({0});
 
 TEST(SchemaFacts, EveryOperatorHasAShapeFunction) {
   const std::set<std::string> excluded = {
@@ -67,8 +72,9 @@ TEST(SchemaFacts, ShapesOfAWholeTrainingStepAreInferredAsARunMakesThem) {
 }
 
 TEST(SchemaFacts, GradientOpShapesFollowTheForwardOps) {
-  OperatorDef bn_gradient = MakeOperatorDef("SpatialBNGradient", {"x", "scale", "dy", "mean", "inv_std"},
-                                            {"dscale", "dbias"}, {Arg("gradients", std::vector<int64_t>{1, 2})});
+  OperatorDef bn_gradient =
+      MakeOperatorDef("SpatialBNGradient", {"x", "scale", "dy", "mean", "inv_std"}, {"dscale", "dbias"},
+                      {Arg("gradients", std::vector<int64_t>{1, 2})});
   const TensorShape x{{2, 3, 4, 4}}, channel{{3}};
   auto shapes = SchemaRegistry::Of(bn_gradient).InferShapes(bn_gradient, {x, channel, x, channel, channel});
   ASSERT_EQ(shapes.size(), 2u);
@@ -88,7 +94,8 @@ TEST(SchemaFacts, CostIsMultiplyAddsForLayersWithWeightsAndElementsWrittenOtherw
   EXPECT_DOUBLE_EQ(SchemaRegistry::Of(conv).Cost(conv, {{{2, 4, 8, 8}}, {{8, 4, 3, 3}}}, {{{2, 8, 6, 6}}}),
                    2.0 * 8 * 6 * 6 * 36);
   OperatorDef fc = MakeOperatorDef("FC", {"x", "w", "b"}, {"y"});
-  EXPECT_DOUBLE_EQ(SchemaRegistry::Of(fc).Cost(fc, {{{5, 20}}, {{10, 20}}, {{10}}}, {{{5, 10}}}), 5.0 * 10 * 20);
+  EXPECT_DOUBLE_EQ(SchemaRegistry::Of(fc).Cost(fc, {{{5, 20}}, {{10, 20}}, {{10}}}, {{{5, 10}}}),
+                   5.0 * 10 * 20);
   OperatorDef relu = MakeOperatorDef("Relu", {"x"}, {"y"});
   EXPECT_DOUBLE_EQ(SchemaRegistry::Of(relu).Cost(relu, {{{5, 20}}}, {{{5, 20}}}), 100.0);
 }
@@ -136,7 +143,8 @@ TEST(SchemaFacts, MixedPrecisionCastsOnlyTheInputsTheSchemaAllows) {
 TEST(SchemaFacts, CopiesAndCollectivesReadFromAnyDevice) {
   for (const char* type : {"Copy", "Allreduce", "Broadcast"})
     EXPECT_TRUE(SchemaRegistry::Find(type)->reads_any_device()) << type;
-  for (const char* type : {"Relu", "Conv", "Sum"}) EXPECT_FALSE(SchemaRegistry::Find(type)->reads_any_device()) << type;
+  for (const char* type : {"Relu", "Conv", "Sum"})
+    EXPECT_FALSE(SchemaRegistry::Find(type)->reads_any_device()) << type;
 }
 
 TEST(SchemaFacts, TheBackwardPassFindsItsSeedAndSumByRole) {

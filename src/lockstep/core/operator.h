@@ -50,19 +50,12 @@ class Operator {
   bool IsInplace(int input, int output) const { return def_.input(input) == def_.output(output); }
   const Device& device() const { return device_; }
 
-  int64_t IntArg(const std::string& name, int64_t default_value) const {
-    return GetIntArgument(def_, name, default_value);
-  }
-  float FloatArg(const std::string& name, float default_value) const {
-    return GetFloatArgument(def_, name, default_value);
-  }
-  std::string StringArg(const std::string& name, const std::string& default_value) const {
-    return GetStringArgument(def_, name, default_value);
-  }
-  std::vector<int64_t> IntsArg(const std::string& name,
-                               const std::vector<int64_t>& default_value = {}) const {
-    return GetIntsArgument(def_, name, default_value);
-  }
+  // The op's arguments, given or the schema's defaults (see IntArg(def, name) in schema.h).
+  int64_t IntArg(const std::string& name) const { return lockstep::IntArg(def_, name); }
+  float FloatArg(const std::string& name) const { return lockstep::FloatArg(def_, name); }
+  std::string StringArg(const std::string& name) const { return lockstep::StringArg(def_, name); }
+  std::vector<int64_t> IntsArg(const std::string& name) const { return lockstep::IntsArg(def_, name); }
+  std::vector<float> FloatsArg(const std::string& name) const { return lockstep::FloatsArg(def_, name); }
 
   OperatorDef def_;
   Workspace* ws_;

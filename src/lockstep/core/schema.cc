@@ -1,11 +1,213 @@
 // Schema registry and checks.
 #include "lockstep/core/schema.h"
 
+#include <cmath>
 #include <memory>
 
+#include "lockstep/core/closest_names.h"
 #include "lockstep/core/net_def.h"
 
 namespace lockstep {
+
+const char* ArgTypeName(ArgType type) {
+  switch (type) {
+    case ArgType::kInt:
+      return "int";
+    case ArgType::kFloat:
+      return "float";
+    case ArgType::kString:
+      return "string";
+    case ArgType::kInts:
+      return "ints";
+    case ArgType::kFloats:
+      return "floats";
+  }
+  return "?";
+}
+
+namespace {
+
+// Whether arg holds a value of `type` as the readers (IntArg, ...) take it.
+bool Holds(ArgType type, const Argument& arg) {
+  const bool scalar = arg.has_i() || arg.has_f() || arg.has_s();
+  switch (type) {
+    case ArgType::kInt:
+      return arg.has_i();
+    case ArgType::kFloat:
+      return arg.has_f() || arg.has_i();
+    case ArgType::kString:
+      return arg.has_s();
+    case ArgType::kInts:
+      return !scalar && arg.floats_size() == 0 && arg.strings_size() == 0;
+    case ArgType::kFloats:
+      return !scalar && arg.strings_size() == 0;
+  }
+  return false;
+}
+
+// What arg holds, for messages: "the string \"2\"", "the int 3", "a list of 2 floats".
+std::string DescribeValue(const Argument& arg) {
+  if (arg.has_s()) return fmt::format("the string \"{}\"", arg.s());
+  if (arg.has_i()) return fmt::format("the int {}", arg.i());
+  if (arg.has_f()) return fmt::format("the float {}", arg.f());
+  if (arg.floats_size()) return fmt::format("a list of {} floats", arg.floats_size());
+  if (arg.strings_size()) return fmt::format("a list of {} strings", arg.strings_size());
+  if (arg.ints_size()) return fmt::format("a list of {} ints", arg.ints_size());
+  return "no value";
+}
+
+// The values of arg that the range bounds.
+std::vector<double> Values(const Argument& arg) {
+  if (arg.has_i()) return {static_cast<double>(arg.i())};
+  if (arg.has_f()) return {arg.f()};
+  std::vector<double> values(arg.ints().begin(), arg.ints().end());
+  values.insert(values.end(), arg.floats().begin(), arg.floats().end());
+  return values;
+}
+
+// 1 rather than 1.0: bounds and values of int arguments are integers.
+std::string NumberText(double value) {
+  if (value == std::floor(value) && std::fabs(value) < 1e15) return fmt::format("{:.0f}", value);
+  return fmt::format("{}", value);
+}
+
+std::string RangeText(double min, double max) {  // of a spec, or of a value being checked
+  const double inf = std::numeric_limits<double>::infinity();
+  if (min > -inf && max < inf) return fmt::format("in [{}, {}]", NumberText(min), NumberText(max));
+  if (min > -inf) return fmt::format("at least {}", NumberText(min));
+  if (max < inf) return fmt::format("at most {}", NumberText(max));
+  return "any value";
+}
+
+// Throws InvalidInput when arg is not of spec's type or a value lies outside its range.
+void CheckValue(const OperatorDef& def, const ArgSpec& spec, const Argument& arg) {
+  if (!Holds(spec.type, arg)) {
+    const bool list = spec.type == ArgType::kInts || spec.type == ArgType::kFloats;
+    throw InvalidInput(fmt::format("{}: argument '{}' must be {} {}, got {}", DescribeOperator(def),
+                                   spec.name,
+                                   list                         ? "a list of"
+                                   : spec.type == ArgType::kInt ? "an"
+                                                                : "a",
+                                   ArgTypeName(spec.type), DescribeValue(arg)));
+  }
+  for (double value : Values(arg))
+    if (!(value >= spec.min && value <= spec.max))
+      throw InvalidInput(fmt::format("{}: argument '{}' must be {}, got {}", DescribeOperator(def), spec.name,
+                                     RangeText(spec.min, spec.max), NumberText(value)));
+}
+
+}  // namespace
+
+std::string DefaultText(const ArgSpec& arg) {
+  if (!arg.default_value) return "";
+  const Argument& value = *arg.default_value;
+  switch (arg.type) {
+    case ArgType::kInt:
+      return std::to_string(value.i());
+    case ArgType::kFloat:
+      return fmt::format("{}", value.f());
+    case ArgType::kString:
+      return value.s();
+    case ArgType::kInts:
+      return fmt::format("[{}]", fmt::join(value.ints(), ", "));
+    case ArgType::kFloats:
+      return fmt::format("[{}]", fmt::join(value.floats(), ", "));
+  }
+  return "";
+}
+
+std::string RangeText(const ArgSpec& arg) { return RangeText(arg.min, arg.max); }
+
+namespace {
+
+void SetBlob(std::vector<BlobSpec>* blobs, int index, std::string name, std::string doc) {
+  if (static_cast<int>(blobs->size()) <= index) blobs->resize(index + 1);
+  (*blobs)[index] = {std::move(name), std::move(doc)};
+}
+
+}  // namespace
+
+OpSchema& OpSchema::SetDoc(std::string doc) {
+  doc_ = std::move(doc);
+  return *this;
+}
+
+OpSchema& OpSchema::Input(int index, std::string name, std::string doc) {
+  SetBlob(&inputs_, index, std::move(name), std::move(doc));
+  return *this;
+}
+
+OpSchema& OpSchema::Output(int index, std::string name, std::string doc) {
+  SetBlob(&outputs_, index, std::move(name), std::move(doc));
+  return *this;
+}
+
+OpSchema& OpSchema::Arg(std::string name, ArgType type, std::string doc) {
+  return AddArg(std::move(name), type, std::nullopt, std::move(doc));
+}
+
+OpSchema& OpSchema::AddArg(std::string name, ArgType type, std::optional<Argument> default_value,
+                           std::string doc) {
+  for (const auto& arg : args_)
+    LOCKSTEP_ENFORCE(arg.name != name, "operator '{}' declares argument '{}' twice", type_, name);
+  if (default_value) {
+    default_value->set_name(name);
+    // A float declared with an integer default (0 rather than 0.0f) holds it as the float it is.
+    if (type == ArgType::kFloat && default_value->has_i()) {
+      default_value->set_f(static_cast<float>(default_value->i()));
+      default_value->clear_i();
+    }
+    LOCKSTEP_ENFORCE(Holds(type, *default_value), "default of argument '{}' of '{}' is not a {}: {}", name,
+                     type_, ArgTypeName(type), DescribeValue(*default_value));
+  }
+  args_.push_back({std::move(name), type, std::move(default_value), -std::numeric_limits<double>::infinity(),
+                   std::numeric_limits<double>::infinity(), std::move(doc)});
+  return *this;
+}
+
+OpSchema& OpSchema::Range(double min, double max) {
+  LOCKSTEP_ENFORCE(!args_.empty(), "operator '{}': Range() before any Arg()", type_);
+  ArgSpec& arg = args_.back();
+  arg.min = min;
+  arg.max = max;
+  if (arg.default_value)
+    for (double value : Values(*arg.default_value))
+      LOCKSTEP_ENFORCE(value >= min && value <= max, "default {} of argument '{}' of '{}' is not {}", value,
+                       arg.name, type_, RangeText(min, max));
+  return *this;
+}
+
+OpSchema& OpSchema::ArgsOf(std::string type) {
+  args_of_ = std::move(type);
+  return *this;
+}
+
+std::vector<const ArgSpec*> OpSchema::args() const {
+  std::vector<const ArgSpec*> all;
+  for (const auto& arg : args_) all.push_back(&arg);
+  if (args_of_.empty()) return all;
+  const OpSchema* other = SchemaRegistry::Find(args_of_);
+  LOCKSTEP_ENFORCE(other != nullptr, "'{}' takes the arguments of '{}', which has no schema", type_,
+                   args_of_);
+  for (const ArgSpec* arg : other->args())
+    if (!FindOwnArg(arg->name)) all.push_back(arg);
+  return all;
+}
+
+const ArgSpec* OpSchema::FindOwnArg(const std::string& name) const {
+  for (const auto& arg : args_)
+    if (arg.name == name) return &arg;
+  return nullptr;
+}
+
+const ArgSpec* OpSchema::FindArg(const std::string& name) const {
+  if (const ArgSpec* own = FindOwnArg(name)) return own;
+  if (args_of_.empty()) return nullptr;
+  const OpSchema* other = SchemaRegistry::Find(args_of_);
+  LOCKSTEP_ENFORCE(other != nullptr, "'{}' takes the arguments of '{}', which has no schema", type_,
+                   args_of_);
+  return other->FindArg(name);
+}
 
 OpSchema& OpSchema::NumInputs(int min, int max) {
   min_inputs_ = min;
@@ -54,6 +256,19 @@ OpSchema& OpSchema::ReadsAnyDevice() {
 
 OpSchema& OpSchema::TakesGpuOptions(unsigned options) {
   gpu_options_ = options;
+  const GpuOptions defaults;
+  if (options & kCudnnWorkspace)
+    Arg(kCudnnWorkspaceArg, ArgType::kInt, defaults.cudnn_workspace_bytes,
+        "cuDNN workspace limit of one convolution, in bytes (the trainer's --cudnn_workspace_limit_mb)")
+        .Min(0);
+  if (options & kTensorCore)
+    Arg(kTensorCoreArg, ArgType::kInt, defaults.enable_tensor_core,
+        "1: TF32 tensor-core math where cuDNN or cuBLAS offers it (--enable_tensor_core)")
+        .Range(0, 1);
+  if (options & kFloat16Compute)
+    Arg(kFloat16ComputeArg, ArgType::kInt, defaults.float16_compute,
+        "1: float16 data also accumulates in float16 (--float16_compute)")
+        .Range(0, 1);
   return *this;
 }
 
@@ -118,7 +333,7 @@ void SetGpuOptions(const GpuOptions& options, NetDef* net) {
   }
 }
 
-static std::string Range(int min, int max) {
+static std::string CountText(int min, int max) {
   if (min == max) return std::to_string(min);
   if (max == INT_MAX) return fmt::format("at least {}", min);
   return fmt::format("{} to {}", min, max);
@@ -144,9 +359,9 @@ void OpSchema::Verify(const OperatorDef& def) const {
     throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
   };
   if (def.input_size() < min_inputs_ || def.input_size() > max_inputs_)
-    fail(fmt::format("takes {} inputs, got {}", Range(min_inputs_, max_inputs_), def.input_size()));
+    fail(fmt::format("takes {} inputs, got {}", CountText(min_inputs_, max_inputs_), def.input_size()));
   if (def.output_size() < min_outputs_ || def.output_size() > max_outputs_)
-    fail(fmt::format("takes {} outputs, got {}", Range(min_outputs_, max_outputs_), def.output_size()));
+    fail(fmt::format("takes {} outputs, got {}", CountText(min_outputs_, max_outputs_), def.output_size()));
   for (auto [in, out] : enforce_inplace_) {
     if (in < def.input_size() && out < def.output_size() && def.input(in) != def.output(out))
       fail(fmt::format("output {} must be the same blob as input {} (in-place)", out, in));
@@ -159,6 +374,24 @@ void OpSchema::Verify(const OperatorDef& def) const {
                          def.input(in)));
     }
   }
+  std::set<std::string> given;
+  for (const auto& arg : def.arg()) {
+    if (!given.insert(arg.name()).second)
+      throw InvalidInput(fmt::format("{}: argument '{}' is given twice", DescribeOperator(def), arg.name()));
+    const ArgSpec* spec = FindArg(arg.name());
+    if (!spec) throw InvalidInput(UnknownArgument(def, arg.name()));
+    CheckValue(def, *spec, arg);
+  }
+}
+
+std::string OpSchema::UnknownArgument(const OperatorDef& def, const std::string& name) const {
+  std::vector<std::string> declared;
+  for (const ArgSpec* arg : args()) declared.push_back(arg->name);
+  const std::string start = fmt::format("{}: unknown argument '{}'", DescribeOperator(def), name);
+  if (declared.empty()) return fmt::format("{}; {} takes no arguments", start, type_);
+  const std::vector<std::string> closest = ClosestNames(name, declared);
+  if (closest.empty()) return fmt::format("{}; declared: {}", start, fmt::join(declared, ", "));
+  return fmt::format("{}; did you mean '{}'? (declared: {})", start, closest[0], fmt::join(declared, ", "));
 }
 
 std::vector<TensorShape> OpSchema::InferShapes(const OperatorDef& def,
@@ -183,10 +416,79 @@ const OpSchema* SchemaRegistry::Find(const std::string& type) {
   return it == Schemas().end() ? nullptr : it->second.get();
 }
 
+std::vector<std::string> SchemaRegistry::Types() {
+  std::vector<std::string> types;
+  for (const auto& entry : Schemas()) types.push_back(entry.first);
+  return types;
+}
+
 const OpSchema& SchemaRegistry::Of(const OperatorDef& def) {
   const OpSchema* schema = Find(def.type());
-  if (!schema) throw InvalidInput(fmt::format("unknown operator type '{}'", def.type()));
-  return *schema;
+  if (schema) return *schema;
+  const std::vector<std::string> closest = ClosestNames(def.type(), Types());
+  if (closest.empty()) throw InvalidInput(fmt::format("unknown operator type '{}'", def.type()));
+  throw InvalidInput(
+      fmt::format("unknown operator type '{}'; did you mean {}?", def.type(), fmt::join(closest, ", ")));
+}
+
+namespace {
+
+// The argument as given, else the declared default (see IntArg).
+const Argument& DeclaredArgument(const OperatorDef& def, const std::string& name) {
+  const ArgSpec* spec = SchemaRegistry::Of(def).FindArg(name);
+  LOCKSTEP_ENFORCE(spec != nullptr, "{} reads argument '{}', which its schema does not declare", def.type(),
+                   name);
+  if (const Argument* given = FindArgument(def, name)) {
+    CheckValue(def, *spec, *given);
+    return *given;
+  }
+  LOCKSTEP_ENFORCE(spec->default_value.has_value(),
+                   "{} reads argument '{}', which has no default, without checking that it is given",
+                   def.type(), name);
+  return *spec->default_value;
+}
+
+const ArgSpec& DeclaredSpec(const std::string& type, const std::string& name) {
+  const OpSchema* schema = SchemaRegistry::Find(type);
+  LOCKSTEP_ENFORCE(schema != nullptr, "no schema for operator '{}'", type);
+  const ArgSpec* spec = schema->FindArg(name);
+  LOCKSTEP_ENFORCE(spec && spec->default_value, "operator '{}' declares no default for argument '{}'", type,
+                   name);
+  return *spec;
+}
+
+float AsFloat(const Argument& arg) { return arg.has_f() ? arg.f() : static_cast<float>(arg.i()); }
+
+}  // namespace
+
+int64_t IntArg(const OperatorDef& def, const std::string& name) { return DeclaredArgument(def, name).i(); }
+
+float FloatArg(const OperatorDef& def, const std::string& name) {
+  return AsFloat(DeclaredArgument(def, name));
+}
+
+std::string StringArg(const OperatorDef& def, const std::string& name) {
+  return DeclaredArgument(def, name).s();
+}
+
+std::vector<int64_t> IntsArg(const OperatorDef& def, const std::string& name) {
+  const Argument& arg = DeclaredArgument(def, name);
+  return {arg.ints().begin(), arg.ints().end()};
+}
+
+std::vector<float> FloatsArg(const OperatorDef& def, const std::string& name) {
+  const Argument& arg = DeclaredArgument(def, name);
+  std::vector<float> values(arg.floats().begin(), arg.floats().end());
+  for (int64_t value : arg.ints()) values.push_back(static_cast<float>(value));
+  return values;
+}
+
+int64_t DefaultIntArg(const std::string& type, const std::string& name) {
+  return DeclaredSpec(type, name).default_value->i();
+}
+
+float DefaultFloatArg(const std::string& type, const std::string& name) {
+  return AsFloat(*DeclaredSpec(type, name).default_value);
 }
 
 std::map<std::string, TensorShape> InferNetShapes(const NetDef& net,

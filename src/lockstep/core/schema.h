@@ -1,20 +1,24 @@
 // Operator schemas: declared once per type next to the operator, checked once when an operator is created.
-// A schema states every fact about an operator that code outside ops/ relies on: arity, which outputs may
-// overwrite which inputs, how output shapes follow from inputs, its cost, which inputs may be 16-bit, which
-// GPU library options it takes, where it may read from, which inputs and outputs name workspace objects
-// rather than tensors, and what the data-parallel planner must do with it. Passes read these facts; none of
-// them matches an operator type by name.
+// A schema states every fact about an operator that code outside ops/ relies on: its doc, inputs, outputs and
+// arguments (name, type, default, accepted range, doc: the one home of argument defaults), arity, which
+// outputs may overwrite which inputs, how output shapes follow from inputs, its cost, which inputs may be
+// 16-bit, which GPU library options it takes, where it may read from, which inputs and outputs name workspace
+// objects rather than tensors, and what the data-parallel planner must do with it. Passes read these facts;
+// none of them matches an operator type by name.
 #pragma once
 
 #include <climits>
 #include <functional>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "lockstep.pb.h"
+#include "lockstep/core/net_def.h"
 #include "lockstep/core/tensor.h"
 
 namespace lockstep {
@@ -38,8 +42,8 @@ using ReplicaRewrite = std::function<std::vector<OperatorDef>(const OperatorDef&
 struct GpuOptions {
   static constexpr int64_t kDefaultCudnnWorkspaceBytes = int64_t{64} << 20;
   int64_t cudnn_workspace_bytes = kDefaultCudnnWorkspaceBytes;  // per convolution
-  bool enable_tensor_core = false;                               // TF32 / tensor-core math where offered
-  bool float16_compute = false;                                  // float16 data accumulates in float16
+  bool enable_tensor_core = false;                              // TF32 / tensor-core math where offered
+  bool float16_compute = false;                                 // float16 data accumulates in float16
 };
 enum GpuOption : unsigned { kCudnnWorkspace = 1u, kTensorCore = 2u, kFloat16Compute = 4u };
 // The arguments that carry the GPU options.
@@ -51,12 +55,56 @@ inline constexpr const char* kFloat16ComputeArg = "float16_compute";
 // names the role and never the type.
 enum class OpRole { kGradientSeed, kGradientSum };
 
+// The value types of operator arguments, as Argument carries them: int (i; also 0/1 flags), float (f, or an
+// int), string (s), ints and floats (lists; floats also takes ints).
+enum class ArgType { kInt, kFloat, kString, kInts, kFloats };
+const char* ArgTypeName(ArgType type);  // "int", "float", "string", "ints", "floats"
+
+// One declared argument. Without a default, the op requires the argument or derives its value otherwise (a
+// kernel from the filter); the doc says which. min and max bound each value, inclusive.
+struct ArgSpec {
+  std::string name;
+  ArgType type;
+  std::optional<Argument> default_value;
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  std::string doc;
+};
+
+// A documented input or output.
+struct BlobSpec {
+  std::string name, doc;
+};
+
 // The blob that holds the sum over all replicas of a blob that an op with SummedAcrossReplicas() writes.
 std::string CombinedName(const std::string& blob);
 
 class OpSchema {
  public:
   explicit OpSchema(std::string type) : type_(std::move(type)) {}
+
+  // What the operator computes, in a few lines (the catalogue's text; `lockstep ops TYPE`).
+  OpSchema& SetDoc(std::string doc);
+  OpSchema& Input(int index, std::string name, std::string doc);
+  OpSchema& Output(int index, std::string name, std::string doc);
+  // Declares an argument with its default (a C++ value of the type: 1, 0.5f, "NCHW", std::vector<int64_t>{}).
+  template <typename T>
+  OpSchema& Arg(std::string name, ArgType type, const T& default_value, std::string doc) {
+    return AddArg(std::move(name), type, ::lockstep::Arg("", default_value).proto, std::move(doc));
+  }
+  // Declares an argument without a default.
+  OpSchema& Arg(std::string name, ArgType type, std::string doc);
+  // The values the argument declared last accepts (of each element for lists), inclusive.
+  OpSchema& Min(double min) { return Range(min, std::numeric_limits<double>::infinity()); }
+  OpSchema& Range(double min, double max);
+  // Also declares every argument of operator `type` (gradient ops copy their forward op's arguments);
+  // resolved when first needed, so the order in which schemas register does not matter.
+  OpSchema& ArgsOf(std::string type);
+  // Adds declarations that several schemas share (the window arguments of Conv and pooling).
+  OpSchema& Include(void (*declare)(OpSchema&)) {
+    declare(*this);
+    return *this;
+  }
 
   OpSchema& NumInputs(int n) { return NumInputs(n, n); }
   OpSchema& NumInputs(int min, int max);
@@ -93,7 +141,7 @@ class OpSchema {
   OpSchema& LowPrecisionInputs(std::set<int> inputs);
   bool AllowsLowPrecisionInput(int input) const;
 
-  // The GpuOption bits of the options the op takes as arguments.
+  // The GpuOption bits of the options the op takes as arguments; declares those arguments.
   OpSchema& TakesGpuOptions(unsigned options);
   unsigned gpu_options() const { return gpu_options_; }
 
@@ -119,14 +167,30 @@ class OpSchema {
   bool IsObjectInput(int i) const { return i < object_inputs_; }
   bool IsObjectOutput(int i) const { return i < object_outputs_; }
 
-  // Throws InvalidInput naming the operator when the def breaks this schema.
+  const std::string& doc() const { return doc_; }
+  const std::vector<BlobSpec>& inputs() const { return inputs_; }
+  const std::vector<BlobSpec>& outputs() const { return outputs_; }
+  // Every declared argument: the schema's own, then those of ArgsOf's type.
+  std::vector<const ArgSpec*> args() const;
+  const ArgSpec* FindArg(const std::string& name) const;
+
+  // Throws InvalidInput naming the operator when the def breaks this schema: its arity or in-place rules,
+  // or an argument that is not declared (naming the closest declared one), of another type or out of range.
   void Verify(const OperatorDef& def) const;
   bool HasShapeFunction() const { return static_cast<bool>(infer_); }
   std::vector<TensorShape> InferShapes(const OperatorDef& def, const std::vector<TensorShape>& inputs) const;
   const std::string& type() const { return type_; }
 
  private:
+  OpSchema& AddArg(std::string name, ArgType type, std::optional<Argument> default_value, std::string doc);
+  const ArgSpec* FindOwnArg(const std::string& name) const;
+  std::string UnknownArgument(const OperatorDef& def, const std::string& name) const;
+
   std::string type_;
+  std::string doc_;
+  std::vector<BlobSpec> inputs_, outputs_;
+  std::vector<ArgSpec> args_;
+  std::string args_of_;
   int min_inputs_ = 0, max_inputs_ = INT_MAX, min_outputs_ = 0, max_outputs_ = INT_MAX;
   std::set<std::pair<int, int>> allow_inplace_, enforce_inplace_;
   ShapeInference infer_;
@@ -146,6 +210,7 @@ class SchemaRegistry {
  public:
   static OpSchema& Register(const std::string& type);  // refuses duplicates
   static const OpSchema* Find(const std::string& type);
+  static std::vector<std::string> Types();  // sorted
   // The schema of a def's type; throws InvalidInput naming the unknown type.
   static const OpSchema& Of(const OperatorDef& def);
   // The type that claims the role; throws when none does.
@@ -157,6 +222,24 @@ bool IsCollective(const OperatorDef& op);
 // True when input (output) i of the op names a workspace object (OpSchema::ObjectInputs).
 bool IsObjectInput(const OperatorDef& op, int i);
 bool IsObjectOutput(const OperatorDef& op, int i);
+
+// For messages and the catalogue: the default ("1", "1e-05", "NCHW", "[0, 1, 2]"; "" when none) and the
+// accepted values ("in [0, 1]", "at least 1", "any value").
+std::string DefaultText(const ArgSpec& arg);
+std::string RangeText(const ArgSpec& arg);
+
+// Argument `name` of an operator, or its schema's default when the def does not give it: the readers of
+// operator implementations, shape functions and gradient makers. A value of the wrong type or out of range is
+// an InvalidInput naming the operator; reading an undeclared argument, or a missing one without default, is a
+// bug (enforce).
+int64_t IntArg(const OperatorDef& def, const std::string& name);
+float FloatArg(const OperatorDef& def, const std::string& name);
+std::string StringArg(const OperatorDef& def, const std::string& name);
+std::vector<int64_t> IntsArg(const OperatorDef& def, const std::string& name);
+std::vector<float> FloatsArg(const OperatorDef& def, const std::string& name);
+// The default that operator `type` declares for argument `name`, for code that spells arguments out (layers).
+int64_t DefaultIntArg(const std::string& type, const std::string& name);
+float DefaultFloatArg(const std::string& type, const std::string& name);
 
 // Sets the GPU options as arguments on every op of the net whose schema takes them.
 void SetGpuOptions(const GpuOptions& options, NetDef* net);

@@ -9,7 +9,7 @@ namespace {
 
 class AccuracyOp : public Operator {
  public:
-  AccuracyOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), top_k_(CheckedTopK(def)) {}
+  AccuracyOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), top_k_(IntArg("top_k")) {}
 
   void Run() override {
     const Tensor& predictions = Input(0);  // predictions is (N, D): scores or probabilities
@@ -37,8 +37,16 @@ class AccuracyOp : public Operator {
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(Accuracy).NumInputs(2).NumOutputs(1).ShapeFunction(
-    [](const OperatorDef& def, const std::vector<TensorShape>& in) {
+LOCKSTEP_OPERATOR_SCHEMA(Accuracy)
+    .SetDoc("The fraction of rows whose label is among the top_k scores (ties as in Caffe2).")
+    .Input(0, "predictions", "(N, D) scores or probabilities")
+    .Input(1, "labels", "(N) or (N, 1) int32 in [0, D)")
+    .Output(0, "accuracy", "a float scalar in [0, 1]")
+    .Arg("top_k", ArgType::kInt, 1, "a row counts when its label is among its top_k scores")
+    .Min(1)
+    .NumInputs(2)
+    .NumOutputs(1)
+    .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       CheckClassLabelShapes(def, "predictions", in[0].dims, in[1].dims, in[1].dtype);
       return std::vector<TensorShape>{{{}, DataType::kFloat}};
     });

@@ -18,12 +18,6 @@ int64_t ChannelCount(const OperatorDef& def, const Shape& x,
   return channels;
 }
 
-int64_t NumBatchesArg(const OperatorDef& def) {
-  const int64_t num_batches = GetIntArgument(def, "num_batches", 1);
-  if (num_batches < 1) FailOperator(def, fmt::format("num_batches must be at least 1, got {}", num_batches));
-  return num_batches;
-}
-
 namespace {
 
 // The view of a layout, or nullopt when it has another form: channels blocked twice or wider than

@@ -12,17 +12,14 @@
 
 namespace lockstep {
 
-// Added to the variance before its inverse square root when arg epsilon is not given (Caffe2's default).
+// The default of arg epsilon (Caffe2's), added to the variance before its inverse square root, in the schemas
+// of the ops that normalize.
 constexpr float kDefaultEpsilon = 1e-5f;
 
 // Checks that X is (N, C) or (N, C, H, W) (up to three spatial dims) and that each listed per-channel input
 // (given as input index and shape) is (C); returns C. Throws InvalidInput naming the operator.
 int64_t ChannelCount(const OperatorDef& def, const Shape& x,
                      const std::vector<std::pair<int, const Shape*>>& per_channel);
-
-// Arg num_batches: over how many replicas' equal batches combined statistics are summed, at least 1 (default
-// 1). Throws InvalidInput naming the operator.
-int64_t NumBatchesArg(const OperatorDef& def);
 
 // An (N, C, spatial...) tensor seen as N x blocks x S x block, S the flattened spatial size: element (n, c,
 // s) lies at n * batch_stride + (c / block) * block_stride + s * spatial_stride + c % block. Plain NCHW has

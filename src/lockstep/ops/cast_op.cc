@@ -17,7 +17,8 @@ bool Castable(DataType type) {
 // The dtype y gets: input 1's when given, else arg `to`.
 DataType TargetType(const OperatorDef& def, DataType like) {
   if (def.input_size() == 2) return like;
-  const int64_t to = GetIntArgument(def, "to", 0);
+  if (!HasArgument(def, "to")) FailOperator(def, "needs the target dtype: arg to or input 1");
+  const int64_t to = IntArg(def, "to");
   const auto type = static_cast<DataType>(to);
   if (!Castable(type))
     FailOperator(def,
@@ -75,8 +76,16 @@ std::vector<OperatorDef> CastGradient(const GradientContext& g) {
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(Cast).NumInputs(1, 2).NumOutputs(1).ShapeFunction(
-    [](const OperatorDef& def, const std::vector<TensorShape>& in) {
+LOCKSTEP_OPERATOR_SCHEMA(Cast)
+    .SetDoc("Y = X converted to another dtype: float32, float16 and bfloat16 (rounding to nearest even).")
+    .Input(0, "X", "any shape")
+    .Input(1, "like", "optional: Y takes its dtype")
+    .Output(0, "Y", "X's shape")
+    .Arg("to", ArgType::kInt,
+         "Y's dtype as a TensorProto.DataType (1 float32, 12 float16, 16 bfloat16); required without input 1")
+    .NumInputs(1, 2)
+    .NumOutputs(1)
+    .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return std::vector<TensorShape>{
           {in[0].dims, TargetType(def, in.size() == 2 ? in[1].dtype : DataType::kUndefined)}};
     });

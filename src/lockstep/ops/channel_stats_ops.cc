@@ -118,7 +118,7 @@ const float* GradientInLayoutOf(const OperatorDef& def, const Tensor& x, const T
 class ChannelBackpropStatsOp : public Operator {
  public:
   ChannelBackpropStatsOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), epsilon_(FloatArg("epsilon", kDefaultEpsilon)) {
+      : Operator(def, ws), epsilon_(FloatArg("epsilon")) {
     AcceptLayouts();
   }
 
@@ -165,7 +165,7 @@ class ChannelBackpropStatsOp : public Operator {
 class SpatialBNCombinedGradientOp : public Operator {
  public:
   SpatialBNCombinedGradientOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), epsilon_(FloatArg("epsilon", kDefaultEpsilon)), num_batches_(NumBatchesArg(def)) {
+      : Operator(def, ws), epsilon_(FloatArg("epsilon")), num_batches_(IntArg("num_batches")) {
     AcceptLayouts();
   }
 
@@ -246,6 +246,12 @@ std::vector<TensorShape> TwoChannelShapes(const OperatorDef& def, const std::vec
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(ChannelStats)
+    .SetDoc(
+        "Per-channel sums of X and of X^2 over N and the spatial dims: this replica's share of the batch "
+        "statistics that data parallelism sums over the replicas.")
+    .Input(0, "X", "(N, C) or (N, C, spatial...)")
+    .Output(0, "sum", "(C)")
+    .Output(1, "sumsq", "(C)")
     .NumInputs(1)
     .NumOutputs(2)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
@@ -253,6 +259,17 @@ LOCKSTEP_OPERATOR_SCHEMA(ChannelStats)
     })
     .SummedAcrossReplicas();
 LOCKSTEP_OPERATOR_SCHEMA(ChannelBackpropStats)
+    .SetDoc(
+        "This replica's dscale = sum(dY * xhat) and dbias = sum(dY) per channel: its gradients of "
+        "SpatialBN's scale and bias, which data parallelism sums over the replicas.")
+    .Input(0, "X", "SpatialBN's input")
+    .Input(1, "mean", "(C): SpatialBN's saved_mean")
+    .Input(2, "var", "(C): SpatialBN's saved_var")
+    .Input(3, "dY", "X's shape")
+    .Output(0, "dscale", "(C)")
+    .Output(1, "dbias", "(C)")
+    .Arg("epsilon", ArgType::kFloat, kDefaultEpsilon, "SpatialBN's epsilon")
+    .Min(0)
     .NumInputs(4)
     .NumOutputs(2)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
@@ -260,6 +277,19 @@ LOCKSTEP_OPERATOR_SCHEMA(ChannelBackpropStats)
     })
     .SummedAcrossReplicas();
 LOCKSTEP_OPERATOR_SCHEMA(SpatialBNCombinedGradient)
+    .SetDoc("dX of SpatialBN with combined statistics, from dscale and dbias summed over all replicas.")
+    .Input(0, "X", "SpatialBN's input")
+    .Input(1, "scale", "(C)")
+    .Input(2, "dY", "X's shape")
+    .Input(3, "mean", "(C): SpatialBN's saved_mean")
+    .Input(4, "var", "(C): SpatialBN's saved_var")
+    .Input(5, "dscale_all", "(C): ChannelBackpropStats' dscale summed over the replicas")
+    .Input(6, "dbias_all", "(C): ChannelBackpropStats' dbias summed over the replicas")
+    .Output(0, "dX", "X's shape")
+    .Arg("epsilon", ArgType::kFloat, kDefaultEpsilon, "SpatialBN's epsilon")
+    .Min(0)
+    .Arg("num_batches", ArgType::kInt, 1, "the replicas (equal batches) the sums cover")
+    .Min(1)
     .NumInputs(7)
     .NumOutputs(1)
     .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>& in) {

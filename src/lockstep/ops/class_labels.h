@@ -36,13 +36,6 @@ inline void CheckSoftmaxWithLossGradientInputs(const OperatorDef& def, const Ten
                                   ShapeToString(dloss.shape())));
 }
 
-// Accuracy's arg top_k, at least 1.
-inline int64_t CheckedTopK(const OperatorDef& def) {
-  const int64_t top_k = GetIntArgument(def, "top_k", 1);
-  if (top_k < 1) FailOperator(def, fmt::format("top_k must be at least 1, got {}", top_k));
-  return top_k;
-}
-
 // The label of `row`, which must index one of the `classes` columns.
 inline int32_t CheckedClassLabel(const OperatorDef& def, const int32_t* labels, int64_t row,
                                  int64_t classes) {

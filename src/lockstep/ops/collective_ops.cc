@@ -80,7 +80,7 @@ std::vector<TensorShape> CollectiveShapes(const OperatorDef& def, const std::vec
 class CollectiveOp : public Operator {
  public:
   CollectiveOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), num_devices_(static_cast<int>(IntArg("num_devices", 1))) {
+      : Operator(def, ws), num_devices_(static_cast<int>(IntArg("num_devices"))) {
     per_device_ = CollectiveBlobsPerDevice(def, num_devices_);
   }
 
@@ -180,6 +180,14 @@ OperatorDef BroadcastDef(const std::string& world, const std::vector<std::string
 }
 
 LOCKSTEP_OPERATOR_SCHEMA(Allreduce)
+    .SetDoc(
+        "Every output gets the sum over all devices (and processes) of its blob; a device's blobs travel "
+        "as one contiguous bucket.")
+    .Input(0, "world", "a workspace object: CreateCommonWorld's communicator")
+    .Input(1, "blobs...", "num_devices groups of m blobs: blob j of device d is input 1 + d * m + j")
+    .Output(0, "sums...", "one per blob, in the same order; may be the blobs themselves")
+    .Arg("num_devices", ArgType::kInt, 1, "the devices the blobs are grouped by")
+    .Min(1)
     .NumInputs(2, INT_MAX)
     .NumOutputs(1, INT_MAX)
     .ObjectInputs(1)
@@ -187,6 +195,12 @@ LOCKSTEP_OPERATOR_SCHEMA(Allreduce)
     .ShapeFunction(CollectiveShapes)
     .Collective();
 LOCKSTEP_OPERATOR_SCHEMA(Broadcast)
+    .SetDoc("Every output gets device 0's blob (of the communicator's rank 0).")
+    .Input(0, "world", "a workspace object: CreateCommonWorld's communicator")
+    .Input(1, "blobs...", "num_devices groups of m blobs: blob j of device d is input 1 + d * m + j")
+    .Output(0, "blobs...", "one per blob, in the same order; may be the blobs themselves")
+    .Arg("num_devices", ArgType::kInt, 1, "the devices the blobs are grouped by")
+    .Min(1)
     .NumInputs(2, INT_MAX)
     .NumOutputs(1, INT_MAX)
     .ObjectInputs(1)

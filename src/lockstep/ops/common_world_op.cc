@@ -35,8 +35,7 @@ class CreateCommonWorldOp : public Operator {
   void Run() override {
     std::shared_ptr<Communicator> world =
         InputSize() > 0 ? ShardCommunicatorInput(def_, *ws_) : std::make_shared<LocalCommunicator>();
-    const int channel = static_cast<int>(IntArg("channel", 0));
-    if (channel < 0) FailOperator(def_, fmt::format("channel must be >= 0, got {}", channel));
+    const int channel = static_cast<int>(IntArg("channel"));
     if (channel > 0 && InputSize() > 0)
       if (auto own = world->Channel(channel)) world = own;
     ws_->SetObject(def_.output(0), world);
@@ -54,6 +53,18 @@ OperatorDef CreateCommonWorldDef(const std::string& world, const std::vector<int
 }
 
 LOCKSTEP_OPERATOR_SCHEMA(CreateCommonWorld)
+    .SetDoc(
+        "Puts into the workspace object named by its output the communicator that the collectives read as "
+        "input 0: this process's devices (a LocalCommunicator on CPUs), or, given the shards' communicator, "
+        "the job's.")
+    .Input(0, "shards", "optional: a workspace object, the connected communicator that spans the shards")
+    .Output(0, "world", "a workspace object: the communicator")
+    .Arg("devices", ArgType::kInts, std::vector<int64_t>{},
+         "the logical devices the world serves, in the order of the collectives' buffers (CUDA needs them)")
+    .Min(0)
+    .Arg("channel", ArgType::kInt, 0,
+         "k >= 1: channel k of the shards' communicator, whose collectives run beside the world's")
+    .Min(0)
     .NumInputs(0, 1)
     .NumOutputs(1)
     .ObjectInputs(1)

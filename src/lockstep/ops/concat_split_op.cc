@@ -12,7 +12,7 @@ namespace {
 
 int CheckedAxis(const OperatorDef& def, const Shape& shape) {
   int rank = static_cast<int>(shape.size());
-  int axis = static_cast<int>(GetIntArgument(def, "axis", 1));
+  int axis = static_cast<int>(IntArg(def, "axis"));
   if (axis < -rank || axis >= rank)
     FailOperator(def, fmt::format("axis {} is out of range for shape {}", axis, ShapeToString(shape)));
   return axis < 0 ? axis + rank : axis;
@@ -164,8 +164,8 @@ std::vector<TensorShape> SplitShapes(const OperatorDef& def, const std::vector<T
     FailOperator(
         def, fmt::format("output shapes depend on the values of '{}'; pass arg split instead", def.input(1)));
   int axis = CheckedAxis(def, in[0].dims);
-  auto extents = GetIntsArgument(def, "split");
-  auto parts = GetIntsArgument(def, "parts");
+  auto extents = IntsArg(def, "split");
+  auto parts = IntsArg(def, "parts");
   ResolveExtents(def, in[0].dims[axis], parts, &extents);
   std::vector<TensorShape> out(def.output_size(), in[0]);
   for (int k = 0; k < def.output_size(); ++k) out[k].dims[axis] = extents[parts.empty() ? k : parts[k]];
@@ -187,8 +187,31 @@ std::vector<OperatorDef> ConcatGradient(const GradientContext& g) {
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(Concat).NumInputs(1, INT_MAX).NumOutputs(2).ShapeFunction(ConcatShapes);
-LOCKSTEP_OPERATOR_SCHEMA(Split).NumInputs(1, 2).NumOutputs(1, INT_MAX).ShapeFunction(SplitShapes);
+LOCKSTEP_OPERATOR_SCHEMA(Concat)
+    .SetDoc("Joins the inputs along an axis, and records each one's extent there.")
+    .Input(0, "X...", "the same shape except along axis")
+    .Output(0, "Y", "the inputs joined along axis")
+    .Output(1, "split_info", "(number of inputs) int32: each input's extent along axis")
+    .Arg("axis", ArgType::kInt, 1, "the axis to join along; negative counts from the last")
+    .NumInputs(1, INT_MAX)
+    .NumOutputs(2)
+    .ShapeFunction(ConcatShapes);
+LOCKSTEP_OPERATOR_SCHEMA(Split)
+    .SetDoc("Cuts X along an axis into pieces of the given extents (or equal ones); Concat's gradient.")
+    .Input(0, "X", "any shape")
+    .Input(1, "split_info", "optional: (pieces) int32 extents, as Concat writes them")
+    .Output(0, "Y...", "the pieces that parts lists, in order")
+    .Arg("axis", ArgType::kInt, 1, "the axis to cut along; negative counts from the last")
+    .Arg("split", ArgType::kInts, std::vector<int64_t>{},
+         "the pieces' extents along axis, instead of input 1; none and no input 1: equal pieces, one per "
+         "output")
+    .Min(0)
+    .Arg("parts", ArgType::kInts, std::vector<int64_t>{},
+         "which pieces are outputs, increasing indices; none: all")
+    .Min(0)
+    .NumInputs(1, 2)
+    .NumOutputs(1, INT_MAX)
+    .ShapeFunction(SplitShapes);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Concat, ConcatOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Split, SplitOp);
 LOCKSTEP_REGISTER_GRADIENT(Concat, ConcatGradient);

@@ -49,7 +49,7 @@ ConvSetup MakeConvSetup(const ConvPoolArgs& args, int64_t group, const Shape& x,
 class ConvOp : public Operator {
  public:
   ConvOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), args_(ParseConvPoolArgs(def)), group_(IntArg("group", 1)) {
+      : Operator(def, ws), args_(ParseConvPoolArgs(def)), group_(IntArg("group")) {
     AcceptLayouts();
   }
 
@@ -99,7 +99,7 @@ class ConvGradientOp : public Operator {
   ConvGradientOp(const OperatorDef& def, Workspace* ws)
       : Operator(def, ws),
         args_(ParseConvPoolArgs(def)),
-        group_(IntArg("group", 1)),
+        group_(IntArg("group")),
         wants_(ParseWeightGradientOutputs(def)) {
     AcceptLayouts();
   }
@@ -206,8 +206,7 @@ class ConvGradientOp : public Operator {
 
 std::vector<TensorShape> ConvShape(const OperatorDef& def, const std::vector<TensorShape>& in) {
   const Shape* bias = in.size() == 3 ? &in[2].dims : nullptr;
-  return {{ConvOutputShape(def, ParseConvPoolArgs(def), GetIntArgument(def, "group", 1), in[0].dims,
-                           in[1].dims, bias)}};
+  return {{ConvOutputShape(def, ParseConvPoolArgs(def), IntArg(def, "group"), in[0].dims, in[1].dims, bias)}};
 }
 
 std::vector<OperatorDef> ConvGradient(const GradientContext& g) {
@@ -218,12 +217,31 @@ std::vector<OperatorDef> ConvGradient(const GradientContext& g) {
 
 constexpr unsigned kConvGpuOptions = kCudnnWorkspace | kTensorCore | kFloat16Compute;
 LOCKSTEP_OPERATOR_SCHEMA(Conv)
+    .SetDoc(
+        "2-D convolution of NCHW data with groups, stride, padding and dilation, as Caffe2's Conv: oneDNN on "
+        "CPUs, cuDNN on CUDA devices.")
+    .Input(0, "X", "(N, C, H, W)")
+    .Input(1, "filter", "(M, C / group, kh, kw)")
+    .Input(2, "bias", "(M), optional")
+    .Output(0, "Y", "(N, M, OH, OW)")
+    .Include(DeclareConvArgs)
     .NumInputs(2, 3)
     .NumOutputs(1)
     .ShapeFunction(ConvShape)
     .CostFunction(WeightedLayerCost)
     .TakesGpuOptions(kConvGpuOptions);
 LOCKSTEP_OPERATOR_SCHEMA(ConvGradient)
+    .SetDoc(
+        "Conv's gradient: dfilter unless no_dweight, dbias unless no_bias, then dX when one more output is "
+        "given.")
+    .Input(0, "X", "Conv's input")
+    .Input(1, "filter", "Conv's filter")
+    .Input(2, "dY", "gradient of Conv's output")
+    .Output(0, "dfilter", "filter's shape (the outputs skip what the flags leave out)")
+    .Output(1, "dbias", "(M)")
+    .Output(2, "dX", "X's shape")
+    .ArgsOf("Conv")
+    .Include(DeclareWeightGradientArgs)
     .NumInputs(3)
     .NumOutputs(1, 3)
     .ShapeFunction(WeightGradientShapes)

@@ -6,12 +6,13 @@
 #include <vector>
 
 #include "lockstep/core/enforce.h"
-#include "lockstep/core/net_def.h"
+#include "lockstep/core/schema.h"
 
 namespace lockstep {
 namespace {
 
-// Reads an (h, w) pair spelled `name`, `name_h` and `name_w`, or the two-element list `plural`.
+// Reads an (h, w) pair spelled `name`, `name_h` and `name_w`, or the two-element list `plural`; when none is
+// given, *h and *w get `name`'s default, or stay as they are when it has none.
 void ReadPair(const OperatorDef& def, const std::string& name, const std::string& plural, int64_t* h,
               int64_t* w) {
   bool single = HasArgument(def, name);
@@ -19,51 +20,47 @@ void ReadPair(const OperatorDef& def, const std::string& name, const std::string
   bool list = HasArgument(def, plural);
   if (single + split + list > 1)
     FailOperator(def, fmt::format("give only one of '{0}', '{0}_h/_w' and '{1}'", name, plural));
-  if (single) {
-    *h = *w = GetIntArgument(def, name, 0);
-  } else if (split) {
+  if (split) {
     if (!HasArgument(def, name + "_h") || !HasArgument(def, name + "_w"))
       FailOperator(def, fmt::format("'{0}_h' and '{0}_w' must be given together", name));
-    *h = GetIntArgument(def, name + "_h", 0);
-    *w = GetIntArgument(def, name + "_w", 0);
+    *h = IntArg(def, name + "_h");
+    *w = IntArg(def, name + "_w");
   } else if (list) {
-    auto values = GetIntsArgument(def, plural);
+    auto values = IntsArg(def, plural);
     if (values.size() != 2)
       FailOperator(def,
                    fmt::format("'{}' needs 2 values (h, w) for 2-D inputs, got {}", plural, values.size()));
     *h = values[0];
     *w = values[1];
+  } else if (single || SchemaRegistry::Of(def).FindArg(name)->default_value) {
+    *h = *w = IntArg(def, name);
   }
 }
 
-}  // namespace
-
-ConvPoolArgs ParseConvPoolArgs(const OperatorDef& def) {
+// The window arguments of Conv and pooling: all but dilation and global_pooling. The schemas bound each
+// value (kernel and stride positive, pads not negative).
+ConvPoolArgs ParseWindowArgs(const OperatorDef& def) {
   ConvPoolArgs args;
-  std::string order = GetStringArgument(def, "order", "NCHW");
+  std::string order = StringArg(def, "order");
   if (order != "NCHW")
     FailOperator(def, fmt::format("order '{}' is not supported; lockstep tensors are NCHW", order));
-  if (GetIntArgument(def, "legacy_pad", 0) != 0)
-    FailOperator(def, "'legacy_pad' is not supported; give explicit pads");
+  if (IntArg(def, "legacy_pad") != 0) FailOperator(def, "'legacy_pad' is not supported; give explicit pads");
 
   ReadPair(def, "kernel", "kernels", &args.kernel_h, &args.kernel_w);
   ReadPair(def, "stride", "strides", &args.stride_h, &args.stride_w);
-  ReadPair(def, "dilation", "dilations", &args.dilation_h, &args.dilation_w);
 
-  bool single = HasArgument(def, "pad");
   bool split = HasArgument(def, "pad_t") || HasArgument(def, "pad_l") || HasArgument(def, "pad_b") ||
                HasArgument(def, "pad_r");
   bool list = HasArgument(def, "pads");
-  if (single + split + list > 1) FailOperator(def, "give only one of 'pad', 'pad_t/l/b/r' and 'pads'");
-  if (single) {
-    args.pad_t = args.pad_l = args.pad_b = args.pad_r = GetIntArgument(def, "pad", 0);
-  } else if (split) {
-    args.pad_t = GetIntArgument(def, "pad_t", 0);
-    args.pad_l = GetIntArgument(def, "pad_l", 0);
-    args.pad_b = GetIntArgument(def, "pad_b", 0);
-    args.pad_r = GetIntArgument(def, "pad_r", 0);
+  if (HasArgument(def, "pad") + split + list > 1)
+    FailOperator(def, "give only one of 'pad', 'pad_t/l/b/r' and 'pads'");
+  if (split) {
+    args.pad_t = IntArg(def, "pad_t");
+    args.pad_l = IntArg(def, "pad_l");
+    args.pad_b = IntArg(def, "pad_b");
+    args.pad_r = IntArg(def, "pad_r");
   } else if (list) {
-    auto pads = GetIntsArgument(def, "pads");
+    auto pads = IntsArg(def, "pads");
     if (pads.size() != 4)
       FailOperator(def,
                    fmt::format("'pads' needs 4 values (t, l, b, r) for 2-D inputs, got {}", pads.size()));
@@ -71,20 +68,65 @@ ConvPoolArgs ParseConvPoolArgs(const OperatorDef& def) {
     args.pad_l = pads[1];
     args.pad_b = pads[2];
     args.pad_r = pads[3];
+  } else {
+    args.pad_t = args.pad_l = args.pad_b = args.pad_r = IntArg(def, "pad");
   }
-  args.global_pooling = GetIntArgument(def, "global_pooling", 0) != 0;
+  return args;
+}
 
-  bool kernel_given =
-      HasArgument(def, "kernel") || HasArgument(def, "kernel_h") || HasArgument(def, "kernels");
-  if (kernel_given && (args.kernel_h <= 0 || args.kernel_w <= 0))
-    FailOperator(def, fmt::format("kernel must be positive, got {}x{}", args.kernel_h, args.kernel_w));
-  if (args.stride_h <= 0 || args.stride_w <= 0)
-    FailOperator(def, fmt::format("stride must be positive, got {}x{}", args.stride_h, args.stride_w));
-  if (args.dilation_h <= 0 || args.dilation_w <= 0)
-    FailOperator(def, fmt::format("dilation must be positive, got {}x{}", args.dilation_h, args.dilation_w));
-  if (args.pad_t < 0 || args.pad_l < 0 || args.pad_b < 0 || args.pad_r < 0)
-    FailOperator(def, fmt::format("pads must be non-negative, got (t {}, l {}, b {}, r {})", args.pad_t,
-                                  args.pad_l, args.pad_b, args.pad_r));
+}  // namespace
+
+void DeclareWindowArgs(OpSchema& schema) {
+  schema.Arg("kernel", ArgType::kInt, "window height and width")
+      .Min(1)
+      .Arg("kernel_h", ArgType::kInt, "window height, with kernel_w")
+      .Min(1)
+      .Arg("kernel_w", ArgType::kInt, "window width, with kernel_h")
+      .Min(1)
+      .Arg("kernels", ArgType::kInts, "[height, width] of the window")
+      .Min(1)
+      .Arg("stride", ArgType::kInt, 1, "step of the window in both dims")
+      .Min(1)
+      .Arg("stride_h", ArgType::kInt, "vertical step, with stride_w")
+      .Min(1)
+      .Arg("stride_w", ArgType::kInt, "horizontal step, with stride_h")
+      .Min(1)
+      .Arg("strides", ArgType::kInts, "[vertical, horizontal] step")
+      .Min(1)
+      .Arg("pad", ArgType::kInt, 0, "zero padding on all four sides")
+      .Min(0)
+      .Arg("pad_t", ArgType::kInt, "padding at the top, with pad_l, pad_b and pad_r")
+      .Min(0)
+      .Arg("pad_l", ArgType::kInt, "padding at the left")
+      .Min(0)
+      .Arg("pad_b", ArgType::kInt, "padding at the bottom")
+      .Min(0)
+      .Arg("pad_r", ArgType::kInt, "padding at the right")
+      .Min(0)
+      .Arg("pads", ArgType::kInts, "[top, left, bottom, right] padding")
+      .Min(0)
+      .Arg("order", ArgType::kString, "NCHW", "memory order of X and Y; only NCHW")
+      .Arg("legacy_pad", ArgType::kInt, 0, "Caffe2's legacy padding modes; only 0, explicit pads");
+}
+
+void DeclareConvArgs(OpSchema& schema) {
+  DeclareWindowArgs(schema);
+  schema.Arg("dilation", ArgType::kInt, 1, "spacing of the filter taps in both dims (1: dense)")
+      .Min(1)
+      .Arg("dilation_h", ArgType::kInt, "vertical spacing, with dilation_w")
+      .Min(1)
+      .Arg("dilation_w", ArgType::kInt, "horizontal spacing, with dilation_h")
+      .Min(1)
+      .Arg("dilations", ArgType::kInts, "[vertical, horizontal] spacing")
+      .Min(1)
+      .Arg("group", ArgType::kInt, 1,
+           "channel groups: input and output channels split into group convolutions")
+      .Min(1);
+}
+
+ConvPoolArgs ParseConvPoolArgs(const OperatorDef& def) {
+  ConvPoolArgs args = ParseWindowArgs(def);
+  ReadPair(def, "dilation", "dilations", &args.dilation_h, &args.dilation_w);
   return args;
 }
 
@@ -126,9 +168,16 @@ Shape ConvOutputShape(const OperatorDef& def, const ConvPoolArgs& args, int64_t 
   return {x[0], filter[0], out_h, out_w};
 }
 
+void DeclarePoolArgs(OpSchema& schema) {
+  DeclareWindowArgs(schema);
+  schema
+      .Arg("global_pooling", ArgType::kInt, 0, "1: the window is the whole plane (no kernel, stride or pad)")
+      .Range(0, 1);
+}
+
 ConvPoolArgs ParsePoolArgs(const OperatorDef& def) {
-  ConvPoolArgs args = ParseConvPoolArgs(def);
-  if (args.dilation_h != 1 || args.dilation_w != 1) FailOperator(def, "pooling does not support dilation");
+  ConvPoolArgs args = ParseWindowArgs(def);
+  args.global_pooling = IntArg(def, "global_pooling") != 0;
   if (args.global_pooling) {
     if (args.has_kernel() || args.stride_h != 1 || args.stride_w != 1 || args.pad_t || args.pad_l ||
         args.pad_b || args.pad_r)

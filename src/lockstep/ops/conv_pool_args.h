@@ -7,15 +7,22 @@
 #include <utility>
 
 #include "lockstep.pb.h"
+#include "lockstep/core/schema.h"
 #include "lockstep/core/tensor.h"
 
 namespace lockstep {
 
+// The arguments ParseConvPoolArgs and ParsePoolArgs read, with their defaults and bounds, for the schemas'
+// Include(): the window (kernel, stride, pad in their three spellings, order, legacy_pad), then Conv's
+// dilation and group, or pooling's global_pooling.
+void DeclareConvArgs(OpSchema& schema);
+void DeclarePoolArgs(OpSchema& schema);
+
 struct ConvPoolArgs {
   int64_t kernel_h = 0, kernel_w = 0;  // 0 when not given: Conv then takes them from the filter
-  int64_t stride_h = 1, stride_w = 1;
+  int64_t stride_h = 0, stride_w = 0;
   int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
-  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t dilation_h = 1, dilation_w = 1;  // pooling windows are dense
   bool global_pooling = false;
 
   bool has_kernel() const { return kernel_h > 0; }
@@ -23,7 +30,7 @@ struct ConvPoolArgs {
 
 // Accepts `kernel` | `kernel_h`+`kernel_w` | `kernels`, the same three forms for `stride` and `dilation`, and
 // `pad` | `pad_t/l/b/r` | `pads` = [t, l, b, r]. Throws InvalidInput naming the operator on a bad value or
-// on an `order` other than NCHW.
+// on an `order` other than NCHW. Conv's: pooling has no dilation.
 ConvPoolArgs ParseConvPoolArgs(const OperatorDef& def);
 
 // (OH, OW) of the window sweep over an (H, W) input: floor((H + pt + pb - d*(k-1) - 1) / s) + 1.
@@ -36,8 +43,8 @@ std::pair<int64_t, int64_t> ConvPoolOutputSize(const OperatorDef& def, const Con
 Shape ConvOutputShape(const OperatorDef& def, const ConvPoolArgs& args, int64_t group, const Shape& x,
                       const Shape& filter, const Shape* bias);
 
-// ParseConvPoolArgs with the checks that only pooling needs: no dilation, and either global_pooling without
-// kernel, stride and pad, or a kernel larger than each pad.
+// The window arguments of pooling, with its checks: either global_pooling without kernel, stride and pad, or
+// a kernel larger than each pad.
 ConvPoolArgs ParsePoolArgs(const OperatorDef& def);
 
 // The pooling window over an x of (N, C, H, W): global pooling takes the whole (H, W). Throws InvalidInput

@@ -26,11 +26,20 @@ std::vector<OperatorDef> CopyGradient(const GradientContext& g) {
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(Copy).NumInputs(1).NumOutputs(1).IdentityShape().ReadsAnyDevice();
+LOCKSTEP_OPERATOR_SCHEMA(Copy)
+    .SetDoc("Y = X, into the memory of the op's device from wherever X lives.")
+    .Input(0, "X", "any shape, on any device")
+    .Output(0, "Y", "X on the op's device")
+    .NumInputs(1)
+    .NumOutputs(1)
+    .IdentityShape()
+    .ReadsAnyDevice();
 LOCKSTEP_REGISTER_CPU_OPERATOR(Copy, CopyOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(Copy, CopyOp);
 LOCKSTEP_REGISTER_GRADIENT(Copy, CopyGradient);
 
-OperatorDef CopyDef(const std::string& from, const std::string& to) { return MakeOperatorDef("Copy", {from}, {to}); }
+OperatorDef CopyDef(const std::string& from, const std::string& to) {
+  return MakeOperatorDef("Copy", {from}, {to});
+}
 
 }  // namespace lockstep

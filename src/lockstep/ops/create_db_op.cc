@@ -3,21 +3,9 @@
 // CreateDB, which graph code adds to param_init_net). The output is an object, not a tensor. Each run opens
 // the data afresh and replaces the object, so the stream restarts at position 0 (ReadBatch looks its reader
 // up on every run). Another holder of the old reader keeps a LevelDB database open, and the rerun then fails.
-// Arguments (defaults are `lockstep train`'s, from SourceSpec):
-//   db (required): "fashion-mnist", "null" (synthetic) or a database path.
-//   batch_size (required, > 0): records each replica reads per step.
-//   num_replicas (1): the replicas of the whole job (devices x shards); replica r reads slice r of each
-//     global batch of batch_size x num_replicas records.
-//   train (1): 1 reads a shuffled stream with random crops and mirrors (fashion-mnist: its training set);
-//     0 reads in file order with centre crops (fashion-mnist: its test set), for evaluation.
-//   seed (1): data order and augmentation.
-//   db_type (lmdb), record_format (auto), color_order (bgr), num_channels, image_size, scale, num_labels,
-//     decode_threads, skip_bad_records (0/1): as the trainer's flags of the same names (see SourceSpec);
-//     fashion-mnist's geometry is fixed, and a num_channels, image_size or num_labels against it is an error.
-//   prefetch: slices each replica's reader prepares ahead; databases only, as in the trainer.
+// Its arguments are declared in the schema below, with `lockstep train`'s defaults (from SourceSpec).
 #include <algorithm>
 #include <limits>
-#include <optional>
 #include <utility>
 
 #include "lockstep/core/gradient.h"
@@ -31,52 +19,47 @@
 namespace lockstep {
 namespace {
 
-constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
-constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+// The bound of the arguments that the reader keeps as ints.
+constexpr double kMaxInt = std::numeric_limits<int>::max();
 
 class CreateDBOp : public Operator {
  public:
   CreateDBOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws) {
-    const SourceSpec defaults;
-    spec_.name = StringArg("db", "");
-    if (spec_.name.empty())
+    if (!HasArgument(def, "db") || StringArg("db").empty())
       FailOperator(def,
                    "argument db is required: \"fashion-mnist\", \"null\" (synthetic) or a database path");
-    spec_.db_type = StringArg("db_type", defaults.db_type);
+    spec_.name = StringArg("db");
+    spec_.db_type = StringArg("db_type");
     const std::vector<std::string> db_types = DbTypes();
     if (std::find(db_types.begin(), db_types.end(), spec_.db_type) == db_types.end())
       FailOperator(def, fmt::format("argument db_type '{}' is not a database type; use one of: {}",
                                     spec_.db_type, fmt::join(db_types, ", ")));
-    spec_.record_format = StringArg("record_format", defaults.record_format);
+    spec_.record_format = StringArg("record_format");
     try {
       ParseRecordFormat(spec_.record_format);
     } catch (const InvalidInput& e) {
       FailOperator(def, fmt::format("argument record_format: {}", e.what()));
     }
-    spec_.color_order = StringArg("color_order", defaults.color_order);
+    spec_.color_order = StringArg("color_order");
     try {
       ParseColorOrder(spec_.color_order);
     } catch (const InvalidInput&) {
       FailOperator(def, fmt::format("argument color_order must be bgr or rgb, got '{}'", spec_.color_order));
     }
-    batch_per_replica_ = IntArgIn("batch_size", std::nullopt, 1, kMaxInt64, "a positive integer");
-    replicas_ = static_cast<int>(IntArgIn("num_replicas", 1, 1, kMaxInt, "a positive integer"));
-    spec_.train = IntArgIn("train", defaults.train, 0, 1, "0 or 1") == 1;
-    spec_.seed = static_cast<uint64_t>(
-        IntArgIn("seed", static_cast<int64_t>(defaults.seed), 0, kMaxInt64, "a non-negative integer"));
-    spec_.channels =
-        static_cast<int>(IntArgIn("num_channels", defaults.channels, 1, kMaxInt, "a positive integer"));
-    spec_.image_size =
-        static_cast<int>(IntArgIn("image_size", defaults.image_size, 1, kMaxInt, "a positive integer"));
-    spec_.scale = static_cast<int>(IntArgIn("scale", defaults.scale, 0, kMaxInt, "a non-negative integer"));
-    spec_.num_labels =
-        static_cast<int>(IntArgIn("num_labels", defaults.num_labels, 1, kMaxInt, "a positive integer"));
-    spec_.decode_threads = static_cast<int>(
-        IntArgIn("decode_threads", defaults.decode_threads, 1, kMaxInt, "a positive integer"));
-    spec_.skip_bad_records = IntArgIn("skip_bad_records", defaults.skip_bad_records, 0, 1, "0 or 1") == 1;
+    if (!HasArgument(def, "batch_size"))
+      FailOperator(def, "argument batch_size is required: the records each replica reads per step");
+    batch_per_replica_ = IntArg("batch_size");
+    replicas_ = static_cast<int>(IntArg("num_replicas"));
+    spec_.train = IntArg("train") == 1;
+    spec_.seed = static_cast<uint64_t>(IntArg("seed"));
+    spec_.channels = static_cast<int>(IntArg("num_channels"));
+    spec_.image_size = static_cast<int>(IntArg("image_size"));
+    spec_.scale = static_cast<int>(IntArg("scale"));
+    spec_.num_labels = static_cast<int>(IntArg("num_labels"));
+    spec_.decode_threads = static_cast<int>(IntArg("decode_threads"));
+    spec_.skip_bad_records = IntArg("skip_bad_records") == 1;
     if (spec_.name == "fashion-mnist") CheckFashionMnistGeometry();
-    prefetch_ = static_cast<int>(
-        IntArgIn("prefetch", BatchReader::kDefaultPrefetch, 0, kMaxInt, "a non-negative integer"));
+    prefetch_ = static_cast<int>(IntArg("prefetch"));
     // As in the trainer, only a database's reader reads ahead: its records take decoding.
     if (!IsDatabase(spec_.name)) prefetch_ = 0;
   }
@@ -95,27 +78,15 @@ class CreateDBOp : public Operator {
   }
 
  private:
-  // The integer argument `name`, which must lie in [min, max] (`accepted` says so in words); one without a
-  // default is required.
-  int64_t IntArgIn(const std::string& name, std::optional<int64_t> default_value, int64_t min, int64_t max,
-                   const char* accepted) const {
-    if (!default_value && !HasArgument(def_, name))
-      FailOperator(def_, fmt::format("argument {} is required: {}", name, accepted));
-    const int64_t value = IntArg(name, default_value.value_or(0));
-    if (value < min || value > max)
-      FailOperator(def_, fmt::format("argument {} must be {}, got {}", name, accepted, value));
-    return value;
-  }
-
   // fashion-mnist has its own geometry; a given argument that contradicts it would be ignored silently.
   void CheckFashionMnistGeometry() const {
     const std::pair<const char*, int> geometry[] = {{"num_channels", kFashionMnistChannels},
                                                     {"image_size", kFashionMnistImageSize},
                                                     {"num_labels", kFashionMnistLabels}};
     for (const auto& [name, expected] : geometry)
-      if (HasArgument(def_, name) && IntArg(name, expected) != expected)
+      if (HasArgument(def_, name) && IntArg(name) != expected)
         FailOperator(def_, fmt::format("argument {} {} does not match fashion-mnist ({}); drop the argument",
-                                       name, IntArg(name, expected), expected));
+                                       name, IntArg(name), expected));
   }
 
   SourceSpec spec_;
@@ -126,8 +97,51 @@ class CreateDBOp : public Operator {
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(CreateDB).NumInputs(0).NumOutputs(1).ObjectOutputs(1).ShapeFunction(
-    [](const OperatorDef&, const std::vector<TensorShape>&) {
+LOCKSTEP_OPERATOR_SCHEMA(CreateDB)
+    .SetDoc(
+        "Opens a training or evaluation stream and puts a reader over it into the workspace object its "
+        "output names, for the ReadBatch ops with reader=<that name>; each run restarts the stream.")
+    .Output(0, "reader", "a workspace object: the BatchReader")
+    .Arg("db", ArgType::kString, "required: \"fashion-mnist\", \"null\" (synthetic data) or a database path")
+    .Arg("batch_size", ArgType::kInt, "required: records each replica reads per step")
+    .Min(1)
+    .Arg("num_replicas", ArgType::kInt, 1,
+         "the replicas of the whole job (devices x shards); replica r reads slice r of each global batch of "
+         "batch_size x num_replicas records")
+    .Range(1, kMaxInt)
+    .Arg("train", ArgType::kInt, SourceSpec{}.train,
+         "1: a shuffled stream with random crops and mirrors (fashion-mnist: its training set); 0: file "
+         "order with centre crops (its test set)")
+    .Range(0, 1)
+    .Arg("seed", ArgType::kInt, static_cast<int64_t>(SourceSpec{}.seed), "data order and augmentation")
+    .Min(0)
+    .Arg("db_type", ArgType::kString, SourceSpec{}.db_type, "the database backend, one of DbTypes()")
+    .Arg("record_format", ArgType::kString, SourceSpec{}.record_format, "auto, datum or tensorprotos")
+    .Arg("color_order", ArgType::kString, SourceSpec{}.color_order,
+         "the channel order the network sees: bgr or rgb")
+    .Arg("num_channels", ArgType::kInt, SourceSpec{}.channels, "image channels (fashion-mnist: 1)")
+    .Range(1, kMaxInt)
+    .Arg("image_size", ArgType::kInt, SourceSpec{}.image_size,
+         "side of the square images (fashion-mnist: 28)")
+    .Range(1, kMaxInt)
+    .Arg("scale", ArgType::kInt, SourceSpec{}.scale,
+         "images are resized so their shortest side is max(scale, image_size)")
+    .Range(0, kMaxInt)
+    .Arg("num_labels", ArgType::kInt, SourceSpec{}.num_labels, "classes (fashion-mnist: 10)")
+    .Range(1, kMaxInt)
+    .Arg("decode_threads", ArgType::kInt, SourceSpec{}.decode_threads,
+         "databases: threads that decode and augment")
+    .Range(1, kMaxInt)
+    .Arg("skip_bad_records", ArgType::kInt, SourceSpec{}.skip_bad_records,
+         "1: skip (and count) records that do not parse or decode")
+    .Range(0, 1)
+    .Arg("prefetch", ArgType::kInt, BatchReader::kDefaultPrefetch,
+         "databases: slices each replica's reader prepares ahead")
+    .Range(0, kMaxInt)
+    .NumInputs(0)
+    .NumOutputs(1)
+    .ObjectOutputs(1)
+    .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>&) {
       return std::vector<TensorShape>{{{}, DataType::kUndefined}};  // an object, not a tensor
     });
 // One class for both devices: the reader lives in host memory, and ReadBatch copies to the device.

@@ -13,14 +13,14 @@
 namespace lockstep {
 
 float CheckedDropoutRatio(const OperatorDef& def) {
-  float ratio = GetFloatArgument(def, "ratio", 0.5f);
-  if (!(ratio >= 0.f && ratio < 1.f))
-    FailOperator(def, fmt::format("ratio must be in [0, 1), got {}", ratio));
+  // Dropping everything would leave nothing to scale up by 1 / (1 - ratio).
+  float ratio = FloatArg(def, "ratio");
+  if (ratio == 1.f) FailOperator(def, "ratio must be below 1, got 1");
   return ratio;
 }
 
 bool DropoutIsTest(const OperatorDef& def) {
-  if (GetIntArgument(def, "is_test", 0) != 0) return true;
+  if (IntArg(def, "is_test") != 0) return true;
   if (def.type() == "Dropout" && def.output_size() != 2)
     FailOperator(def, "training mode needs the mask output (Y, mask)");
   if (def.type() == "DropoutGradient" && def.input_size() != 2)
@@ -107,20 +107,38 @@ class DropoutGradientOp : public Operator {
 };
 
 std::vector<OperatorDef> DropoutGradient(const GradientContext& g) {
-  if (GetIntArgument(g.def, "is_test", 0) != 0)
+  if (IntArg(g.def, "is_test") != 0)
     return {MakeOperatorDef("DropoutGradient", {g.GO(0)}, {g.GI(0)}, g.Args())};
   return {MakeOperatorDef("DropoutGradient", {g.GO(0), g.O(1)}, {g.GI(0)}, g.Args())};
 }
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(Dropout).NumInputs(1).NumOutputs(1, 2).AllowInplace({{0, 0}}).ShapeFunction(
-    [](const OperatorDef& def, const std::vector<TensorShape>& in) {
+LOCKSTEP_OPERATOR_SCHEMA(Dropout)
+    .SetDoc(
+        "Training: zeroes each element with probability ratio and scales the others by 1 / (1 - ratio); "
+        "test mode (is_test=1) is the identity. The mask is drawn from the device option's random_seed.")
+    .Input(0, "X", "any shape")
+    .Output(0, "Y", "X's shape; may be X")
+    .Output(1, "mask", "uint8 of X's shape, 1 where X is kept; needed in training")
+    .Arg("ratio", ArgType::kFloat, 0.5f, "probability of dropping an element, below 1")
+    .Range(0, 1)
+    .Arg("is_test", ArgType::kInt, 0, "1: test mode, the identity")
+    .Range(0, 1)
+    .NumInputs(1)
+    .NumOutputs(1, 2)
+    .AllowInplace({{0, 0}})
+    .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       std::vector<TensorShape> out{in[0]};
       if (def.output_size() == 2) out.push_back({in[0].dims, DataType::kUInt8});
       return out;
     });
 LOCKSTEP_OPERATOR_SCHEMA(DropoutGradient)
+    .SetDoc("dX = dY * mask / (1 - ratio) in training, dY in test mode: Dropout's gradient.")
+    .Input(0, "dY", "any shape")
+    .Input(1, "mask", "Dropout's mask; needed in training")
+    .Output(0, "dX", "dY's shape; may be dY")
+    .ArgsOf("Dropout")
     .NumInputs(1, 2)
     .NumOutputs(1)
     .AllowInplace({{0, 0}})

@@ -6,7 +6,8 @@
 
 namespace lockstep {
 
-// Arg ratio, the probability of dropping a unit: in [0, 1), 0.5 when not given. Throws InvalidInput.
+// Arg ratio, the probability of dropping a unit: below 1 (the schema bounds it to [0, 1]). Throws
+// InvalidInput.
 float CheckedDropoutRatio(const OperatorDef& def);
 // Arg is_test. In training mode Dropout needs its mask output (Y, mask) and DropoutGradient its mask input
 // (dY, mask); throws InvalidInput naming the operator otherwise.

@@ -13,7 +13,7 @@
 namespace lockstep {
 
 Shape AddShape(const OperatorDef& def, const Shape& a, const Shape& b) {
-  bool broadcast = GetIntArgument(def, "broadcast", 0) != 0;
+  bool broadcast = IntArg(def, "broadcast") != 0;
   if (!broadcast && a != b)
     FailOperator(def, fmt::format("A {} and B {} differ; pass broadcast=1 when B's shape is a suffix of A's",
                                   ShapeToString(a), ShapeToString(b)));
@@ -68,7 +68,7 @@ dnnl::memory ResizeElementwise(Tensor* out, const Shape& shape, const dnnl::memo
 // op sees plain copies.
 class AddOp : public Operator {
  public:
-  AddOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), broadcast_(IntArg("broadcast", 0) != 0) {
+  AddOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), broadcast_(IntArg("broadcast") != 0) {
     if (!broadcast_) AcceptLayouts();
   }
 
@@ -155,7 +155,7 @@ std::vector<TensorShape> SumShapes(const OperatorDef& def, const std::vector<Ten
 // Add and Sum use.
 class ScaleOp : public Operator {
  public:
-  ScaleOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), scale_(FloatArg("scale", 1.f)) {
+  ScaleOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), scale_(FloatArg("scale")) {
     AcceptLayouts();
   }
 
@@ -220,7 +220,7 @@ class SumReduceLikeOp : public Operator {
 std::vector<OperatorDef> AddGradient(GradientContext& g) {
   g.PassThrough(0, g.GO(0));
   if (!g.NeedsGI(1)) return {};
-  if (GetIntArgument(g.def, "broadcast", 0) != 0)
+  if (IntArg(g.def, "broadcast") != 0)
     return {MakeOperatorDef("SumReduceLike", {g.GO(0), g.I(1)}, {g.GI(1)})};
   g.PassThrough(1, g.GO(0));
   return {};
@@ -238,6 +238,12 @@ std::vector<OperatorDef> ScaleGradient(const GradientContext& g) {
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(Add)
+    .SetDoc("C = A + B, element-wise; with broadcast=1, B's shape may be a suffix of A's.")
+    .Input(0, "A", "any shape")
+    .Input(1, "B", "A's shape, or a suffix of it with broadcast=1")
+    .Output(0, "C", "A's shape; may be A, or B when they have the same shape")
+    .Arg("broadcast", ArgType::kInt, 0, "1: B is repeated over A's leading dims")
+    .Range(0, 1)
     .NumInputs(2)
     .NumOutputs(1)
     .AllowInplace({{0, 0}, {1, 0}})
@@ -245,13 +251,28 @@ LOCKSTEP_OPERATOR_SCHEMA(Add)
       return std::vector<TensorShape>{{AddShape(def, in[0].dims, in[1].dims), in[0].dtype}};
     });
 LOCKSTEP_OPERATOR_SCHEMA(Sum)
+    .SetDoc("Y = the element-wise sum of the inputs (how the backward pass adds partial gradients).")
+    .Input(0, "X...", "one shape")
+    .Output(0, "Y", "the inputs' shape; may be the first input")
     .NumInputs(1, INT_MAX)
     .NumOutputs(1)
     .AllowInplace({{0, 0}})
     .ShapeFunction(SumShapes)
     .Role(OpRole::kGradientSum);
-LOCKSTEP_OPERATOR_SCHEMA(Scale).NumInputs(1).NumOutputs(1).AllowInplace({{0, 0}}).IdentityShape();
+LOCKSTEP_OPERATOR_SCHEMA(Scale)
+    .SetDoc("Y = scale * X, element-wise, in X's layout.")
+    .Input(0, "X", "any shape")
+    .Output(0, "Y", "X's shape; may be X")
+    .Arg("scale", ArgType::kFloat, 1.0f, "the factor")
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .IdentityShape();
 LOCKSTEP_OPERATOR_SCHEMA(SumReduceLike)
+    .SetDoc("dB of a broadcast Add: dY summed over the leading dims that B lacks.")
+    .Input(0, "dY", "A's shape")
+    .Input(1, "B", "a suffix of dY's shape")
+    .Output(0, "dB", "B's shape")
     .NumInputs(2)
     .NumOutputs(1)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {

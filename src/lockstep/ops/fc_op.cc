@@ -12,11 +12,11 @@ namespace lockstep {
 
 FcShapes FcOutputShape(const OperatorDef& def, const Shape& x, const Shape& w, const Shape* b) {
   int ndim = static_cast<int>(x.size());
-  int64_t axis = GetIntArgument(def, "axis", 1);
+  int64_t axis = IntArg(def, "axis");
   if (axis < 0) axis += ndim;
   if (axis < 0 || axis >= ndim)
-    FailOperator(def, fmt::format("axis {} is out of range for input {}", GetIntArgument(def, "axis", 1),
-                                  ShapeToString(x)));
+    FailOperator(def,
+                 fmt::format("axis {} is out of range for input {}", IntArg(def, "axis"), ShapeToString(x)));
   FcShapes s;
   s.y.assign(x.begin(), x.begin() + axis);
   s.n = NumElements(s.y);
@@ -175,12 +175,27 @@ std::vector<OperatorDef> FcGradient(const GradientContext& g) {
 
 constexpr unsigned kFcGpuOptions = kTensorCore | kFloat16Compute;  // cuBLAS needs no workspace limit
 LOCKSTEP_OPERATOR_SCHEMA(FC)
+    .SetDoc("Y = X W^T + b, with X flattened to (N, K) at axis and W in Caffe2's (M, K) layout.")
+    .Input(0, "X", "(d0, ..., dn): N is the product of the dims before axis, K of the others")
+    .Input(1, "W", "(M, K)")
+    .Input(2, "b", "(M)")
+    .Output(0, "Y", "X's dims before axis, then M")
+    .Arg("axis", ArgType::kInt, 1, "where X is flattened; negative counts from the last")
     .NumInputs(3)
     .NumOutputs(1)
     .ShapeFunction(FcShape)
     .CostFunction(WeightedLayerCost)
     .TakesGpuOptions(kFcGpuOptions);
 LOCKSTEP_OPERATOR_SCHEMA(FCGradient)
+    .SetDoc("FC's gradient: dW unless no_dweight, db unless no_bias, then dX when one more output is given.")
+    .Input(0, "X", "FC's input")
+    .Input(1, "W", "FC's weight")
+    .Input(2, "dY", "gradient of FC's output")
+    .Output(0, "dW", "W's shape (the outputs skip what the flags leave out)")
+    .Output(1, "db", "(M)")
+    .Output(2, "dX", "X's shape")
+    .ArgsOf("FC")
+    .Include(DeclareWeightGradientArgs)
     .NumInputs(3)
     .NumOutputs(1, 3)
     .ShapeFunction(WeightGradientShapes)

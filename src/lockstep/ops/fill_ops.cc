@@ -12,7 +12,7 @@ namespace lockstep {
 namespace {
 
 DataType FillDataType(const OperatorDef& def) {
-  int64_t code = GetIntArgument(def, "dtype", static_cast<int64_t>(DataType::kFloat));
+  int64_t code = IntArg(def, "dtype");
   auto type = static_cast<DataType>(code);
   if (type != DataType::kFloat && type != DataType::kInt32 && type != DataType::kInt64)
     FailOperator(def, fmt::format("dtype {} is not supported (use 1 float, 2 int32 or 10 int64)", code));
@@ -22,7 +22,7 @@ DataType FillDataType(const OperatorDef& def) {
 // The one place the output shape of a fill is decided, shared by Run() and shape inference.
 Shape FillShape(const OperatorDef& def, const Shape* input_shape) {
   if (input_shape) return *input_shape;
-  return GetIntsArgument(def, "shape");
+  return IntsArg(def, "shape");
 }
 
 std::vector<TensorShape> InferFillShape(const OperatorDef& def, const std::vector<TensorShape>& in) {
@@ -32,10 +32,7 @@ std::vector<TensorShape> InferFillShape(const OperatorDef& def, const std::vecto
 // Base of all fills: sizes the output, then lets the subclass write its values.
 class FillOp : public Operator {
  public:
-  FillOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), dtype_(FillDataType(def)) {
-    for (int64_t d : FillShape(def, nullptr))
-      if (d < 0) FailOperator(def, "negative dimension in shape");
-  }
+  FillOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), dtype_(FillDataType(def)) {}
 
   void Run() override {
     Tensor* out = Output(0);
@@ -53,8 +50,8 @@ class ConstantFillOp : public FillOp {
   ConstantFillOp(const OperatorDef& def, Workspace* ws) : FillOp(def, ws) {
     // Integer fills keep an integer argument exact instead of passing it through float.
     const Argument* value = FindArgument(def, "value");
-    int_value_ = value && value->has_i() ? value->i() : static_cast<int64_t>(FloatArg("value", 0.0f));
-    float_value_ = FloatArg("value", 0.0f);
+    int_value_ = value && value->has_i() ? value->i() : static_cast<int64_t>(FloatArg("value"));
+    float_value_ = FloatArg("value");
   }
 
  protected:
@@ -86,7 +83,7 @@ class RandomFillOp : public FillOp {
   RandomFillOp(const OperatorDef& def, Workspace* ws) : FillOp(def, ws) {
     if (dtype_ != DataType::kFloat) FailOperator(def, "random fills produce float (dtype 1) only");
     uint64_t seed =
-        def.device_option().has_random_seed() ? def.device_option().random_seed() : IntArg("seed", 0);
+        def.device_option().has_random_seed() ? def.device_option().random_seed() : IntArg("seed");
     rng_.seed(static_cast<std::mt19937::result_type>(seed));
   }
 
@@ -110,7 +107,7 @@ class RandomFillOp : public FillOp {
 class GaussianFillOp : public RandomFillOp {
  public:
   GaussianFillOp(const OperatorDef& def, Workspace* ws)
-      : RandomFillOp(def, ws), mean_(FloatArg("mean", 0.0f)), std_(FloatArg("std", 1.0f)) {
+      : RandomFillOp(def, ws), mean_(FloatArg("mean")), std_(FloatArg("std")) {
     if (!(std_ > 0.0f)) FailOperator(def, "std must be positive");
   }
 
@@ -124,7 +121,7 @@ class GaussianFillOp : public RandomFillOp {
 class UniformFillOp : public RandomFillOp {
  public:
   UniformFillOp(const OperatorDef& def, Workspace* ws)
-      : RandomFillOp(def, ws), min_(FloatArg("min", 0.0f)), max_(FloatArg("max", 1.0f)) {
+      : RandomFillOp(def, ws), min_(FloatArg("min")), max_(FloatArg("max")) {
     if (!(min_ < max_)) FailOperator(def, fmt::format("min ({}) must be below max ({})", min_, max_));
   }
 
@@ -167,17 +164,61 @@ class MSRAFillOp : public RandomFillOp {
   }
 };
 
+void DeclareFillArgs(OpSchema& schema) {
+  schema.Input(0, "like", "optional: Y takes its shape")
+      .Output(0, "Y", "shape from input 0, else from arg shape")
+      .Arg("shape", ArgType::kInts, std::vector<int64_t>{}, "Y's shape without input 0 ([]: a scalar)")
+      .Min(0)
+      .Arg("dtype", ArgType::kInt, static_cast<int>(DataType::kFloat),
+           "Y's TensorProto.DataType: 1 float, 2 int32, 10 int64 (random fills: float only)");
+}
+
+// Random fills also take a seed, for when the device option carries none.
+void DeclareRandomFillArgs(OpSchema& schema) {
+  DeclareFillArgs(schema);
+  schema.Arg("seed", ArgType::kInt, 0, "seeds the generator when the device option has no random_seed")
+      .Min(0);
+}
+
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(ConstantFill)
+    .SetDoc("Y = value everywhere; also the seed of each loss's gradient.")
+    .Include(DeclareFillArgs)
+    .Arg("value", ArgType::kFloat, 0.0f, "the value; an int stays exact in int fills")
     .NumInputs(0, 1)
     .NumOutputs(1)
     .ShapeFunction(InferFillShape)
     .Role(OpRole::kGradientSeed);
-LOCKSTEP_OPERATOR_SCHEMA(GaussianFill).NumInputs(0, 1).NumOutputs(1).ShapeFunction(InferFillShape);
-LOCKSTEP_OPERATOR_SCHEMA(UniformFill).NumInputs(0, 1).NumOutputs(1).ShapeFunction(InferFillShape);
-LOCKSTEP_OPERATOR_SCHEMA(XavierFill).NumInputs(0, 1).NumOutputs(1).ShapeFunction(InferFillShape);
-LOCKSTEP_OPERATOR_SCHEMA(MSRAFill).NumInputs(0, 1).NumOutputs(1).ShapeFunction(InferFillShape);
+LOCKSTEP_OPERATOR_SCHEMA(GaussianFill)
+    .SetDoc("Y drawn from a normal distribution N(mean, std^2).")
+    .Include(DeclareRandomFillArgs)
+    .Arg("mean", ArgType::kFloat, 0.0f, "the distribution's mean")
+    .Arg("std", ArgType::kFloat, 1.0f, "the standard deviation, positive")
+    .Min(0)
+    .NumInputs(0, 1)
+    .NumOutputs(1)
+    .ShapeFunction(InferFillShape);
+LOCKSTEP_OPERATOR_SCHEMA(UniformFill)
+    .SetDoc("Y drawn uniformly from [min, max).")
+    .Include(DeclareRandomFillArgs)
+    .Arg("min", ArgType::kFloat, 0.0f, "the lower bound, below max")
+    .Arg("max", ArgType::kFloat, 1.0f, "the upper bound (excluded)")
+    .NumInputs(0, 1)
+    .NumOutputs(1)
+    .ShapeFunction(InferFillShape);
+LOCKSTEP_OPERATOR_SCHEMA(XavierFill)
+    .SetDoc("Y uniform in +-sqrt(3 / fan_in), fan_in = size / shape[0] (Caffe2's Xavier).")
+    .Include(DeclareRandomFillArgs)
+    .NumInputs(0, 1)
+    .NumOutputs(1)
+    .ShapeFunction(InferFillShape);
+LOCKSTEP_OPERATOR_SCHEMA(MSRAFill)
+    .SetDoc("Y normal with std sqrt(2 / fan_out), fan_out = size / shape[1] (Caffe2's MSRA).")
+    .Include(DeclareRandomFillArgs)
+    .NumInputs(0, 1)
+    .NumOutputs(1)
+    .ShapeFunction(InferFillShape);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ConstantFill, ConstantFillOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(GaussianFill, GaussianFillOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(UniformFill, UniformFillOp);

@@ -14,15 +14,15 @@ namespace lockstep {
 LearningRateArgs ParseLearningRateArgs(const OperatorDef& def) {
   constexpr const char* kPolicies = "fixed, step, multistep, cosine";
   LearningRateArgs args;
-  args.base_lr = GetFloatArgument(def, "base_lr", 0.0f);
-  args.gamma = GetFloatArgument(def, "gamma", 1.0f);
-  args.stepsize = GetIntArgument(def, "stepsize", 0);
-  args.stepsizes = GetIntsArgument(def, "stepsizes");
-  args.max_iter = GetIntArgument(def, "max_iter", 0);
-  args.warmup_iter = GetIntArgument(def, "warmup_iter", 0);
-  args.warmup_start_factor = GetFloatArgument(def, "warmup_start_factor", 0.1f);
   if (!HasArgument(def, "base_lr")) FailOperator(def, "argument 'base_lr' is required");
-  std::string policy = GetStringArgument(def, "policy", "fixed");
+  args.base_lr = FloatArg(def, "base_lr");
+  args.gamma = FloatArg(def, "gamma");
+  args.stepsize = IntArg(def, "stepsize");
+  args.stepsizes = IntsArg(def, "stepsizes");
+  args.max_iter = IntArg(def, "max_iter");
+  args.warmup_iter = IntArg(def, "warmup_iter");
+  args.warmup_start_factor = FloatArg(def, "warmup_start_factor");
+  std::string policy = StringArg(def, "policy");
   if (policy == "fixed") {
     args.policy = LearningRatePolicy::kFixed;
   } else if (policy == "step") {
@@ -41,7 +41,6 @@ LearningRateArgs ParseLearningRateArgs(const OperatorDef& def) {
   } else {
     FailOperator(def, fmt::format("unknown policy '{}'; valid policies: {}", policy, kPolicies));
   }
-  if (args.warmup_iter < 0) FailOperator(def, "'warmup_iter' must not be negative");
   return args;
 }
 
@@ -107,7 +106,29 @@ std::vector<TensorShape> InferLearningRateShape(const OperatorDef&, const std::v
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(LearningRate).NumInputs(1).NumOutputs(1).ShapeFunction(InferLearningRateShape);
+LOCKSTEP_OPERATOR_SCHEMA(LearningRate)
+    .SetDoc(
+        "lr = base_lr * the policy's multiplier at iteration iter (Caffe2's LearningRate), times a linear "
+        "warm-up from warmup_start_factor to 1 over the first warmup_iter iterations.")
+    .Input(0, "iter", "one int64: the iteration")
+    .Output(0, "lr", "a float scalar")
+    .Arg("base_lr", ArgType::kFloat, "required: the rate the policy multiplies")
+    .Arg("policy", ArgType::kString, "fixed",
+         "fixed; step (gamma^(iter / stepsize)); multistep (gamma^(stepsizes passed)); cosine (half a cosine "
+         "from 1 to 0 over max_iter)")
+    .Arg("gamma", ArgType::kFloat, 1.0f, "step and multistep: the factor per step (they require it)")
+    .Arg("stepsize", ArgType::kInt, 0, "step: iterations per step, positive")
+    .Min(0)
+    .Arg("stepsizes", ArgType::kInts, std::vector<int64_t>{},
+         "multistep: the iterations where a step is taken, ascending")
+    .Arg("max_iter", ArgType::kInt, 0, "cosine: the iterations the schedule spans, positive")
+    .Min(0)
+    .Arg("warmup_iter", ArgType::kInt, 0, "iterations of linear warm-up (0: none)")
+    .Min(0)
+    .Arg("warmup_start_factor", ArgType::kFloat, 0.1f, "the multiplier at iteration 0 of the warm-up")
+    .NumInputs(1)
+    .NumOutputs(1)
+    .ShapeFunction(InferLearningRateShape);
 LOCKSTEP_REGISTER_CPU_OPERATOR(LearningRate, LearningRateOp);
 LOCKSTEP_NO_GRADIENT(LearningRate);
 

@@ -9,8 +9,7 @@
 namespace lockstep {
 
 MomentumSGDArgs ParseMomentumSGDArgs(const OperatorDef& def) {
-  return {GetFloatArgument(def, "momentum", 0.0f), GetIntArgument(def, "nesterov", 0) != 0,
-          GetFloatArgument(def, "weight_decay", 0.0f)};
+  return {FloatArg(def, "momentum"), IntArg(def, "nesterov") != 0, FloatArg(def, "weight_decay")};
 }
 
 void CheckMomentumSGDInputs(const OperatorDef& def, const Tensor& grad, const Tensor& moment,
@@ -78,6 +77,23 @@ std::vector<TensorShape> InferMomentumSGDShape(const OperatorDef&, const std::ve
 
 // Inputs (grad, moment, lr, param), outputs (grad, moment, param) as in Caffe2.
 LOCKSTEP_OPERATOR_SCHEMA(MomentumSGDUpdate)
+    .SetDoc(
+        "Caffe2's SGD step with momentum, in place: moment = momentum * moment + lr * (grad + weight_decay * "
+        "param); param -= moment (Nesterov: param -= (1 + momentum) * moment_new - momentum * moment_old). "
+        "grad gets the applied step.")
+    .Input(0, "grad", "param's shape")
+    .Input(1, "moment", "param's shape")
+    .Input(2, "lr", "a float scalar")
+    .Input(3, "param", "float")
+    .Output(0, "grad", "the step applied; may be input 0")
+    .Output(1, "moment", "input 1, updated")
+    .Output(2, "param", "input 3, updated")
+    .Arg("momentum", ArgType::kFloat, 0.0f, "how much of the previous step carries over")
+    .Min(0)
+    .Arg("nesterov", ArgType::kInt, 0, "1: Nesterov's momentum")
+    .Range(0, 1)
+    .Arg("weight_decay", ArgType::kFloat, 0.0f, "L2 weight decay added to the gradient")
+    .Min(0)
     .NumInputs(4)
     .NumOutputs(3)
     .AllowInplace({{0, 0}})
@@ -87,7 +103,8 @@ LOCKSTEP_REGISTER_CPU_OPERATOR(MomentumSGDUpdate, MomentumSGDUpdateOp);
 LOCKSTEP_NO_GRADIENT(MomentumSGDUpdate);
 
 OperatorDef MomentumSgdUpdateDef(const std::string& grad, const std::string& moment, const std::string& lr,
-                                 const std::string& param, float momentum, bool nesterov, float weight_decay) {
+                                 const std::string& param, float momentum, bool nesterov,
+                                 float weight_decay) {
   return MakeOperatorDef(
       "MomentumSGDUpdate", {grad, moment, lr, param}, {grad, moment, param},
       {Arg("momentum", momentum), Arg("nesterov", nesterov), Arg("weight_decay", weight_decay)});

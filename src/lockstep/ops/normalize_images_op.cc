@@ -9,14 +9,9 @@
 namespace lockstep {
 namespace {
 
-// The trainer's input pipeline normalizes with these.
-constexpr float kDefaultMean = 128.0f;
-constexpr float kDefaultStd = 128.0f;
-
 // Arg `name` as one value per channel: it lists one value per channel or one for all, each finite.
-std::vector<float> PerChannelArg(const OperatorDef& def, const char* name, float default_value,
-                                 int64_t channels) {
-  std::vector<float> values = GetFloatsArgument(def, name, {default_value});
+std::vector<float> PerChannelArg(const OperatorDef& def, const char* name, int64_t channels) {
+  std::vector<float> values = FloatsArg(def, name);
   if (values.size() != 1 && static_cast<int64_t>(values.size()) != channels)
     FailOperator(def, fmt::format("arg {} has {} values; give 1 or one per channel ({})", name, values.size(),
                                   channels));
@@ -32,8 +27,8 @@ std::vector<TensorShape> NormalizedShapes(const OperatorDef& def, const std::vec
   if (x.size() != 4 || in[0].dtype != DataType::kUInt8)
     FailOperator(def, fmt::format("X must be uint8 images (N, H, W, C), got {} {}", DataTypeName(in[0].dtype),
                                   ShapeToString(x)));
-  PerChannelArg(def, "mean", kDefaultMean, x[3]);
-  std::vector<float> std = PerChannelArg(def, "std", kDefaultStd, x[3]);
+  PerChannelArg(def, "mean", x[3]);
+  std::vector<float> std = PerChannelArg(def, "std", x[3]);
   for (size_t c = 0; c < std.size(); ++c)
     if (std[c] == 0.0f) FailOperator(def, fmt::format("std of channel {} is 0", c));
   return {{{x[0], x[3], x[1], x[2]}, DataType::kFloat}};
@@ -65,8 +60,8 @@ class NormalizeImagesOp : public Operator {
  private:
   // ImageTransform's table, with its arithmetic: (v - mean) / std in float for every byte value v.
   void BuildTable(int64_t channels) {
-    std::vector<float> mean = PerChannelArg(def_, "mean", kDefaultMean, channels);
-    std::vector<float> std = PerChannelArg(def_, "std", kDefaultStd, channels);
+    std::vector<float> mean = PerChannelArg(def_, "mean", channels);
+    std::vector<float> std = PerChannelArg(def_, "std", channels);
     table_.resize(channels * 256);
     for (int64_t c = 0; c < channels; ++c)
       for (int v = 0; v < 256; ++v) table_[c * 256 + v] = (static_cast<float>(v) - mean[c]) / std[c];
@@ -77,7 +72,16 @@ class NormalizeImagesOp : public Operator {
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(NormalizeImages).NumInputs(1).NumOutputs(1).ShapeFunction(NormalizedShapes);
+// The defaults are those of the trainer's input pipeline.
+LOCKSTEP_OPERATOR_SCHEMA(NormalizeImages)
+    .SetDoc("uint8 images (N, H, W, C) to float (N, C, H, W) as (pixel - mean[c]) / std[c].")
+    .Input(0, "X", "(N, H, W, C) uint8")
+    .Output(0, "Y", "(N, C, H, W) float")
+    .Arg("mean", ArgType::kFloats, std::vector<float>{128.0f}, "subtracted: one value, or one per channel")
+    .Arg("std", ArgType::kFloats, std::vector<float>{128.0f}, "divides: one value, or one per channel, not 0")
+    .NumInputs(1)
+    .NumOutputs(1)
+    .ShapeFunction(NormalizedShapes);
 LOCKSTEP_REGISTER_CPU_OPERATOR(NormalizeImages, NormalizeImagesOp);
 LOCKSTEP_NO_GRADIENT(NormalizeImages);
 

@@ -35,10 +35,9 @@ PoolSetup MakePoolSetup(const OperatorDef& def, PoolKind kind, const ConvPoolArg
   s.y_shape = PoolOutputShape(def, window, x.shape());
   s.x = DescOf(x);
   // Caffe2's count_include_pad=0 divides each window by its non-padding elements.
-  bool include_pad = GetIntArgument(def, "count_include_pad", 0) != 0;
-  s.algorithm = kind == PoolKind::kMax ? dnnl::algorithm::pooling_max
-                : include_pad          ? dnnl::algorithm::pooling_avg_include_padding
-                                       : dnnl::algorithm::pooling_avg_exclude_padding;
+  s.algorithm = kind == PoolKind::kMax                  ? dnnl::algorithm::pooling_max
+                : IntArg(def, "count_include_pad") != 0 ? dnnl::algorithm::pooling_avg_include_padding
+                                                        : dnnl::algorithm::pooling_avg_exclude_padding;
   s.strides = {window.stride_h, window.stride_w};
   s.kernel = {window.kernel_h, window.kernel_w};
   s.pad_l = {window.pad_t, window.pad_l};
@@ -153,10 +152,45 @@ GradientMaker PoolGradientMaker(const std::string& gradient_type) {
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(MaxPool).NumInputs(1).NumOutputs(1).ShapeFunction(PoolShape);
-LOCKSTEP_OPERATOR_SCHEMA(AveragePool).NumInputs(1).NumOutputs(1).ShapeFunction(PoolShape);
-LOCKSTEP_OPERATOR_SCHEMA(MaxPoolGradient).NumInputs(3).NumOutputs(1).ShapeFunction(PoolGradientShape);
-LOCKSTEP_OPERATOR_SCHEMA(AveragePoolGradient).NumInputs(3).NumOutputs(1).ShapeFunction(PoolGradientShape);
+LOCKSTEP_OPERATOR_SCHEMA(MaxPool)
+    .SetDoc("The maximum of each window of each channel of NCHW data (or of the whole plane).")
+    .Input(0, "X", "(N, C, H, W)")
+    .Output(0, "Y", "(N, C, OH, OW)")
+    .Include(DeclarePoolArgs)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .ShapeFunction(PoolShape);
+LOCKSTEP_OPERATOR_SCHEMA(AveragePool)
+    .SetDoc("The mean of each window of each channel of NCHW data (or of the whole plane).")
+    .Input(0, "X", "(N, C, H, W)")
+    .Output(0, "Y", "(N, C, OH, OW)")
+    .Include(DeclarePoolArgs)
+    .Arg("count_include_pad", ArgType::kInt, 0,
+         "1: divide by the whole window; 0: by its elements that are not padding (Caffe2's default)")
+    .Range(0, 1)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .ShapeFunction(PoolShape);
+LOCKSTEP_OPERATOR_SCHEMA(MaxPoolGradient)
+    .SetDoc("MaxPool's gradient: dY goes to the maximum of each window.")
+    .Input(0, "X", "MaxPool's input")
+    .Input(1, "Y", "MaxPool's output")
+    .Input(2, "dY", "Y's shape")
+    .Output(0, "dX", "X's shape")
+    .ArgsOf("MaxPool")
+    .NumInputs(3)
+    .NumOutputs(1)
+    .ShapeFunction(PoolGradientShape);
+LOCKSTEP_OPERATOR_SCHEMA(AveragePoolGradient)
+    .SetDoc("AveragePool's gradient: dY spread evenly over each window.")
+    .Input(0, "X", "AveragePool's input")
+    .Input(1, "Y", "AveragePool's output")
+    .Input(2, "dY", "Y's shape")
+    .Output(0, "dX", "X's shape")
+    .ArgsOf("AveragePool")
+    .NumInputs(3)
+    .NumOutputs(1)
+    .ShapeFunction(PoolGradientShape);
 LOCKSTEP_REGISTER_CPU_OPERATOR(MaxPool, PoolOp<PoolKind::kMax>);
 LOCKSTEP_REGISTER_CPU_OPERATOR(AveragePool, PoolOp<PoolKind::kAverage>);
 LOCKSTEP_REGISTER_CPU_OPERATOR(MaxPoolGradient, PoolGradientOp<PoolKind::kMax>);

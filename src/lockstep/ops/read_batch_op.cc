@@ -14,9 +14,9 @@ namespace {
 class ReadBatchOp : public Operator {
  public:
   ReadBatchOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws),
-        reader_name_(StringArg("reader", "")),
-        replica_(static_cast<int>(IntArg("replica", 0))) {
+      : Operator(def, ws), replica_(static_cast<int>(IntArg("replica"))) {
+    if (!HasArgument(def, "reader")) FailOperator(def, "needs arg reader: the name of CreateDB's output");
+    reader_name_ = StringArg("reader");
     Reader();  // the reader must exist when the op is created, so a wrong name or replica fails early
   }
 
@@ -45,7 +45,17 @@ class ReadBatchOp : public Operator {
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(ReadBatch).NumInputs(0).NumOutputs(2);
+LOCKSTEP_OPERATOR_SCHEMA(ReadBatch)
+    .SetDoc(
+        "Reads this replica's slice of the next global batch from a CreateDB reader; running it advances "
+        "the stream.")
+    .Output(0, "data", "(b, C, H, W) float")
+    .Output(1, "label", "(b) int32")
+    .Arg("reader", ArgType::kString, "required: the workspace object CreateDB wrote (its output's name)")
+    .Arg("replica", ArgType::kInt, 0, "which replica's slice of each global batch")
+    .Min(0)
+    .NumInputs(0)
+    .NumOutputs(2);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ReadBatch, ReadBatchOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(ReadBatch, ReadBatchOp);
 LOCKSTEP_NO_GRADIENT(ReadBatch);

@@ -1,25 +1,18 @@
-// Relu: y = max(x, 0), and LeakyRelu (Caffe2's): y = x > 0 ? x : alpha * x with arg alpha >= 0 (default
-// 0.01); Relu is LeakyRelu with alpha 0. Their gradients dx = dy * (y > 0 ? 1 : alpha) read y, so all may run
+// Relu: y = max(x, 0), and LeakyRelu (Caffe2's): y = x > 0 ? x : alpha * x with arg alpha >= 0; Relu is
+// LeakyRelu with alpha 0. Their gradients dx = dy * (y > 0 ? 1 : alpha) read y, so all may run
 // in place. All keep the layout their input comes in.
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/dnnl_utils.h"
-#include "lockstep/ops/relu_op.h"
 
 namespace lockstep {
-
-float LeakyReluAlpha(const OperatorDef& def) {
-  const float alpha = GetFloatArgument(def, "alpha", 0.01f);
-  if (!(alpha >= 0.0f)) FailOperator(def, fmt::format("alpha must be >= 0, got {}", alpha));
-  return alpha;
-}
 
 namespace {
 
 template <bool kLeaky>
 class ReluOp : public Operator {
  public:
-  ReluOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), alpha_(kLeaky ? LeakyReluAlpha(def) : 0) {
+  ReluOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), alpha_(kLeaky ? FloatArg("alpha") : 0) {
     AcceptLayouts();
   }
 
@@ -50,7 +43,7 @@ template <bool kLeaky>
 class ReluGradientOp : public Operator {
  public:
   ReluGradientOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), alpha_(kLeaky ? LeakyReluAlpha(def) : 0) {
+      : Operator(def, ws), alpha_(kLeaky ? FloatArg("alpha") : 0) {
     AcceptLayouts();
   }
 
@@ -96,10 +89,41 @@ std::vector<TensorShape> ShapeOfY(const OperatorDef&, const std::vector<TensorSh
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(Relu).NumInputs(1).NumOutputs(1).AllowInplace({{0, 0}}).IdentityShape();
-LOCKSTEP_OPERATOR_SCHEMA(ReluGradient).NumInputs(2).NumOutputs(1).AllowInplace({{1, 0}}).ShapeFunction(ShapeOfY);
-LOCKSTEP_OPERATOR_SCHEMA(LeakyRelu).NumInputs(1).NumOutputs(1).AllowInplace({{0, 0}}).IdentityShape();
-LOCKSTEP_OPERATOR_SCHEMA(LeakyReluGradient)  // (Y, dY) -> dX
+LOCKSTEP_OPERATOR_SCHEMA(Relu)
+    .SetDoc("Y = max(X, 0), element-wise, in X's layout; may run in place.")
+    .Input(0, "X", "any shape")
+    .Output(0, "Y", "X's shape")
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .IdentityShape();
+LOCKSTEP_OPERATOR_SCHEMA(ReluGradient)
+    .SetDoc("dX = dY where Y > 0, else 0: Relu's gradient, computed from its output.")
+    .Input(0, "Y", "Relu's output")
+    .Input(1, "dY", "Y's shape")
+    .Output(0, "dX", "Y's shape; may be dY")
+    .NumInputs(2)
+    .NumOutputs(1)
+    .AllowInplace({{1, 0}})
+    .ShapeFunction(ShapeOfY);
+LOCKSTEP_OPERATOR_SCHEMA(LeakyRelu)
+    .SetDoc("Y = X > 0 ? X : alpha * X, element-wise (Caffe2's LeakyRelu); may run in place.")
+    .Input(0, "X", "any shape")
+    .Output(0, "Y", "X's shape")
+    .Arg("alpha", ArgType::kFloat, 0.01f,
+         "slope for X < 0; not negative, since the gradient is computed from Y, which needs Y > 0 exactly "
+         "where X > 0")
+    .Min(0)
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .IdentityShape();
+LOCKSTEP_OPERATOR_SCHEMA(LeakyReluGradient)
+    .SetDoc("dX = dY * (Y > 0 ? 1 : alpha): LeakyRelu's gradient, computed from its output.")
+    .Input(0, "Y", "LeakyRelu's output")
+    .Input(1, "dY", "Y's shape")
+    .Output(0, "dX", "Y's shape; may be dY")
+    .ArgsOf("LeakyRelu")
     .NumInputs(2)
     .NumOutputs(1)
     .AllowInplace({{1, 0}})

@@ -18,7 +18,7 @@ void CopyWithShape(const Tensor& x, const Shape& shape, Tensor* y) {
 // Flatten keeps the dims before axis as one and those from axis on as the other: (N, C, H, W), axis 1 ->
 // (N, C*H*W).
 Shape FlattenShape(const OperatorDef& def, const Shape& x) {
-  int64_t axis = GetIntArgument(def, "axis", 1);
+  int64_t axis = IntArg(def, "axis");
   if (axis < 0 || axis > static_cast<int64_t>(x.size()))
     FailOperator(def, fmt::format("axis {} is out of range for shape {}", axis, ShapeToString(x)));
   int64_t outer = 1, inner = 1;
@@ -136,20 +136,40 @@ std::vector<TensorShape> ReshapeShapes(const OperatorDef& def, const std::vector
   if (in.size() == 2)
     FailOperator(def, fmt::format("the output shape depends on the values of '{}'; pass arg shape instead",
                                   def.input(1)));
-  std::vector<TensorShape> out{{ReshapedShape(def, in[0].dims, GetIntsArgument(def, "shape")), in[0].dtype}};
+  std::vector<TensorShape> out{{ReshapedShape(def, in[0].dims, IntsArg(def, "shape")), in[0].dtype}};
   if (def.output_size() == 2) out.push_back({{static_cast<int64_t>(in[0].dims.size())}, DataType::kInt64});
   return out;
 }
 
 }  // namespace
 
-LOCKSTEP_OPERATOR_SCHEMA(Flatten).NumInputs(1).NumOutputs(1).AllowInplace({{0, 0}}).ShapeFunction(
-    [](const OperatorDef& def, const std::vector<TensorShape>& in) {
+LOCKSTEP_OPERATOR_SCHEMA(Flatten)
+    .SetDoc("X as a matrix: the dims before axis become one, those from axis on the other.")
+    .Input(0, "X", "any shape")
+    .Output(0, "Y", "(product of X's dims before axis, product of the rest); may be X")
+    .Arg("axis", ArgType::kInt, 1, "where the dims are split, 0 to X's rank")
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return std::vector<TensorShape>{{FlattenShape(def, in[0].dims), in[0].dtype}};
     });
-LOCKSTEP_OPERATOR_SCHEMA(Reshape).NumInputs(1, 2).NumOutputs(1, 2).AllowInplace({{0, 0}}).ShapeFunction(
-    ReshapeShapes);
+LOCKSTEP_OPERATOR_SCHEMA(Reshape)
+    .SetDoc("X's data under a new shape (Caffe2's rules: 0 keeps X's dim there, one -1 takes what is left).")
+    .Input(0, "X", "any shape")
+    .Input(1, "new_shape", "optional, instead of arg shape: (rank) int64 or int32, in host memory")
+    .Output(0, "Y", "the new shape; may be X")
+    .Output(1, "old_shape", "optional: X's dims, int64 (what the gradient reshapes back to)")
+    .Arg("shape", ArgType::kInts, std::vector<int64_t>{}, "the new shape, unless input 1 gives it")
+    .NumInputs(1, 2)
+    .NumOutputs(1, 2)
+    .AllowInplace({{0, 0}})
+    .ShapeFunction(ReshapeShapes);
 LOCKSTEP_OPERATOR_SCHEMA(ResizeLike)
+    .SetDoc("A's data under B's shape (Flatten's gradient).")
+    .Input(0, "A", "as many elements as B")
+    .Input(1, "B", "any shape")
+    .Output(0, "C", "B's shape; may be A")
     .NumInputs(2)
     .NumOutputs(1)
     .AllowInplace({{0, 0}})

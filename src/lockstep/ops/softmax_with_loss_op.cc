@@ -17,8 +17,7 @@ constexpr float kMinProbability = 1e-20f;
 // logits is (N, D); labels is (N) or (N, 1) int32. The mean over an empty batch is undefined.
 class SoftmaxWithLossOp : public Operator {
  public:
-  SoftmaxWithLossOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), scale_(FloatArg("scale", 1.f)) {}
+  SoftmaxWithLossOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), scale_(FloatArg("scale")) {}
 
   void Run() override {
     const Tensor& logits = Input(0);  // logits is (N, D)
@@ -54,7 +53,7 @@ class SoftmaxWithLossOp : public Operator {
 class SoftmaxWithLossGradientOp : public Operator {
  public:
   SoftmaxWithLossGradientOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), scale_(FloatArg("scale", 1.f)) {}
+      : Operator(def, ws), scale_(FloatArg("scale")) {}
 
   void Run() override {
     const Tensor& logits = Input(0);   // logits is (N, D)
@@ -87,13 +86,26 @@ std::vector<OperatorDef> SoftmaxWithLossGradient(const GradientContext& g) {
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(SoftmaxWithLoss)
+    .SetDoc("Softmax over the classes and the mean cross-entropy of the labelled class, times scale.")
+    .Input(0, "logits", "(N, D)")
+    .Input(1, "labels", "(N) or (N, 1) int32 in [0, D)")
+    .Output(0, "softmax", "(N, D)")
+    .Output(1, "loss", "a float scalar")
+    .Arg("scale", ArgType::kFloat, 1.0f, "multiplies the loss (and so its gradient)")
     .NumInputs(2)
     .NumOutputs(2)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       CheckSoftmaxWithLossShapes(def, in[0].dims, in[1].dims, in[1].dtype);
       return std::vector<TensorShape>{in[0], {{}, DataType::kFloat}};
     });
-LOCKSTEP_OPERATOR_SCHEMA(SoftmaxWithLossGradient)  // (X, label, softmax, dloss) -> dX
+LOCKSTEP_OPERATOR_SCHEMA(SoftmaxWithLossGradient)
+    .SetDoc("dlogits = (softmax - onehot(labels)) * dloss * scale / N: SoftmaxWithLoss's gradient.")
+    .Input(0, "logits", "(N, D)")
+    .Input(1, "labels", "(N) or (N, 1) int32")
+    .Input(2, "softmax", "SoftmaxWithLoss's softmax")
+    .Input(3, "dloss", "a float scalar")
+    .Output(0, "dlogits", "(N, D)")
+    .ArgsOf("SoftmaxWithLoss")
     .NumInputs(4)
     .NumOutputs(1)
     .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>& in) {

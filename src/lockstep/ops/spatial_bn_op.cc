@@ -19,8 +19,8 @@
 namespace lockstep {
 
 int SpatialBNNumOutputs(const OperatorDef& def) {
-  bool is_test = GetIntArgument(def, "is_test", 0) != 0;
-  bool relu = GetIntArgument(def, "relu", 0) != 0;
+  bool is_test = IntArg(def, "is_test") != 0;
+  bool relu = IntArg(def, "relu") != 0;
   int expected = is_test ? 1 : relu ? 6 : 5;
   if (def.output_size() != expected)
     FailOperator(def, fmt::format("takes {} outputs with is_test={} and relu={}, got {}", expected,
@@ -34,24 +34,23 @@ bool CombinesStatistics(const OperatorDef& def) {
     FailOperator(def, fmt::format("takes 5 inputs (X, scale, bias, running_mean, running_var), or 7 adding "
                                   "the sums of X and X^2, got {}",
                                   def.input_size()));
-  if (GetIntArgument(def, "is_test", 0) != 0)
+  if (IntArg(def, "is_test") != 0)
     FailOperator(def, "combined statistics (7 inputs) are for training; test mode takes 5 inputs");
-  if (GetIntArgument(def, "relu", 0) != 0)
+  if (IntArg(def, "relu") != 0)
     FailOperator(def,
                  "relu=1 is not available with combined statistics (7 inputs); follow SpatialBN with Relu");
-  NumBatchesArg(def);  // checks that num_batches is at least 1
   return true;
 }
 
 std::array<int, 3> SpatialBNGradientOutputs(const OperatorDef& def) {
-  bool is_test = GetIntArgument(def, "is_test", 0) != 0;
-  bool relu = GetIntArgument(def, "relu", 0) != 0;
+  bool is_test = IntArg(def, "is_test") != 0;
+  bool relu = IntArg(def, "relu") != 0;
   if (relu && is_test) FailOperator(def, "relu=1 needs the training forward pass's mask; is_test=1 has none");
   if (def.input_size() != (relu ? 6 : 5))
     FailOperator(def,
                  fmt::format("takes {} inputs with relu={} (X, scale, dY, saved_mean, saved_var{}), got {}",
                              relu ? 6 : 5, relu ? 1 : 0, relu ? ", mask" : "", def.input_size()));
-  auto gradients = GetIntsArgument(def, "gradients", {0, 1, 2});
+  auto gradients = IntsArg(def, "gradients");
   if (gradients.size() != static_cast<size_t>(def.output_size()))
     FailOperator(def, fmt::format("arg gradients lists {} outputs but the op has {}", gradients.size(),
                                   def.output_size()));
@@ -101,7 +100,7 @@ std::vector<TensorShape> SpatialBNShapes(const OperatorDef& def, const std::vect
   std::vector<TensorShape> out{in[0]};
   for (int i = 1; i < std::min(num_outputs, 5); ++i) out.push_back({{channels}, DataType::kFloat});
   if (num_outputs == 6) {
-    float epsilon = GetFloatArgument(def, "epsilon", kDefaultEpsilon);
+    float epsilon = FloatArg(def, "epsilon");
     auto forward = ForwardDesc(PlainDesc(in[0].dims), epsilon, false, true);
     out.push_back({{static_cast<int64_t>(forward.workspace_desc().get_size())}, DataType::kUInt8});
   }
@@ -119,12 +118,12 @@ class SpatialBNOp : public Operator {
  public:
   SpatialBNOp(const OperatorDef& def, Workspace* ws)
       : Operator(def, ws),
-        is_test_(IntArg("is_test", 0) != 0),
-        epsilon_(FloatArg("epsilon", kDefaultEpsilon)),
-        momentum_(FloatArg("momentum", kDefaultBatchNormMomentum)),
-        relu_(IntArg("relu", 0) != 0),
+        is_test_(IntArg("is_test") != 0),
+        epsilon_(FloatArg("epsilon")),
+        momentum_(FloatArg("momentum")),
+        relu_(IntArg("relu") != 0),
         combined_(CombinesStatistics(def)),
-        num_batches_(IntArg("num_batches", 1)) {
+        num_batches_(IntArg("num_batches")) {
     AcceptLayouts();
     SpatialBNNumOutputs(def);
   }
@@ -221,9 +220,9 @@ class SpatialBNGradientOp : public Operator {
  public:
   SpatialBNGradientOp(const OperatorDef& def, Workspace* ws)
       : Operator(def, ws),
-        is_test_(IntArg("is_test", 0) != 0),
-        epsilon_(FloatArg("epsilon", kDefaultEpsilon)),
-        relu_(IntArg("relu", 0) != 0),
+        is_test_(IntArg("is_test") != 0),
+        epsilon_(FloatArg("epsilon")),
+        relu_(IntArg("relu") != 0),
         output_of_(SpatialBNGradientOutputs(def)) {
     AcceptLayouts();
   }
@@ -298,7 +297,7 @@ class SpatialBNGradientOp : public Operator {
 std::vector<OperatorDef> CombinedStatisticsGradient(const GradientContext& g) {
   std::string dscale = g.NeedsGI(1) ? g.GI(1) : g.GO(0) + "_dscale";
   std::string dbias = g.NeedsGI(2) ? g.GI(2) : g.GO(0) + "_dbias";
-  float epsilon = GetFloatArgument(g.def, "epsilon", kDefaultEpsilon);
+  float epsilon = FloatArg(g.def, "epsilon");
   std::vector<OperatorDef> ops;
   if (g.NeedsGI(0) || g.NeedsGI(1) || g.NeedsGI(2))
     ops.push_back(MakeOperatorDef("ChannelBackpropStats", {g.I(0), g.O(3), g.O(4), g.GO(0)}, {dscale, dbias},
@@ -307,14 +306,14 @@ std::vector<OperatorDef> CombinedStatisticsGradient(const GradientContext& g) {
     ops.push_back(MakeOperatorDef(
         "SpatialBNCombinedGradient",
         {g.I(0), g.I(1), g.GO(0), g.O(3), g.O(4), CombinedName(dscale), CombinedName(dbias)}, {g.GI(0)},
-        {Arg("epsilon", epsilon), Arg("num_batches", GetIntArgument(g.def, "num_batches", 1))}));
+        {Arg("epsilon", epsilon), Arg("num_batches", IntArg(g.def, "num_batches"))}));
   return ops;
 }
 
 std::vector<OperatorDef> SpatialBNGradient(const GradientContext& g) {
   if (CombinesStatistics(g.def)) return CombinedStatisticsGradient(g);
-  bool is_test = GetIntArgument(g.def, "is_test", 0) != 0;
-  bool relu = GetIntArgument(g.def, "relu", 0) != 0;
+  bool is_test = IntArg(g.def, "is_test") != 0;
+  bool relu = IntArg(g.def, "relu") != 0;
   // Test-mode nets are evaluated, never trained, so the fused test-mode op keeps no mask to differentiate.
   if (relu && is_test)
     FailOperator(g.def, "relu=1 with is_test=1 has no gradient; use is_test=0, or SpatialBN then Relu");
@@ -338,7 +337,7 @@ std::vector<OperatorDef> SpatialBNGradient(const GradientContext& g) {
 // CombinedName blobs by the data-parallel planner, then normalization with num_batches = replicas. A fused
 // ReLU is split off first, because its mask belongs to the single-replica form. Test mode is left alone.
 std::vector<OperatorDef> CombineStatisticsAcrossReplicas(const OperatorDef& op, int replicas) {
-  if (GetIntArgument(op, "is_test", 0) != 0 || op.input_size() != 5) return {op};
+  if (IntArg(op, "is_test") != 0 || op.input_size() != 5) return {op};
   const std::string& y = op.output(0);
   OperatorDef stats = MakeOperatorDef("ChannelStats", {op.input(0)}, {y + "_sum", y + "_sumsq"});
   *stats.mutable_device_option() = op.device_option();
@@ -346,7 +345,7 @@ std::vector<OperatorDef> CombineStatisticsAcrossReplicas(const OperatorDef& op, 
   bn.add_input(CombinedName(stats.output(0)));
   bn.add_input(CombinedName(stats.output(1)));
   SetArgument(&bn, Arg("num_batches", int64_t{replicas}));
-  const bool relu = GetIntArgument(op, "relu", 0) != 0;
+  const bool relu = IntArg(op, "relu") != 0;
   SetArgument(&bn, Arg("relu", false));
   if (!relu) return {stats, bn};
   bn.mutable_output()->RemoveLast();  // the ReLU mask
@@ -369,6 +368,34 @@ std::vector<TensorShape> SpatialBNGradientShapes(const OperatorDef& def, const s
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(SpatialBN)
+    .SetDoc(
+        "Batch normalization over the channels of NCHW (or NC) data. Training normalizes with the batch's "
+        "statistics (or, with 7 inputs, those of the whole batch across replicas) and folds them into the "
+        "running ones; test mode normalizes with the running ones. relu=1 applies a ReLU in the same pass.")
+    .Input(0, "X", "(N, C) or (N, C, spatial...)")
+    .Input(1, "scale", "(C)")
+    .Input(2, "bias", "(C)")
+    .Input(3, "running_mean", "(C)")
+    .Input(4, "running_var", "(C)")
+    .Input(5, "sum", "(C), sum of X over all replicas (combined statistics only)")
+    .Input(6, "sumsq", "(C), sum of X^2 over all replicas (combined statistics only)")
+    .Output(0, "Y", "X's shape")
+    .Output(1, "running_mean", "training: input 3, updated in place")
+    .Output(2, "running_var", "training: input 4, updated in place")
+    .Output(3, "saved_mean", "training: the batch mean, for the gradient")
+    .Output(4, "saved_var", "training: the batch variance, for the gradient")
+    .Output(5, "relu_mask", "training with relu=1: the ReLU mask, for the gradient")
+    .Arg("is_test", ArgType::kInt, 0, "1: normalize with the running statistics; only output Y")
+    .Range(0, 1)
+    .Arg("epsilon", ArgType::kFloat, kDefaultEpsilon, "added to the variance before its inverse square root")
+    .Min(0)
+    .Arg("momentum", ArgType::kFloat, 0.9f, "running = momentum * running + (1 - momentum) * batch")
+    .Range(0, 1)
+    .Arg("relu", ArgType::kInt, 0, "1: Y = relu(BN(X)), keeping the mask in training")
+    .Range(0, 1)
+    .Arg("num_batches", ArgType::kInt, 1,
+         "combined statistics: the replicas (equal batches) that the sums of inputs 5 and 6 cover")
+    .Min(1)
     .NumInputs(5, 7)
     .NumOutputs(1, 6)
     .EnforceInplace({{3, 1}, {4, 2}})
@@ -376,6 +403,22 @@ LOCKSTEP_OPERATOR_SCHEMA(SpatialBN)
     .LowPrecisionInputs({0})  // scale, bias and the statistics stay float32
     .CombineAcrossReplicas(CombineStatisticsAcrossReplicas);
 LOCKSTEP_OPERATOR_SCHEMA(SpatialBNGradient)
+    .SetDoc(
+        "SpatialBN's gradient, for the statistics it normalized with; the outputs are those `gradients` "
+        "lists.")
+    .Input(0, "X", "SpatialBN's input")
+    .Input(1, "scale", "(C)")
+    .Input(2, "dY", "X's shape")
+    .Input(3, "mean", "(C): saved_mean in training, running_mean in test mode")
+    .Input(4, "var", "(C): saved_var in training, running_var in test mode")
+    .Input(5, "relu_mask", "with relu=1")
+    .Output(0, "dX", "X's shape (the outputs are those `gradients` lists, in order)")
+    .Output(1, "dscale", "(C)")
+    .Output(2, "dbias", "(C)")
+    .ArgsOf("SpatialBN")
+    .Arg("gradients", ArgType::kInts, std::vector<int64_t>{0, 1, 2},
+         "the gradients written, increasing: 0 dX, 1 dscale, 2 dbias")
+    .Range(0, 2)
     .NumInputs(5, 6)
     .NumOutputs(1, 3)
     .ShapeFunction(SpatialBNGradientShapes);

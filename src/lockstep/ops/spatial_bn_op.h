@@ -10,9 +10,6 @@
 
 namespace lockstep {
 
-// The running statistics move as momentum * running + (1 - momentum) * batch when arg momentum is not given.
-constexpr float kDefaultBatchNormMomentum = 0.9f;
-
 // Y alone in test mode; in training Y, running_mean, running_var, saved_mean, saved_var and, with relu=1,
 // the ReLU mask. Throws InvalidInput naming the operator when def has another number of outputs; returns it.
 int SpatialBNNumOutputs(const OperatorDef& def);

@@ -4,8 +4,8 @@
 namespace lockstep {
 
 WeightGradientOutputs ParseWeightGradientOutputs(const OperatorDef& def) {
-  bool dweight = GetIntArgument(def, "no_dweight", 0) == 0;
-  bool dbias = GetIntArgument(def, "no_bias", 0) == 0;
+  bool dweight = IntArg(def, "no_dweight") == 0;
+  bool dbias = IntArg(def, "no_bias") == 0;
   int named = dweight + dbias;
   if (def.output_size() != named && def.output_size() != named + 1)
     FailOperator(def, fmt::format("expects {} or {} outputs ([dW unless no_dweight], [db unless no_bias], "
@@ -27,6 +27,13 @@ OperatorDef MakeWeightGradientOp(const std::string& type, const GradientContext&
     args.emplace_back("no_bias", 1);
   if (g.NeedsGI(0)) outputs.push_back(g.GI(0));
   return MakeOperatorDef(type, {g.I(0), g.I(1), g.GO(0)}, outputs, args);
+}
+
+void DeclareWeightGradientArgs(OpSchema& schema) {
+  schema.Arg("no_dweight", ArgType::kInt, 0, "1: the weight's gradient is not wanted and has no output")
+      .Range(0, 1)
+      .Arg("no_bias", ArgType::kInt, 0, "1: the bias's gradient is not wanted (or there is no bias)")
+      .Range(0, 1);
 }
 
 const Tensor& PlainParameter(const Tensor& parameter, Tensor* scratch) {

@@ -18,6 +18,9 @@ struct WeightGradientOutputs {
   bool dweight, dbias, dx;
 };
 
+// Declares the flags no_dweight and no_bias (the gradient ops' Include()).
+void DeclareWeightGradientArgs(OpSchema& schema);
+
 // Throws InvalidInput naming the operator when its output count does not fit its flags.
 WeightGradientOutputs ParseWeightGradientOutputs(const OperatorDef& def);
 

@@ -61,7 +61,7 @@ __global__ void AccuracyKernel(const int32_t* correct, const int32_t* labels, in
 
 class CudaAccuracyOp : public Operator {
  public:
-  CudaAccuracyOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), top_k_(CheckedTopK(def)) {}
+  CudaAccuracyOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), top_k_(IntArg("top_k")) {}
 
   void Run() override {
     const Tensor& predictions = Input(0);  // predictions is (N, D): scores or probabilities

@@ -23,7 +23,9 @@ class CudaCastOp : public Operator {
 
   void Run() override {
     const Tensor& x = Input(0);  // x is any shape: float32, float16 or bfloat16
-    const DataType to = InputSize() == 2 ? Input(1).dtype() : static_cast<DataType>(IntArg("to", 0));
+    if (InputSize() == 1 && !HasArgument(def_, "to"))
+      FailOperator(def_, "needs the target dtype: arg to or input 1");
+    const DataType to = InputSize() == 2 ? Input(1).dtype() : static_cast<DataType>(IntArg("to"));
     if (!Castable(x.dtype()) || !Castable(to))
       FailOperator(def_, fmt::format("cannot cast {} to {}; Cast converts float32, float16 and bfloat16",
                                      DataTypeName(x.dtype()), DataTypeName(to)));

@@ -185,7 +185,7 @@ class CudaChannelStatsOp : public Operator {
 class CudaChannelBackpropStatsOp : public Operator {
  public:
   CudaChannelBackpropStatsOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), epsilon_(FloatArg("epsilon", kDefaultEpsilon)) {}
+      : Operator(def, ws), epsilon_(FloatArg("epsilon")) {}
 
   void Run() override {
     const Tensor& x = Input(0);     // x is (N, C, H, W) or (N, C)
@@ -254,7 +254,7 @@ __global__ void CombinedGradientKernel(const T* x, const T* dy, const float* coe
 class CudaSpatialBNCombinedGradientOp : public Operator {
  public:
   CudaSpatialBNCombinedGradientOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), epsilon_(FloatArg("epsilon", kDefaultEpsilon)), num_batches_(NumBatchesArg(def)) {}
+      : Operator(def, ws), epsilon_(FloatArg("epsilon")), num_batches_(IntArg("num_batches")) {}
 
   void Run() override {
     const Tensor& x = Input(0);           // x is (N, C, H, W) or (N, C)

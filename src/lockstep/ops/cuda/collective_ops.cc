@@ -18,7 +18,7 @@ namespace {
 class CudaCollectiveOp : public Operator {
  public:
   CudaCollectiveOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), num_devices_(static_cast<int>(IntArg("num_devices", 1))) {
+      : Operator(def, ws), num_devices_(static_cast<int>(IntArg("num_devices"))) {
     per_device_ = CollectiveBlobsPerDevice(def, num_devices_);
     for (int i = 1; i < def.input_size(); ++i) input_blobs_.push_back(ws->CreateBlob(def.input(i)));
     for (const auto& name : def.output()) output_blobs_.push_back(ws->CreateBlob(name));

@@ -17,7 +17,7 @@ class CudaCreateCommonWorldOp : public Operator {
     for (int64_t device : IntsArg("devices")) devices_.push_back(static_cast<int>(device));
     if (devices_.empty())
       FailOperator(def, fmt::format("needs the CUDA devices it serves, e.g. devices = [0, 1]"));
-    if (IntArg("channel", 0) != 0)
+    if (IntArg("channel") != 0)
       FailOperator(def, "communicator channels serve CPU devices; CUDA collectives use one communicator");
   }
 

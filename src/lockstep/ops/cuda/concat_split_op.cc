@@ -9,7 +9,7 @@ namespace {
 
 // Arg axis counted from the front; the shape functions have checked it against `rank`.
 int NormalizedAxis(const OperatorDef& def, int rank) {
-  int axis = static_cast<int>(GetIntArgument(def, "axis", 1));
+  int axis = static_cast<int>(IntArg(def, "axis"));
   return axis < 0 ? axis + rank : axis;
 }
 

@@ -51,10 +51,10 @@ class CudnnConvOpBase : public Operator {
   CudnnConvOpBase(const OperatorDef& def, Workspace* ws)
       : Operator(def, ws),
         args_(ParseConvPoolArgs(def)),
-        group_(IntArg("group", 1)),
-        workspace_limit_(IntArg(kCudnnWorkspaceArg, GpuOptions::kDefaultCudnnWorkspaceBytes)),
-        tensor_core_(IntArg(kTensorCoreArg, 0) != 0),
-        float16_compute_(IntArg(kFloat16ComputeArg, 0) != 0) {
+        group_(IntArg("group")),
+        workspace_limit_(IntArg(kCudnnWorkspaceArg)),
+        tensor_core_(IntArg(kTensorCoreArg) != 0),
+        float16_compute_(IntArg(kFloat16ComputeArg) != 0) {
     if (args_.pad_t != args_.pad_b || args_.pad_l != args_.pad_r)
       FailOperator(def,
                    fmt::format("pads (t {}, l {}, b {}, r {}) differ between opposite sides, which cuDNN "

@@ -127,7 +127,7 @@ class CudaSumOp : public Operator {
 // y = scale * x; with scale 1 it is the copy that gradients of Add and Sum use.
 class CudaScaleOp : public Operator {
  public:
-  CudaScaleOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), scale_(FloatArg("scale", 1.f)) {}
+  CudaScaleOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), scale_(FloatArg("scale")) {}
 
   void Run() override {
     const Tensor& x = Input(0);  // x is any shape

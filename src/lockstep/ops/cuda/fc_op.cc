@@ -54,11 +54,11 @@ class Gemm {
     }
     // As Conv does: float16_compute=1 (--float16_compute) accumulates float16 data in float16, and other
     // dtypes in float32 (the trainer's evaluation net runs in float32 with the same options).
-    if (type_ == DataType::kFloat16 && GetIntArgument(def, kFloat16ComputeArg, 0) != 0) {
+    if (type_ == DataType::kFloat16 && IntArg(def, kFloat16ComputeArg) != 0) {
       compute_ = CUBLAS_COMPUTE_16F;  // alpha and beta are then float16 too
       one_ = &kOne16;
       zero_ = &kZero16;
-    } else if (type_ == DataType::kFloat && GetIntArgument(def, kTensorCoreArg, 0) != 0) {
+    } else if (type_ == DataType::kFloat && IntArg(def, kTensorCoreArg) != 0) {
       // 16-bit inputs use tensor cores with float32 accumulation anyway; float32 needs leave to round its
       // inputs to TF32.
       compute_ = CUBLAS_COMPUTE_32F_FAST_TF32;

@@ -11,10 +11,6 @@ namespace {
 using cuda::BlocksFor;
 using cuda::kThreads;
 
-// The CPU operator's defaults, the trainer's input pipeline's.
-constexpr float kDefaultMean = 128.0f;
-constexpr float kDefaultStd = 128.0f;
-
 // x is (N, plane, C) uint8 with plane = H * W; parameters is (2, C): mean, then std; y is (N, C, plane),
 // n = N * C * plane elements. Rounded subtraction and division, as on the CPU.
 __global__ void NormalizeImagesKernel(const uint8_t* x, const float* parameters, int64_t channels,
@@ -32,8 +28,8 @@ class CudaNormalizeImagesOp : public Operator {
   CudaNormalizeImagesOp(const OperatorDef& def, Workspace* ws)
       : Operator(def, ws),
         schema_(*SchemaRegistry::Find("NormalizeImages")),
-        mean_(GetFloatsArgument(def, "mean", {kDefaultMean})),
-        std_(GetFloatsArgument(def, "std", {kDefaultStd})) {}
+        mean_(FloatsArg("mean")),
+        std_(FloatsArg("std")) {}
 
   void Run() override {
     const Tensor& x = Input(0);                                              // x is (N, H, W, C) uint8

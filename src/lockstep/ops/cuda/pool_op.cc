@@ -34,10 +34,9 @@ class PoolSetup {
  public:
   PoolSetup(const OperatorDef& def, PoolKind kind) : args_(ParseCudnnPoolArgs(def)) {
     // Caffe2's count_include_pad=0 divides each window by its non-padding elements.
-    bool include_pad = GetIntArgument(def, "count_include_pad", 0) != 0;
-    mode_ = kind == PoolKind::kMax ? CUDNN_POOLING_MAX_DETERMINISTIC
-            : include_pad          ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
-                                   : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+    mode_ = kind == PoolKind::kMax                  ? CUDNN_POOLING_MAX_DETERMINISTIC
+            : IntArg(def, "count_include_pad") != 0 ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                    : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
   }
 
   // Checks x and describes it, y and the window when they changed; returns y's shape (N, C, OH, OW).

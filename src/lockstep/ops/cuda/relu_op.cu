@@ -1,10 +1,9 @@
-// Relu, LeakyRelu and their gradients on CUDA devices, as ops/relu_op.cc defines them: y = x > 0 ? x : alpha * x
-// and dx = y > 0 ? dy : alpha * dy (alpha 0 for Relu), for float32, float16 and bfloat16. All may run in place:
-// each element is read before it is written.
+// Relu, LeakyRelu and their gradients on CUDA devices, as ops/relu_op.cc defines them: y = x > 0 ? x : alpha
+// * x and dx = y > 0 ? dy : alpha * dy (alpha 0 for Relu), for float32, float16 and bfloat16. All may run in
+// place: each element is read before it is written.
 #include "lockstep/core/operator.h"
 #include "lockstep/cuda/cuda_context.h"
 #include "lockstep/ops/cuda/cuda_kernels.cuh"
-#include "lockstep/ops/relu_op.h"
 
 namespace lockstep {
 namespace {
@@ -33,7 +32,8 @@ __global__ void ReluGradientKernel(const T* y, const T* dy, T* dx, int64_t n, fl
 template <bool kLeaky>
 class CudaReluOp : public Operator {
  public:
-  CudaReluOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), alpha_(kLeaky ? LeakyReluAlpha(def) : 0) {}
+  CudaReluOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws), alpha_(kLeaky ? FloatArg("alpha") : 0) {}
 
   void Run() override {
     const Tensor& x = Input(0);  // x is any shape
@@ -57,7 +57,7 @@ template <bool kLeaky>
 class CudaReluGradientOp : public Operator {
  public:
   CudaReluGradientOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), alpha_(kLeaky ? LeakyReluAlpha(def) : 0) {}
+      : Operator(def, ws), alpha_(kLeaky ? FloatArg("alpha") : 0) {}
 
   void Run() override {
     const Tensor& y = Input(0);   // y is the forward output

@@ -89,7 +89,7 @@ __global__ void SoftmaxWithLossGradientKernel(const T* softmax, const int32_t* l
 class CudaSoftmaxWithLossOp : public Operator {
  public:
   CudaSoftmaxWithLossOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), scale_(FloatArg("scale", 1.f)) {}
+      : Operator(def, ws), scale_(FloatArg("scale")) {}
 
   void Run() override {
     const Tensor& logits = Input(0);  // logits is (N, D)
@@ -140,7 +140,7 @@ class CudaSoftmaxWithLossOp : public Operator {
 class CudaSoftmaxWithLossGradientOp : public Operator {
  public:
   CudaSoftmaxWithLossGradientOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), scale_(FloatArg("scale", 1.f)) {}
+      : Operator(def, ws), scale_(FloatArg("scale")) {}
 
   void Run() override {
     const Tensor& logits = Input(0);   // logits is (N, D)

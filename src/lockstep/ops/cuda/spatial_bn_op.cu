@@ -113,7 +113,7 @@ __global__ void FixedStatisticsGradientKernel(const T* x, const T* dy, const flo
 }
 
 float CheckedEpsilon(const OperatorDef& def) {
-  float epsilon = GetFloatArgument(def, "epsilon", kDefaultEpsilon);
+  float epsilon = FloatArg(def, "epsilon");
   if (!(epsilon >= CUDNN_BN_MIN_EPSILON))
     FailOperator(def,
                  fmt::format("epsilon must be at least {} for cuDNN, got {}", CUDNN_BN_MIN_EPSILON, epsilon));
@@ -164,12 +164,12 @@ class CudnnSpatialBNOp : public Operator {
  public:
   CudnnSpatialBNOp(const OperatorDef& def, Workspace* ws)
       : Operator(def, ws),
-        is_test_(IntArg("is_test", 0) != 0),
+        is_test_(IntArg("is_test") != 0),
         epsilon_(CheckedEpsilon(def)),
-        momentum_(FloatArg("momentum", kDefaultBatchNormMomentum)),
-        relu_(IntArg("relu", 0) != 0),
+        momentum_(FloatArg("momentum")),
+        relu_(IntArg("relu") != 0),
         combined_(CombinesStatistics(def)),
-        num_batches_(IntArg("num_batches", 1)) {
+        num_batches_(IntArg("num_batches")) {
     SpatialBNNumOutputs(def);
   }
 
@@ -262,9 +262,9 @@ class CudnnSpatialBNGradientOp : public Operator {
  public:
   CudnnSpatialBNGradientOp(const OperatorDef& def, Workspace* ws)
       : Operator(def, ws),
-        is_test_(IntArg("is_test", 0) != 0),
+        is_test_(IntArg("is_test") != 0),
         epsilon_(CheckedEpsilon(def)),
-        relu_(IntArg("relu", 0) != 0),
+        relu_(IntArg("relu") != 0),
         output_of_(SpatialBNGradientOutputs(def)) {}
 
   void Run() override {
