@@ -1,5 +1,5 @@
 // The lockstep command line: `lockstep train ...`, `lockstep eval ...`, `lockstep make-db ...`,
-// `lockstep plot ...`, `lockstep launch ... -- train ...` and `lockstep --version`.
+// `lockstep plot ...`, `lockstep launch ... -- train ...`, `lockstep ops [TYPE]` and `lockstep --version`.
 #include <cstdio>
 #include <string>
 
@@ -7,6 +7,7 @@
 #include "launch_command.h"
 #include "lockstep/core/version.h"
 #include "make_db_command.h"
+#include "ops_command.h"
 #include "plot_command.h"
 #include "train_command.h"
 
@@ -47,6 +48,11 @@ int main(int argc, char** argv) {
       "Run the shards of a training job on this machine (`lockstep launch [flags] -- train ARGS...`), and "
       "restart the job from its newest checkpoint when a shard fails or stalls");
   lockstep::AddLaunchFlags(launch, &launch_flags);
+  lockstep::OpsFlags ops_flags;
+  CLI::App* ops = app.add_subcommand(
+      "ops",
+      "List the operators, or print one's inputs, outputs and arguments with their defaults (`ops Conv`)");
+  lockstep::AddOpsFlags(ops, &ops_flags);
   // `--` ends the agent's flags: what follows is the training command, passed to the shards.
   const int parsed_argc = argc > 1 && std::string(argv[1]) == "launch"
                               ? lockstep::SplitLaunchCommand(argc, argv, &launch_flags)
@@ -58,6 +64,7 @@ int main(int argc, char** argv) {
   }
   if (make_db->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunMakeDb(make_db_flags); });
   if (plot->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunPlot(plot_flags); });
+  if (ops->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunOps(ops_flags); });
   if (eval->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunEval(*eval, eval_flags); });
   std::string arguments;
   for (int i = 1; i < argc; ++i) arguments += (i > 1 ? " " : "") + std::string(argv[i]);
