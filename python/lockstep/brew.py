@@ -1,5 +1,6 @@
 """Layers with Caffe2's ``brew`` names and arguments. Each adds its parameters to ``param_init_net`` and its
-operators to ``net`` (through the C++ layers) and returns its output blob.
+operators to ``net`` (through the C++ layers) and returns its output blob. Arguments not given take the
+defaults the operators' schemas declare (``core.schema``).
 
 Initializers are ``(fill_type, {args})`` pairs, e.g. ``("GaussianFill", {"std": 0.01})``; conv and fc default
 to XavierFill weights and zero biases. ``model.arg_scope`` supplies default keyword arguments.
@@ -46,12 +47,12 @@ def _out(name):
 
 
 def conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=None, bias_init=None, **kwargs):
-    o = _options("conv", model, kwargs, {"stride", "pad", "dilation", "group", "no_bias"})
+    o = {**core.arg_defaults("Conv"), **_options("conv", model, kwargs, {"stride", "pad", "dilation", "group",
+                                                                          "no_bias"})}
     w, b = _fill(weight_init, _XAVIER, "conv"), _fill(bias_init, _ZERO, "conv")
     with model.scopes():
-        return _out(C.conv(model._cpp, _in(model, blob_in), blob_out, dim_in, dim_out, kernel, o.get("stride", 1),
-                           o.get("pad", 0), o.get("dilation", 1), o.get("group", 1), not o.get("no_bias", False),
-                           w[0], w[1], b[0], b[1]))
+        return _out(C.conv(model._cpp, _in(model, blob_in), blob_out, dim_in, dim_out, kernel, o["stride"], o["pad"],
+                           o["dilation"], o["group"], not o.get("no_bias", False), w[0], w[1], b[0], b[1]))
 
 
 def fc(model, blob_in, blob_out, dim_in, dim_out, weight_init=None, bias_init=None, **kwargs):
@@ -67,8 +68,8 @@ def relu(model, blob_in, blob_out, **kwargs):
         return _out(C.relu(model._cpp, _in(model, blob_in), blob_out))
 
 
-def _pool(layer, op, model, blob_in, blob_out, kwargs):
-    o = _options(layer, model, kwargs, {"kernel", "stride", "pad", "global_pooling"})
+def _pool(layer, op_type, op, model, blob_in, blob_out, kwargs):
+    o = {**core.arg_defaults(op_type), **_options(layer, model, kwargs, {"kernel", "stride", "pad", "global_pooling"})}
     with model.scopes():
         if o.get("global_pooling"):
             if layer != "average_pool":
@@ -76,26 +77,32 @@ def _pool(layer, op, model, blob_in, blob_out, kwargs):
             return _out(C.global_average_pool(model._cpp, _in(model, blob_in), blob_out))
         if "kernel" not in o:
             raise InvalidInput(f"brew.{layer}: 'kernel' is required (or global_pooling=True)")
-        return _out(op(model._cpp, _in(model, blob_in), blob_out, o["kernel"], o.get("stride", 1), o.get("pad", 0)))
+        return _out(op(model._cpp, _in(model, blob_in), blob_out, o["kernel"], o["stride"], o["pad"]))
 
 
 def max_pool(model, blob_in, blob_out, **kwargs):
-    return _pool("max_pool", C.max_pool, model, blob_in, blob_out, kwargs)
+    return _pool("max_pool", "MaxPool", C.max_pool, model, blob_in, blob_out, kwargs)
 
 
 def average_pool(model, blob_in, blob_out, **kwargs):
-    return _pool("average_pool", C.average_pool, model, blob_in, blob_out, kwargs)
+    return _pool("average_pool", "AveragePool", C.average_pool, model, blob_in, blob_out, kwargs)
 
 
-def spatial_bn(model, blob_in, blob_out, dim_in, epsilon=1e-5, momentum=0.9, is_test=False, **kwargs):
+def spatial_bn(model, blob_in, blob_out, dim_in, epsilon=None, momentum=None, is_test=False, **kwargs):
+    """epsilon and momentum default to SpatialBN's."""
     _options("spatial_bn", model, kwargs, set())
+    defaults = core.arg_defaults("SpatialBN")
+    epsilon = defaults["epsilon"] if epsilon is None else epsilon
+    momentum = defaults["momentum"] if momentum is None else momentum
     with model.scopes():
         return _out(C.spatial_bn(model._cpp, _in(model, blob_in), blob_out, dim_in, bool(is_test), float(epsilon),
                                  float(momentum), False))
 
 
-def dropout(model, blob_in, blob_out, ratio=0.5, is_test=False, **kwargs):
+def dropout(model, blob_in, blob_out, ratio=None, is_test=False, **kwargs):
+    """ratio defaults to Dropout's."""
     _options("dropout", model, kwargs, set())
+    ratio = core.arg_defaults("Dropout")["ratio"] if ratio is None else ratio
     with model.scopes():
         return _out(C.dropout(model._cpp, _in(model, blob_in), blob_out, float(ratio), bool(is_test)))
 
@@ -119,15 +126,19 @@ def softmax_with_loss(model, blobs_in, blobs_out, **kwargs):
     return _out(out[0]), _out(out[1])
 
 
-def accuracy(model, blobs_in, blob_out, top_k=1, **kwargs):
+def accuracy(model, blobs_in, blob_out, top_k=None, **kwargs):
+    """top_k defaults to Accuracy's."""
     _options("accuracy", model, kwargs, set())
+    top_k = core.arg_defaults("Accuracy")["top_k"] if top_k is None else top_k
     predictions, label = blobs_in
     with model.scopes():
         return _out(C.accuracy(model._cpp, _in(model, predictions), _in(model, label), blob_out, int(top_k)))
 
 
-def scale(model, blob_in, blob_out, scale=1.0, **kwargs):
+def scale(model, blob_in, blob_out, scale=None, **kwargs):
+    """scale defaults to Scale's."""
     _options("scale", model, kwargs, set())
+    scale = core.arg_defaults("Scale")["scale"] if scale is None else scale
     with model.scopes():
         return _out(C.scale(model._cpp, _in(model, blob_in), blob_out, float(scale)))
 

@@ -7,7 +7,7 @@ sets for each replica.
 import contextlib
 import threading
 
-from lockstep._core import Error, InvalidInput, IoError  # noqa: F401 (re-exported)
+from lockstep._core import C, Error, InvalidInput, IoError  # noqa: F401 (re-exported)
 
 CPU = 0
 CUDA = 1
@@ -77,3 +77,15 @@ def DeviceScope(device_option):
 def ScopedName(name):
     """``name`` under the current name scope."""
     return CurrentNameScope() + name
+
+
+def schema(op_type):
+    """The schema of an operator type, as ``lockstep ops TYPE`` prints it: ``{"doc", "inputs", "outputs",
+    "args"}``, each input and output ``{"name", "doc"}``, ``args`` maps each declared argument's name to
+    ``{"type", "doc", "min", "max"}`` plus ``"default"`` where it has one."""
+    return C.operator_schema(str(op_type))
+
+
+def arg_defaults(op_type):
+    """The declared defaults of an operator's arguments: ``{name: value}``."""
+    return {name: arg["default"] for name, arg in schema(op_type)["args"].items() if "default" in arg}

@@ -16,6 +16,7 @@ namespace py = pybind11;
 void BindGraph(py::module_& m);      // graph.cc: ModelHelper, layers, operators, Parallelize, optimizer
 void BindWorkspace(py::module_& m);  // workspace.cc: blobs as numpy arrays, nets
 void BindTraining(py::module_& m);   // training.cc: trainer options, readers, checkpoints, shards, logs
+void BindSchemas(py::module_& m);    // schema.cc: the operator catalogue
 
 // Operator arguments from Python keyword arguments: bool and int -> i, float -> f, str -> s, and lists of
 // them. Throws InvalidInput naming the argument for any other value.

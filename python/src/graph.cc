@@ -97,6 +97,8 @@ void BindModelHelper(py::module_& m) {
           [](ModelHelper& model, bool init, const std::string& type, const std::vector<std::string>& inputs,
              const std::vector<std::string>& outputs, const py::dict& args) {
             OperatorDef op = MakeOperatorDef(type, inputs, outputs, ArgsFromKwargs(args));
+            // A misspelled or ill-typed argument fails here, where the Python line that wrote it is.
+            SchemaRegistry::Of(op).Verify(op);
             if (!init) return model.AddOp(std::move(op))->output_size();
             SetDevice(&op, model.device());
             *model.param_init_net().add_op() = std::move(op);

@@ -16,6 +16,7 @@ PYBIND11_MODULE(_lockstep, m) {
   BindGraph(m);
   BindWorkspace(m);
   BindTraining(m);
+  BindSchemas(m);
 }
 
 }  // namespace lockstep::python

@@ -6,15 +6,17 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/core/schema.h"
 #include "lockstep/model/model_helper.h"
 
 namespace lockstep::layers {
 
+// The operators' arguments default to their schemas' defaults.
 struct ConvOptions {
-  int stride = 1;
-  int pad = 0;
-  int dilation = 1;
-  int group = 1;
+  int stride = DefaultIntArg("Conv", "stride");
+  int pad = DefaultIntArg("Conv", "pad");
+  int dilation = DefaultIntArg("Conv", "dilation");
+  int group = DefaultIntArg("Conv", "group");
   bool bias = true;
   FillSpec weight_init = FillSpec::Xavier();
   FillSpec bias_init = FillSpec::Constant(0.0f);
@@ -29,15 +31,16 @@ std::string FC(ModelHelper& model, const std::string& in, const std::string& out
                const FillSpec& bias_init = FillSpec::Constant(0));
 std::string Relu(ModelHelper& model, const std::string& in, const std::string& out);
 std::string MaxPool(ModelHelper& model, const std::string& in, const std::string& out, int kernel, int stride,
-                    int pad = 0);
+                    int pad = DefaultIntArg("MaxPool", "pad"));
 std::string AveragePool(ModelHelper& model, const std::string& in, const std::string& out, int kernel,
-                        int stride, int pad = 0);
+                        int stride, int pad = DefaultIntArg("AveragePool", "pad"));
 std::string GlobalAveragePool(ModelHelper& model, const std::string& in, const std::string& out);
 // Parameters "<out>_s", "<out>_b" (trained) and "<out>_rm", "<out>_riv" (running mean / variance, computed).
 // relu = true fuses a following Relu: the output is relu(BN(in)), and training keeps the ReLU mask in
 // "<out>_relu_mask" for the gradient.
 std::string SpatialBN(ModelHelper& model, const std::string& in, const std::string& out, int channels,
-                      bool is_test, float epsilon = 1e-5f, float momentum = 0.9f, bool relu = false);
+                      bool is_test, float epsilon = DefaultFloatArg("SpatialBN", "epsilon"),
+                      float momentum = DefaultFloatArg("SpatialBN", "momentum"), bool relu = false);
 std::string Dropout(ModelHelper& model, const std::string& in, const std::string& out, float ratio,
                     bool is_test);
 std::string Add(ModelHelper& model, const std::string& a, const std::string& b, const std::string& out);
@@ -53,6 +56,6 @@ std::pair<std::string, std::string> SoftmaxWithLoss(ModelHelper& model, const st
                                                     const std::string& label, const std::string& softmax,
                                                     const std::string& loss);
 std::string Accuracy(ModelHelper& model, const std::string& predictions, const std::string& label,
-                     const std::string& out, int top_k = 1);
+                     const std::string& out, int top_k = DefaultIntArg("Accuracy", "top_k"));
 
 }  // namespace lockstep::layers
