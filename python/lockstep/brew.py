@@ -47,8 +47,8 @@ def _out(name):
 
 
 def conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=None, bias_init=None, **kwargs):
-    o = {**core.arg_defaults("Conv"), **_options("conv", model, kwargs, {"stride", "pad", "dilation", "group",
-                                                                          "no_bias"})}
+    known = {"stride", "pad", "dilation", "group", "no_bias"}
+    o = {**core.arg_defaults("Conv"), **_options("conv", model, kwargs, known)}
     w, b = _fill(weight_init, _XAVIER, "conv"), _fill(bias_init, _ZERO, "conv")
     with model.scopes():
         return _out(C.conv(model._cpp, _in(model, blob_in), blob_out, dim_in, dim_out, kernel, o["stride"], o["pad"],
@@ -69,7 +69,8 @@ def relu(model, blob_in, blob_out, **kwargs):
 
 
 def _pool(layer, op_type, op, model, blob_in, blob_out, kwargs):
-    o = {**core.arg_defaults(op_type), **_options(layer, model, kwargs, {"kernel", "stride", "pad", "global_pooling"})}
+    known = {"kernel", "stride", "pad", "global_pooling"}
+    o = {**core.arg_defaults(op_type), **_options(layer, model, kwargs, known)}
     with model.scopes():
         if o.get("global_pooling"):
             if layer != "average_pool":

@@ -10,7 +10,8 @@ from lockstep._core import InvalidInput
 
 def test_misspelled_argument_is_refused_with_the_closest_name():
     model = model_helper.ModelHelper(name="typo")
-    with pytest.raises(InvalidInput, match=r"Relu\(x\) -> y: unknown argument 'alpah'; Relu takes no arguments"):
+    no_arguments = r"Relu\(x\) -> y: unknown argument 'alpah'; Relu takes no arguments"
+    with pytest.raises(InvalidInput, match=no_arguments):
         model.net.Relu(["x"], ["y"], alpah=3)
     with pytest.raises(InvalidInput, match="unknown argument 'alpah'; did you mean 'alpha'"):
         model.net.LeakyRelu(["x"], ["y"], alpah=0.2)

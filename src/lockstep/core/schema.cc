@@ -182,15 +182,20 @@ OpSchema& OpSchema::ArgsOf(std::string type) {
   return *this;
 }
 
+// The schema whose arguments `type` also takes (OpSchema::ArgsOf), or nullptr.
+static const OpSchema* ArgsOfSchema(const std::string& type, const std::string& args_of) {
+  if (args_of.empty()) return nullptr;
+  const OpSchema* other = SchemaRegistry::Find(args_of);
+  LOCKSTEP_ENFORCE(other != nullptr, "'{}' takes the arguments of '{}', which has no schema", type, args_of);
+  return other;
+}
+
 std::vector<const ArgSpec*> OpSchema::args() const {
   std::vector<const ArgSpec*> all;
   for (const auto& arg : args_) all.push_back(&arg);
-  if (args_of_.empty()) return all;
-  const OpSchema* other = SchemaRegistry::Find(args_of_);
-  LOCKSTEP_ENFORCE(other != nullptr, "'{}' takes the arguments of '{}', which has no schema", type_,
-                   args_of_);
-  for (const ArgSpec* arg : other->args())
-    if (!FindOwnArg(arg->name)) all.push_back(arg);
+  if (const OpSchema* other = ArgsOfSchema(type_, args_of_))
+    for (const ArgSpec* arg : other->args())
+      if (!FindOwnArg(arg->name)) all.push_back(arg);
   return all;
 }
 
@@ -202,11 +207,8 @@ const ArgSpec* OpSchema::FindOwnArg(const std::string& name) const {
 
 const ArgSpec* OpSchema::FindArg(const std::string& name) const {
   if (const ArgSpec* own = FindOwnArg(name)) return own;
-  if (args_of_.empty()) return nullptr;
-  const OpSchema* other = SchemaRegistry::Find(args_of_);
-  LOCKSTEP_ENFORCE(other != nullptr, "'{}' takes the arguments of '{}', which has no schema", type_,
-                   args_of_);
-  return other->FindArg(name);
+  const OpSchema* other = ArgsOfSchema(type_, args_of_);
+  return other ? other->FindArg(name) : nullptr;
 }
 
 OpSchema& OpSchema::NumInputs(int min, int max) {
