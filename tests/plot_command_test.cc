@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "lockstep/core/enforce.h"
 #include "test_util.h"
 
 namespace lockstep::testing {
@@ -46,7 +47,7 @@ TEST(PlotCli, MissingPackageSaysWhereItLooked) {
   const fs::path dir = FreshDir("plot_missing_package");
   PythonDir python_dir(dir);
   CliOutput run = RunCliWithFiles(dir, "plot run.log -o curves.png");
-  EXPECT_EQ(run.code, 1);
+  EXPECT_EQ(run.code, kExitNotRetryable);
   EXPECT_EQ(run.err, "lockstep: error: plot: the lockstep Python package is not in " + dir.string() +
                          " (no lockstep/plot.py there); build the package, or set LOCKSTEP_PYTHON_DIR to the "
                          "folder that holds lockstep/plot.py\n");

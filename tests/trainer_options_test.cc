@@ -169,13 +169,13 @@ TEST(TrainerOptionsCli, EveryNumericFlagOverflowGivesOneLine) {
     CliOutput run = RunCliWithFiles(
         ::testing::TempDir(),
         fmt::format("train --use_cpu --model lenet --train_data null --{} {}", option.name, huge));
-    EXPECT_EQ(run.code, 1) << option.name;
+    EXPECT_EQ(run.code, kExitNotRetryable) << option.name;
     EXPECT_EQ(run.err, fmt::format("lockstep: error: --{} {}: out of range; accepted range {}\n", option.name,
                                    huge, RangeText(option)));
   }
   CliOutput run = RunCliWithFiles(
       ::testing::TempDir(), "train --use_cpu --model lenet --train_data null --epoch_size 1099511627777");
-  EXPECT_EQ(run.code, 1);
+  EXPECT_EQ(run.code, kExitNotRetryable);
   EXPECT_EQ(
       run.err,
       "lockstep: error: --epoch_size must be at most 1099511627776, got 1099511627777; accepted range [0, "
