@@ -174,8 +174,12 @@ TEST(MidEpochCheckpoints, ResumeNeedsTheEpochSizeItWasSavedWith) {
 TEST(MidEpochCheckpoints, AFailedWriteStopsTrainingNamingTheFile) {
   fs::path dir = FreshDir("mid_unwritable");
   TrainerConfig config = SyntheticLeNet(dir);
-  config.file_store_path = (dir / "missing").string();
   config.checkpoint_every_iters = 5;
+  // A folder where step 5's checkpoint goes: the write's rename fails (a missing --file_store_path would
+  // be created before the first step).
+  const fs::path taken(IterationCheckpointPath(config.file_store_path, "m", 5));
+  fs::create_directories(taken);
+  std::ofstream(taken / "keep") << "a folder in the way";
   try {
     Train(config);
     FAIL() << "a checkpoint that could not be written went unreported";

@@ -204,6 +204,50 @@ TEST(Trainer, LoadRejectsCorruptAndMismatchedCheckpoints) {
   EXPECT_THROW(Train(config), InvalidInput);
 }
 
+// Output folders that do not exist yet are created before the first step, as `mkdir -p` would.
+TEST(Trainer, CreatesMissingOutputFolders) {
+  fs::path dir = FreshDir("output_folders");
+  TrainerConfig config = SmallLeNet(dir);
+  config.train_data = "null";  // synthetic: no dataset needed
+  config.batch_size = 8;
+  config.epoch_size = 8;
+  config.num_epochs = 1;
+  config.file_store_path = (dir / "runs" / "lenet" / "checkpoints").string();
+  config.log_dir = (dir / "logs" / "lenet").string();
+  config.iter_log = (dir / "curves" / "iter.csv").string();
+  TrainerResult result = Train(config);
+  EXPECT_TRUE(fs::exists(dir / "runs" / "lenet" / "checkpoints" / "lenet_1.safetensors"));
+  EXPECT_EQ(fs::path(result.log_path).parent_path(), dir / "logs" / "lenet");
+  EXPECT_TRUE(fs::exists(dir / "curves" / "iter.csv"));
+}
+
+// An output folder that cannot be written stops the run before any step, with one line naming the flag.
+TEST(TrainerCli, UnwritableOutputFolderNamesItsFlagBeforeTraining) {
+  fs::path dir = FreshDir("unwritable_outputs");
+  const std::string file = (dir / "a_file").string();
+  std::ofstream(file) << "not a folder";
+  const std::string base =
+      "train --use_cpu --model lenet --train_data null --num_channels 1 --image_size 28 --num_labels 10 "
+      "--batch_size 8 --epoch_size 8 --threads 1 ";
+  struct Case {
+    std::string flags, message;
+  } cases[] = {
+      {"--log_dir " + file, "--log_dir '" + file + "' is not a directory; pass a directory"},
+      {"--log_dir " + dir.string() + " --save_model_name m --file_store_path " + file + "/checkpoints",
+       "--file_store_path '" + file + "/checkpoints': cannot create it"},
+      {"--log_dir " + dir.string() + " --iter_log " + file + "/iter.csv",
+       "--iter_log '" + file + "' is not a directory; pass a directory"},
+  };
+  for (const auto& c : cases) {
+    auto [code, err] = RunCli(base + c.flags);
+    EXPECT_NE(code, 0) << c.flags;
+    EXPECT_EQ(err.rfind("lockstep: error: " + c.message, 0), 0u) << c.flags << "\nstderr: " << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  }
+  for (const auto& entry : fs::directory_iterator(dir))
+    EXPECT_NE(entry.path().extension(), ".log") << "no run started: " << entry.path();
+}
+
 TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
   const std::string base = "train --use_cpu --train_data null --image_size 32 --epoch_size 4 --batch_size 4 ";
   struct Case {

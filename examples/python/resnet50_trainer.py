@@ -57,6 +57,7 @@ def parse_flags(argv):
 def main(argv):
     config, flag = parse_flags(argv)
     print(C.version_line(), flush=True)
+    C.prepare_run_outputs(config)  # the checkpoint and log folders, before any work
     num_shards, shard_id = flag("num_shards"), flag("shard_id")
     devices = flag("gpus") or list(range(flag("num_gpus")))
     batch_per_device = flag("batch_size") // len(devices)

@@ -15,6 +15,7 @@
 #include "lockstep/parallel/fingerprint.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/csv_log.h"
+#include "lockstep/train/run_outputs.h"
 #include "lockstep/train/trainer_options.h"
 
 namespace lockstep::python {
@@ -45,6 +46,7 @@ void BindOptions(py::module_& m) {
                               "range"_a = IsNumeric(o) ? RangeText(o) : std::string()));
     return options;
   });
+  m.def("prepare_run_outputs", &PrepareRunOutputs, "config"_a);
   m.def("launcher_shards", []() -> py::object {
     auto shards = ShardsFromLauncher();
     if (!shards) return py::none();

@@ -87,8 +87,7 @@ def test_two_mpirun_shards_match_one_process_with_the_global_batch(tmp_path):
         pytest.skip("mpirun is not installed")
     trainer = os.path.join(EXAMPLES, "resnet50_trainer.py")
     flags = LENET_FLAGS + ["--epoch_size", "320", "--num_epochs", "1", "--save_model_name", "m"]
-    (tmp_path / "one").mkdir()
-    (tmp_path / "shards").mkdir()
+    (tmp_path / "shards").mkdir()  # where the shards meet must exist; "one" is made by the trainer
     run([sys.executable, trainer] + flags + ["--num_gpus", "2", "--batch_size", "16", "--file_store_path", "one",
                                              "--log_dir", "one"], tmp_path, python_env())
     env = dict(python_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")

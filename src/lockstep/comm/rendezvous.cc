@@ -18,6 +18,7 @@
 
 #include "lockstep/comm/gloo_message.h"
 #include "lockstep/core/enforce.h"
+#include "lockstep/core/output_directory.h"
 
 namespace lockstep {
 namespace {
@@ -95,16 +96,11 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options) {
   } else {
     namespace fs = std::filesystem;
     const std::string& path = options.file_store_path;
-    std::error_code error;
     if (path.empty()) throw InvalidInput("pass --redis_host or --file_store_path for the shards to meet");
-    if (!fs::is_directory(path, error))
-      throw IoError(
-          fmt::format("--file_store_path '{}' {}: the shards meet in a directory they can all write "
-                      "(e.g. on NFS); create it or pass --redis_host",
-                      path, fs::exists(path, error) ? "is not a directory" : "does not exist"));
-    if (access(path.c_str(), W_OK) != 0)
-      throw IoError(
-          fmt::format("--file_store_path '{}' is not writable: the shards must create files there", path));
+    PrepareOutputDirectory(
+        path, "--file_store_path", IfMissing::kRefuse,
+        "the shards meet in a directory they can all write (e.g. on NFS); create it or pass "
+        "--redis_host");
     description_ = fmt::format("run '{}' in file store {}", options.run_id, fs::absolute(path).string());
     auto files = std::make_unique<CheckableFileStore>(path);
     exists_ = [store = files.get()](const std::string& key) { return store->Exists(key); };

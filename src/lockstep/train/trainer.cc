@@ -10,6 +10,7 @@
 
 #include "lockstep/comm/gloo_communicator.h"
 #include "lockstep/core/net.h"
+#include "lockstep/core/output_directory.h"
 #include "lockstep/core/version.h"
 #include "lockstep/data/batch_reader.h"
 #include "lockstep/data/batch_source.h"
@@ -29,6 +30,7 @@
 #include "lockstep/train/evaluate.h"
 #include "lockstep/train/interval_log.h"
 #include "lockstep/train/progress.h"
+#include "lockstep/train/run_outputs.h"
 #include "lockstep/train/safetensors.h"
 #include "lockstep/train/trainer_options.h"
 
@@ -552,6 +554,7 @@ TrainerResult Train(const TrainerConfig& given_config) {
       return result;
     }
   }
+  PrepareRunOutputs(config);
   if (config.threads > 0) omp_set_num_threads(config.threads);
   std::shared_ptr<GlooCommunicator> gloo = OpenNetwork(config);
   std::shared_ptr<Rendezvous> rendezvous = MeetShards(config);
@@ -577,6 +580,8 @@ EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::stri
   TrainerConfig as_training = config;  // evaluation needs of the flags what training on the test data needs
   as_training.train_data = config.test_data;
   ValidateTrainerConfig(as_training);
+  if (!predictions_path.empty())
+    PrepareOutputDirectory(DirectoryOf(predictions_path), "--predictions", IfMissing::kCreate);
   if (config.threads > 0) omp_set_num_threads(config.threads);
   std::unique_ptr<BatchSource> source = OpenBatchSource(DataSpec(config.test_data, config, false));
 

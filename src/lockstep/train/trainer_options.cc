@@ -127,8 +127,9 @@ const std::vector<TrainerOption>& Table() {
        "Mid-epoch checkpoints to keep, the newest (0: all); the per-epoch ones are never removed",
        Between(0, 1000000), kNone, false},
       {"file_store_path", &C::file_store_path,
-       "Directory for checkpoints; with --num_shards > 1 and no --redis_host also where the shards meet (a "
-       "directory every shard can write, e.g. on NFS)",
+       "Directory for checkpoints, created if missing; with --num_shards > 1 and no --redis_host also where "
+       "the shards meet (a directory every shard can write, e.g. on NFS, which must exist). Caffe2's default "
+       "is /tmp; here the working directory, as for the log, since /tmp is neither kept nor shared",
        kNoRange, kNone, false},
       {"num_shards", &C::num_shards,
        "Number of machines (processes) in the run; default 1, or the launcher's (mpirun, srun)",
@@ -170,7 +171,7 @@ const std::vector<TrainerOption>& Table() {
       {"first_iter_timeout", &C::first_iter_timeout,
        "Seconds a shard waits for the others to join, agree on the model and finish the first iteration",
        Positive(1e6), kNone, false},
-      {"log_dir", &C::log_dir, "Directory of the CSV log", kNoRange, kNone, false},
+      {"log_dir", &C::log_dir, "Directory of the CSV log, created if missing", kNoRange, kNone, false},
       {"log_every_secs", &C::log_every_secs,
        "When stderr is not a terminal (a cluster job's log), print a progress line there every this many "
        "seconds (0: never): epoch, iteration, images/s, loss, accuracy, learning rate, time left",

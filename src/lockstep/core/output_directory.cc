@@ -1,0 +1,41 @@
+// Checking and creating the directories of a run's outputs.
+#include "lockstep/core/output_directory.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include "lockstep/core/enforce.h"
+
+namespace lockstep {
+
+namespace fs = std::filesystem;
+
+void PrepareOutputDirectory(const std::string& directory, const std::string& flag, IfMissing if_missing,
+                            const std::string& missing_hint) {
+  std::error_code error;
+  const fs::file_status status = fs::status(directory, error);
+  if (status.type() == fs::file_type::not_found) {
+    if (if_missing == IfMissing::kRefuse)
+      throw IoError(fmt::format("{} '{}' does not exist: {}", flag, directory, missing_hint));
+    fs::create_directories(directory, error);
+    if (error)
+      throw IoError(fmt::format("{} '{}': cannot create it ({}); pass a directory this user can write", flag,
+                                directory, error.message()));
+  } else if (status.type() == fs::file_type::none) {
+    throw IoError(fmt::format("{} '{}': cannot look at it ({})", flag, directory, error.message()));
+  } else if (status.type() != fs::file_type::directory) {
+    throw IoError(fmt::format("{} '{}' is not a directory; pass a directory", flag, directory));
+  }
+  if (access(directory.c_str(), W_OK | X_OK) != 0)
+    throw IoError(
+        fmt::format("{} '{}' is not writable; pass a directory this user can write", flag, directory));
+}
+
+std::string DirectoryOf(const std::string& file_path) {
+  const fs::path parent = fs::path(file_path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+}  // namespace lockstep

@@ -1,0 +1,23 @@
+// Directories a run writes into are made ready before any work: a run that trains for hours must not fail at
+// its first checkpoint or log row because a folder is missing or read-only.
+#pragma once
+
+#include <string>
+
+namespace lockstep {
+
+enum class IfMissing {
+  kCreate,  // a folder of this process's own outputs: created with its parents, as `mkdir -p`
+  kRefuse,  // a folder others share (a rendezvous on NFS): creating a local one would hide a missing mount
+};
+
+// Makes sure `directory` exists and this process may create files in it. Throws IoError, one line that names
+// `flag` (e.g. "--log_dir") and says what to do, when it cannot; `missing_hint` follows "does not exist" in
+// the refusal of a missing directory (kRefuse).
+void PrepareOutputDirectory(const std::string& directory, const std::string& flag, IfMissing if_missing,
+                            const std::string& missing_hint = "create it first");
+
+// The directory a file path is in ("." for a bare name).
+std::string DirectoryOf(const std::string& file_path);
+
+}  // namespace lockstep
