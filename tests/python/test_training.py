@@ -93,7 +93,7 @@ def test_two_mpirun_shards_match_one_process_with_the_global_batch(tmp_path):
     env = dict(python_env(), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     output = run(["mpirun", "-np", "2", "--oversubscribe", "-x", "PYTHONPATH", sys.executable, trainer] + flags
                  + ["--num_gpus", "1", "--batch_size", "8", "--file_store_path", "shards", "--log_dir", "shards",
-                    "--allreduce_bucket_mb", "0.05", "--allreduce_tail_bucket_mb", "0.01", "--allreduce_channels", "2"],
+                    "--allreduce_bucket_mb", "0.05", "--allreduce_tail_bucket_mb", "0.01"],
                  tmp_path, env)
     assert "shard 1 of 2: joined" in output
     one, _ = read_safetensors(tmp_path / "one" / "m_1.safetensors")

@@ -55,12 +55,6 @@ struct Models {
 
 int Replicas(const TrainerConfig& c) { return c.num_devices / c.model_parallel; }
 
-// --allreduce_channels 0: two in flight pay off across shards; CUDA collectives use one communicator.
-int AllreduceChannels(const TrainerConfig& c) {
-  if (c.allreduce_channels > 0) return c.allreduce_channels;
-  return c.num_shards > 1 && c.device_type == DeviceType::kCpu ? 2 : 1;
-}
-
 // "6 buckets, 47.2 MB in all, the last 1.1 MB, on 2 channels with halving_doubling"
 std::string GradientPlan(const TrainerConfig& c, const DataParallelModel& parallel,
                          const GlooCommunicator& gloo) {

@@ -71,7 +71,14 @@ void ResolveTrainerConfig(const GivenOptions& given, TrainerConfig* c) {
   ResolveDevices(given, c);
   ResolveDataDefaults(c->train_data, given, c);
   ResolveLauncher(given, c);
+  c->allreduce_channels = AllreduceChannels(*c);
   ValidateTrainerConfig(*c);
+}
+
+// Two channels in flight pay off across shards; CUDA collectives use one communicator.
+int AllreduceChannels(const TrainerConfig& c) {
+  if (c.allreduce_channels > 0) return c.allreduce_channels;
+  return c.num_shards > 1 && c.device_type == DeviceType::kCpu ? 2 : 1;
 }
 
 namespace {

@@ -93,8 +93,12 @@ void ResolveDevices(const GivenOptions& given, TrainerConfig* config);
 // fashion-mnist fixes the input geometry (given values must match it) and defaults to one pass per epoch.
 void ResolveDataDefaults(const std::string& data, const GivenOptions& given, TrainerConfig* config);
 // The two above for training on config.train_data, the shard and run id that mpirun or srun give (given
-// values must agree), then ValidateTrainerConfig.
+// values must agree), the automatic values below, then ValidateTrainerConfig.
 void ResolveTrainerConfig(const GivenOptions& given, TrainerConfig* config);
+
+// The gradient allreduces in flight across shards: --allreduce_channels, or for 0 (automatic) 2 across shards
+// of CPU devices and else 1.
+int AllreduceChannels(const TrainerConfig& config);
 
 // Every option within its accepted range, then the checks across options; throws InvalidInput with a one-line
 // message naming the flag when the configuration cannot train.
