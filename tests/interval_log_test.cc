@@ -56,7 +56,7 @@ TEST(IntervalLog, DueEveryNSteps) {
   IntervalLog log(options);
   std::vector<int> due;
   for (int step = 1; step <= 6; ++step)
-    if (log.StepDone()) {
+    if (log.StepDone(step == 6)) {
       due.push_back(step);
       log.Report({1, step, 0.5, 0.25, 0.1});
     }
@@ -71,7 +71,7 @@ TEST(IntervalLog, DueEveryNSteps) {
   IntervalLogOptions silent = options;
   silent.csv_path.clear();  // neither stderr nor a file: nothing is ever due
   IntervalLog quiet(silent);
-  for (int step = 1; step <= 6; ++step) EXPECT_FALSE(quiet.StepDone());
+  for (int step = 1; step <= 6; ++step) EXPECT_FALSE(quiet.StepDone(step == 6));
 }
 
 // Stderr is a file here, as in a cluster job: a line per step (--log_every_iters 1) with every field, the
@@ -143,6 +143,30 @@ TEST(IntervalLog, NoLinesByDefaultOnAShortRun) {
                           dir.string());
   ASSERT_EQ(run.code, 0) << run.err;
   EXPECT_EQ(run.err, "") << "the first line is due after 60 s";
+}
+
+// A run shorter than --log_every_secs still fills --iter_log: a row at each epoch's last step, none on
+// stderr.
+TEST(IntervalLog, IterLogHasARowAtEveryEpochsEnd) {
+  fs::path dir = FreshDir("interval_epoch_rows");
+  const std::string iter_log = (dir / "curves" / "iter.csv").string();
+  CliOutput run = RunCliWithFiles(
+      dir,
+      "train --use_cpu --model lenet --train_data null --num_channels 1 --image_size 28 --num_labels 10 "
+      "--batch_size 8 --epoch_size 64 --num_epochs 2 --threads 1 --base_learning_rate 0.05 --log_dir " +
+          dir.string() + " --iter_log " + iter_log);
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_EQ(run.err, "") << "no line is due on stderr";
+  auto rows = Lines(ReadFile(iter_log));
+  ASSERT_EQ(rows.size(), 3u) << "the header and a row per epoch";
+  EXPECT_EQ(rows[0], IntervalLog::kCsvHeader);
+  const std::regex row(R"([\d.]+,[\d.]+,(\d),8,8,[\d.]+,[\d.]+,[\d.]+,0\.05,0\.0,([\d.]+))");
+  for (size_t k = 1; k < rows.size(); ++k) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(rows[k], m, row)) << rows[k];
+    EXPECT_EQ(std::stoi(m[1]), static_cast<int>(k));
+  }
+  EXPECT_TRUE(std::regex_search(rows.back(), std::regex(",0\\.0,0\\.0$"))) << rows.back();
 }
 
 TEST(Version, PrintsVersionCommitAndLibraries) {

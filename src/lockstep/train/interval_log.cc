@@ -49,12 +49,15 @@ IntervalLog::~IntervalLog() {
   if (csv_) std::fclose(csv_);
 }
 
-bool IntervalLog::StepDone() {
+bool IntervalLog::StepDone(bool ends_epoch) {
   const Clock::time_point now = Clock::now();
   if (++steps_ == 1) first_step_end_ = now;
-  if (!options_.to_stderr && !csv_) return false;
-  return (options_.every_iters > 0 && steps_ % options_.every_iters == 0) ||
-         (options_.every_secs > 0 && Seconds(now - interval_start_) >= options_.every_secs);
+  const bool interval_over =
+      (options_.every_iters > 0 && steps_ % options_.every_iters == 0) ||
+      (options_.every_secs > 0 && Seconds(now - interval_start_) >= options_.every_secs);
+  line_due_ = options_.to_stderr && interval_over;
+  row_due_ = csv_ && (interval_over || ends_epoch);
+  return line_due_ || row_due_;
 }
 
 IntervalLog::Pace IntervalLog::PaceAt(const StepFigures& f, Clock::time_point now) const {
@@ -74,7 +77,7 @@ IntervalLog::Pace IntervalLog::PaceAt(const StepFigures& f, Clock::time_point no
 void IntervalLog::Report(const StepFigures& f) {
   const Clock::time_point now = Clock::now();
   const Pace pace = PaceAt(f, now);
-  if (options_.to_stderr) {
+  if (line_due_) {
     std::string line = fmt::format(
         "{}{} epoch {}/{} iter {}/{}: {:.1f} img/s, loss {:.4f}, accuracy {:.4f}, lr {:.6g}, ETA epoch {}, "
         "run {}\n",
@@ -84,7 +87,7 @@ void IntervalLog::Report(const StepFigures& f) {
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
   }
-  if (csv_) {
+  if (row_due_) {
     const double unix_time =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     std::string row =

@@ -1,6 +1,6 @@
 // Progress of a long run for job logs: every `every_secs` seconds and every `every_iters`-th step, a line on
-// stderr and a row of a CSV file, each with the images/s of the interval, the last step's loss, accuracy and
-// learning rate, and the time left in the epoch and in the run.
+// stderr and a row of a CSV file (also at each epoch's end), each with the images/s of the interval, the last
+// step's loss, accuracy and learning rate, and the time left in the epoch and in the run.
 #pragma once
 
 #include <chrono>
@@ -39,10 +39,11 @@ class IntervalLog {
   IntervalLog(const IntervalLog&) = delete;
   IntervalLog& operator=(const IntervalLog&) = delete;
 
-  // Called after every step: whether a report is due. The caller reads the step's figures only then, since on
-  // a GPU that waits for the step.
-  bool StepDone();
-  // Writes the line and the row (flushed at once) and starts the next interval.
+  // Called after every step (`ends_epoch` for an epoch's last): whether a report is due. The caller reads the
+  // step's figures only then, since on a GPU that waits for the step. The CSV also gets a row at every
+  // epoch's end, so that a run shorter than --log_every_secs still has its curve.
+  bool StepDone(bool ends_epoch);
+  // Writes what is due, the line and the row (flushed at once), and starts the next interval.
   void Report(const StepFigures& figures);
 
  private:
@@ -58,6 +59,7 @@ class IntervalLog {
   FILE* csv_ = nullptr;
   Clock::time_point start_, first_step_end_, interval_start_;
   int64_t steps_ = 0, interval_first_step_ = 0;
+  bool line_due_ = false, row_due_ = false;  // what StepDone found due
 };
 
 // "1:02:03": hours, minutes and seconds, rounded to the second.

@@ -180,8 +180,8 @@ const std::vector<TrainerOption>& Table() {
        "Also print that progress line every this many iterations (0: never)", Between(0, 1LL << 40), kNone,
        false},
       {"iter_log", &C::iter_log,
-       "Append the progress rows (at --log_every_secs / --log_every_iters) to this CSV file; shard k > 0 "
-       "adds _shard{k} to the name",
+       "Append the progress rows (at --log_every_secs / --log_every_iters, and at each epoch's end) to this "
+       "CSV file, its folder created if missing; shard k > 0 adds _shard{k} to the name",
        kNoRange, kNone, false},
   };
   return table;
