@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -311,6 +312,13 @@ TEST_F(MakeDbTest, IdxRecords) {
       options.encoded = encoded;
       if (encoded) options.encoding = "png";
       EXPECT_EQ(MakeDb(options).records, 6);
+      // The images' size is recorded in the database, for the trainer's check of --scale.
+      std::optional<ImageGeometry> geometry = ReadImageGeometry(options.output);
+      ASSERT_TRUE(geometry);
+      EXPECT_EQ(geometry->SizeText(), "5x4");
+      EXPECT_EQ(geometry->channels, 1);
+      EXPECT_EQ(geometry->min_shortest_side, 4);
+      EXPECT_EQ(geometry->max_shortest_side, 4);
       auto entries = ReadDb("leveldb", options.output, format);
       ASSERT_EQ(entries.size(), 6u);
       const int labels[] = {3, 1, 4, 1, 5, 9};
@@ -443,7 +451,7 @@ TEST_F(MakeDbTest, CliWritesAndReplacesWithOverwrite) {
                                      Input("list.txt"), "--output",      db};
   CliResult made = RunCli(folder, Output("log1"));
   EXPECT_EQ(made.exit_code, 0) << made.output;
-  EXPECT_EQ(made.output, "wrote 7 records to lmdb " + db + "\n");
+  EXPECT_EQ(made.output, "wrote 7 records of 9x12 to 37x53 images with 3 channels to lmdb " + db + "\n");
 
   std::vector<std::string> idx = {
       "--idx_images", Input("images.idx3.gz"), "--idx_labels", Input("labels.idx1"), "--output", db};

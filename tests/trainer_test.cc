@@ -11,6 +11,7 @@
 
 #include "lockstep/data/db.h"
 #include "lockstep/data/image.h"
+#include "lockstep/data/image_geometry.h"
 #include "lockstep/data/image_record.h"
 #include "lockstep/train/safetensors.h"
 #include "test_util.h"
@@ -333,6 +334,43 @@ TEST(TrainerCli, TrainsFromAnImageDatabase) {
   ASSERT_EQ(lines.size(), 4u);
   std::regex row(R"([\d.]+,[\d.]+,32,64,8,[\d.]+,[\d.]+,2,0\.1,[\d.]+,0\.\d+)");
   EXPECT_TRUE(std::regex_match(lines[3], row)) << lines[3];
+}
+
+// Small images at the default --scale 256 would train on a small enlarged piece of each: a warning names the
+// scale to pass.
+TEST(TrainerCli, WarnsWhenScaleEnlargesEveryImage) {
+  fs::path dir = FreshDir("scale_warning");
+  std::string db = WriteJpegLmdb(dir, 16);
+  ImageGeometry geometry;
+  geometry.Add(36, 40, 3);  // what make-db would have recorded for these images
+  WriteImageGeometry(db, geometry);
+  const std::string flags = "train --use_cpu --model lenet --train_data " + db +
+                            " --num_channels 3 --image_size 28 --num_labels 10 --batch_size 8 --epoch_size "
+                            "16 --threads 1 --log_dir " +
+                            dir.string();
+  CliOutput enlarged = RunCliWithFiles(dir, flags);
+  ASSERT_EQ(enlarged.code, 0) << enlarged.err;
+  EXPECT_EQ(enlarged.err, "lockstep: warning: --scale 256 enlarges every image of " + db +
+                              " (36x40) to a shortest side of 256 before the 28x28 crop, so the network sees "
+                              "a small part of each; pass --scale 36 to crop them at their own size\n");
+  CliOutput native = RunCliWithFiles(dir, flags + " --scale 36");
+  ASSERT_EQ(native.code, 0) << native.err;
+  EXPECT_EQ(native.err, "");
+}
+
+// A folder of images is not a database: the error says how to make one.
+TEST(TrainerCli, AFolderOfImagesPointsToMakeDb) {
+  fs::path dir = FreshDir("image_folder");
+  fs::create_directories(dir / "photos" / "cats");
+  std::ofstream(dir / "photos" / "cats" / "0001.jpg") << "not decoded";
+  auto [code, err] = RunCli("train --use_cpu --model lenet --train_data " + (dir / "photos").string() +
+                            " --log_dir " + dir.string());
+  EXPECT_NE(code, 0);
+  EXPECT_EQ(err,
+            "lockstep: error: '" + (dir / "photos").string() +
+                "' is a folder of images, not a database: make one with `lockstep make-db --image_folder " +
+                (dir / "photos").string() +
+                " --list LIST --output DB` (LIST: 'relative/path label' lines) and train on DB\n");
 }
 
 TEST(TrainerCli, BadDatabaseInputNamesTheDatabaseAndKey) {

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -30,6 +32,22 @@ bool HoldsFile(const std::string& directory, const std::string& name) {
   return fs::is_regular_file(fs::path(directory) / name, error);
 }
 
+// Whether the folder, or a folder in it (a class per folder, as ImageNet's), holds JPEG or PNG files. Looks
+// at a bounded number of entries: a folder of a million images answers as fast as a small one.
+bool HoldsImages(const std::string& directory) {
+  constexpr int kEntriesToLook = 1000;
+  std::error_code error;
+  fs::recursive_directory_iterator it(directory, error), end;
+  for (int looked = 0; !error && it != end && looked < kEntriesToLook; it.increment(error), ++looked) {
+    if (it.depth() > 0) it.disable_recursion_pending();
+    std::string extension = it->path().extension().string();
+    std::transform(extension.begin(), extension.end(), extension.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    if (extension == ".jpg" || extension == ".jpeg" || extension == ".png") return true;
+  }
+  return false;
+}
+
 // The checks of an existing database directory that need no backend.
 void CheckReadable(const std::string& type, const DbBackend& backend, const std::string& path) {
   std::error_code error;
@@ -49,6 +67,12 @@ void CheckReadable(const std::string& type, const DbBackend& backend, const std:
         fmt::format("--db_type {}: '{}' has no {}, so it is not a database of that type; it "
                     "looks like {}: pass --db_type {}",
                     type, path, backend.marker_file, guess, guess));
+  if (HoldsImages(path))
+    throw InvalidInput(
+        fmt::format("'{}' is a folder of images, not a database: make one with `lockstep make-db "
+                    "--image_folder {} --list LIST --output DB` (LIST: 'relative/path label' lines) and "
+                    "train on DB",
+                    path, path));
   throw InvalidInput(
       fmt::format("--db_type {}: '{}' has no {}, so it is not a database of that type; check "
                   "the path",

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -68,11 +69,12 @@ void CheckFileExists(const std::string& path, const std::string& flag) {
 }
 
 // Pixels (colour in kDecodedColorOrder) as the options ask for them: resized, then encoded as `encoding` or
-// kept raw (HWC, colour in kRawColorOrder).
-ImageRecord FromPixels(Image image, int32_t label, const std::string& encoding,
-                       const MakeDbOptions& options) {
+// kept raw (HWC, colour in kRawColorOrder). The stored image's size is added to `geometry`.
+ImageRecord FromPixels(Image image, int32_t label, const std::string& encoding, const MakeDbOptions& options,
+                       ImageGeometry* geometry) {
   static_assert(kDecodedColorOrder != kRawColorOrder, "raw records are stored with red and blue swapped");
   if (options.resize > 0) image = ResizeShortestSide(image, options.resize);
+  geometry->Add(image.height, image.width, image.channels);
   ImageRecord record;
   record.label = label;
   if (options.encoded) {
@@ -89,13 +91,14 @@ ImageRecord FromPixels(Image image, int32_t label, const std::string& encoding,
   return record;
 }
 
-// The images to write, in input order. Record() is called from several threads at once.
+// The images to write, in input order. Record() is called from several threads at once; it adds the size of
+// the image it stores to `geometry`.
 class Input {
  public:
   virtual ~Input() = default;
   virtual int64_t size() const = 0;
   virtual std::string Name(int64_t index) const = 0;  // the key's suffix
-  virtual ImageRecord Record(int64_t index) const = 0;
+  virtual ImageRecord Record(int64_t index, ImageGeometry* geometry) const = 0;
 };
 
 struct ListEntry {
@@ -146,7 +149,7 @@ class FolderInput : public Input {
   int64_t size() const override { return static_cast<int64_t>(entries_.size()); }
   std::string Name(int64_t index) const override { return entries_[index].path; }
 
-  ImageRecord Record(int64_t index) const override {
+  ImageRecord Record(int64_t index, ImageGeometry* geometry) const override {
     const ListEntry& entry = entries_[index];
     std::string path = (fs::path(options_.image_folder) / entry.path).string();
     std::string what = fmt::format("image '{}' ({}:{})", path, options_.list, entry.line);
@@ -161,13 +164,14 @@ class FolderInput : public Input {
     std::string own_encoding = IsPng(bytes) ? "png" : "jpg";
     const std::string& encoding = options_.encoding.empty() ? own_encoding : options_.encoding;
     if (options_.encoded && options_.resize == 0 && channels_ == 3 && encoding == own_encoding) {
+      geometry->Add(image.height, image.width, image.channels);
       ImageRecord record;
       record.label = entry.label;
       record.encoded = true;
       record.bytes = std::move(bytes);
       return record;
     }
-    return FromPixels(std::move(image), entry.label, encoding, options_);
+    return FromPixels(std::move(image), entry.label, encoding, options_, geometry);
   }
 
  private:
@@ -187,11 +191,11 @@ class IdxInput : public Input {
   int64_t size() const override { return dataset_.size(); }
   std::string Name(int64_t index) const override { return fmt::format("{}:{}", file_name_, index); }
 
-  ImageRecord Record(int64_t index) const override {
+  ImageRecord Record(int64_t index, ImageGeometry* geometry) const override {
     auto first = dataset_.pixels.begin() + index * dataset_.image_bytes();
     Image image{dataset_.height, dataset_.width, 1,
                 std::vector<uint8_t>(first, first + dataset_.image_bytes())};
-    return FromPixels(std::move(image), dataset_.labels[index], options_.encoding, options_);
+    return FromPixels(std::move(image), dataset_.labels[index], options_.encoding, options_, geometry);
   }
 
  private:
@@ -229,7 +233,7 @@ class CifarInput : public Input {
     return fmt::format("{}:{}", files_[records_[index].file].name, records_[index].index);
   }
 
-  ImageRecord Record(int64_t index) const override {
+  ImageRecord Record(int64_t index, ImageGeometry* geometry) const override {
     const char* record =
         files_[records_[index].file].bytes.data() + records_[index].index * kCifarRecordBytes;
     const char* planes = record + 1;  // (3, 32, 32): R, G, B
@@ -237,7 +241,8 @@ class CifarInput : public Input {
     for (int c = 0; c < 3; ++c)
       for (int p = 0; p < kCifarSide * kCifarSide; ++p)
         image.pixels[p * 3 + c] = static_cast<uint8_t>(planes[c * kCifarSide * kCifarSide + p]);
-    return FromPixels(std::move(image), static_cast<uint8_t>(record[0]), options_.encoding, options_);
+    return FromPixels(std::move(image), static_cast<uint8_t>(record[0]), options_.encoding, options_,
+                      geometry);
   }
 
  private:
@@ -332,25 +337,29 @@ class RemoveUnlessKept {
   bool kept_ = false;
 };
 
-// Fills values[j] with the serialized record of input index order[first + j], on `threads` threads. The
-// error of the lowest failing j is rethrown: indices are claimed in order and workers only stop claiming
-// after a failure, so every lower index has been made.
+// Fills values[j] with the serialized record of input index order[first + j], on `threads` threads, and adds
+// the images' sizes to `geometry`. The error of the lowest failing j is rethrown: indices are claimed in
+// order and workers only stop claiming after a failure, so every lower index has been made.
 void MakeValues(const Input& input, const std::vector<int64_t>& order, int64_t first, RecordFormat format,
-                int threads, std::vector<std::string>* values) {
+                int threads, std::vector<std::string>* values, ImageGeometry* geometry) {
   const int64_t count = static_cast<int64_t>(values->size());
   std::vector<std::exception_ptr> errors(count);
   std::atomic<int64_t> next{0};
   std::atomic<bool> failed{false};
+  std::mutex geometry_mutex;
   auto work = [&] {
+    ImageGeometry seen;  // this worker's, merged once at the end
     for (int64_t j; !failed && (j = next++) < count;) {
       try {
-        ImageRecord record = input.Record(order[first + j]);
+        ImageRecord record = input.Record(order[first + j], &seen);
         (*values)[j] = format == RecordFormat::kDatum ? MakeDatum(record) : MakeTensorProtos(record);
       } catch (...) {
         errors[j] = std::current_exception();
         failed = true;
       }
     }
+    std::lock_guard<std::mutex> lock(geometry_mutex);
+    geometry->Merge(seen);
   };
   int workers = static_cast<int>(std::min<int64_t>(threads, count));
   std::vector<std::thread> pool;
@@ -384,13 +393,14 @@ MakeDbResult MakeDb(const MakeDbOptions& options) {
 
   const std::string temporary = fmt::format("{}.tmp-{}", options.output, getpid());
   RemoveUnlessKept cleanup(temporary);
+  MakeDbResult result{total, {}};
   {
     std::unique_ptr<DB> db = OpenDB(options.db_type, temporary, DbMode::kNew);
     std::unique_ptr<Transaction> transaction = db->NewTransaction();
     std::vector<std::string> values;
     for (int64_t first = 0; first < total; first += options.commit_every) {
       values.assign(std::min(options.commit_every, total - first), std::string());
-      MakeValues(*input, order, first, options.format, threads, &values);
+      MakeValues(*input, order, first, options.format, threads, &values, &result.geometry);
       for (size_t j = 0; j < values.size(); ++j) {
         int64_t position = first + static_cast<int64_t>(j);
         transaction->Put(fmt::format("{:0{}d}_{}", position, digits, input->Name(order[position])),
@@ -400,6 +410,7 @@ MakeDbResult MakeDb(const MakeDbOptions& options) {
       if (options.progress) options.progress(first + static_cast<int64_t>(values.size()), total);
     }
   }  // closes the database before it is renamed
+  WriteImageGeometry(temporary, result.geometry);
 
   std::error_code error;
   if (options.overwrite) {
@@ -410,7 +421,7 @@ MakeDbResult MakeDb(const MakeDbOptions& options) {
   if (error)
     throw IoError(fmt::format("cannot rename '{}' to '{}': {}", temporary, options.output, error.message()));
   cleanup.Keep();
-  return MakeDbResult{total};
+  return result;
 }
 
 }  // namespace lockstep

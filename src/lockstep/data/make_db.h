@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/data/image_geometry.h"
 #include "lockstep/data/image_record.h"
 
 namespace lockstep {
@@ -47,6 +48,7 @@ struct MakeDbOptions {
 
 struct MakeDbResult {
   int64_t records = 0;
+  ImageGeometry geometry;  // of the stored images, also written into the database (image_geometry.h)
 };
 
 // Writes the database into output + ".tmp-<pid>" and renames it to output once every record is committed,

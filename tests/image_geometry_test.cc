@@ -1,0 +1,55 @@
+// The image geometry make-db records in a database, and the warning it gives when --scale would enlarge every
+// image before the crop.
+#include "lockstep/data/image_geometry.h"
+
+#include <filesystem>
+
+#include "test_util.h"
+
+namespace lockstep::testing {
+
+namespace fs = std::filesystem;
+
+TEST(ImageGeometry, RangesOverTheImages) {
+  ImageGeometry geometry;
+  EXPECT_TRUE(geometry.empty());
+  geometry.Add(28, 28, 1);
+  EXPECT_EQ(geometry.SizeText(), "28x28");
+  ImageGeometry other;
+  other.Add(375, 500, 3);
+  other.Add(90, 120, 3);
+  geometry.Merge(other);
+  EXPECT_EQ(geometry.SizeText(), "28x28 to 375x500");
+  EXPECT_EQ(geometry.min_shortest_side, 28);
+  EXPECT_EQ(geometry.max_shortest_side, 375);
+  EXPECT_EQ(geometry.channels, 3);
+}
+
+TEST(ImageGeometry, ScaleWarningNamesTheScaleToPass) {
+  fs::path db = FreshDir("geometry_db");
+  EXPECT_EQ(ScaleWarning(db.string(), 256, 28), "") << "no geometry recorded: nothing to say";
+  ImageGeometry small;
+  small.Add(28, 28, 1);
+  WriteImageGeometry(db.string(), small);
+  ASSERT_TRUE(ReadImageGeometry(db.string()));
+  EXPECT_EQ(ReadImageGeometry(db.string())->SizeText(), "28x28");
+  EXPECT_EQ(
+      ScaleWarning(db.string(), 256, 28),
+      "--scale 256 enlarges every image of " + db.string() +
+          " (28x28) to a shortest side of 256 before the 28x28 crop, so the network sees a small part of "
+          "each; pass --scale 28 to crop them at their own size");
+  EXPECT_EQ(ScaleWarning(db.string(), 28, 28), "");
+  EXPECT_EQ(ScaleWarning(db.string(), 0, 24), "") << "shrinking to the crop is not enlarging";
+  // A crop larger than the images needs them enlarged to it, and no more.
+  EXPECT_EQ(ScaleWarning(db.string(), 32, 32), "");
+  EXPECT_NE(ScaleWarning(db.string(), 256, 32).find("pass --scale 32 "), std::string::npos);
+
+  ImageGeometry mixed;
+  mixed.Add(200, 300, 3);
+  mixed.Add(375, 500, 3);
+  WriteImageGeometry(db.string(), mixed);
+  EXPECT_EQ(ScaleWarning(db.string(), 256, 224), "") << "some images are larger than --scale";
+  EXPECT_NE(ScaleWarning(db.string(), 512, 224).find("(200x300 to 375x500)"), std::string::npos);
+}
+
+}  // namespace lockstep::testing
