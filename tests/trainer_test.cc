@@ -286,6 +286,40 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
       << missing_err;
 }
 
+// LOCKSTEP_MAX_STEPS caps every epoch, says so, and leaves the epochs and their files as they were.
+TEST(TrainerCli, MaxStepsCapsEveryEpoch) {
+  fs::path dir = FreshDir("max_steps");
+  const std::string flags =
+      "train --use_cpu --model lenet --train_data null --num_channels 1 --image_size 28 --num_labels 10 "
+      "--batch_size 8 --epoch_size 64 --num_epochs 2 --threads 1 --save_model_name m --file_store_path " +
+      dir.string() + " --log_dir " + dir.string();
+  setenv("LOCKSTEP_MAX_STEPS", "3", 1);
+  CliOutput capped = RunCliWithFiles(dir, flags);
+  setenv("LOCKSTEP_MAX_STEPS", "0", 1);
+  CliOutput refused = RunCliWithFiles(dir, flags);
+  unsetenv("LOCKSTEP_MAX_STEPS");
+  ASSERT_EQ(capped.code, 0) << capped.err;
+  EXPECT_NE(capped.out.find("\nLOCKSTEP_MAX_STEPS=3: 3 steps per epoch instead of 8\n"), std::string::npos)
+      << capped.out;
+  EXPECT_EQ(ReadSafetensors((dir / "m_2.safetensors").string()).metadata.at("iteration"), "6");
+  EXPECT_NE(refused.code, 0);
+  EXPECT_EQ(
+      refused.err,
+      "lockstep: error: LOCKSTEP_MAX_STEPS '0': use a positive number of steps per epoch, or unset it to "
+      "train full epochs\n");
+}
+
+// `lockstep` alone is a newcomer's first try: it lists the subcommands.
+TEST(TrainerCli, BareLockstepListsTheSubcommands) {
+  CliOutput run = RunCliWithFiles(FreshDir("bare"), "");
+  EXPECT_EQ(run.code, 0) << run.err;
+  EXPECT_NE(run.out.find("Usage: lockstep [OPTIONS] SUBCOMMAND"), std::string::npos) << run.out;
+  for (const char* subcommand : {"train", "eval", "make-db", "plot", "launch"})
+    EXPECT_TRUE(std::regex_search(run.out, std::regex(std::string("\n  ") + subcommand + " +[A-Z]")))
+        << subcommand << " is not listed:\n"
+        << run.out;
+}
+
 // A LMDB of `count` encoded 40x36 JPEGs (Caffe Datum records) with labels i % 10; `bad_label` makes record
 // 3's label that number.
 std::string WriteJpegLmdb(const fs::path& dir, int count, int bad_label = -1) {

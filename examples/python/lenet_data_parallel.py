@@ -11,6 +11,7 @@ import argparse
 import time
 
 from lockstep import brew, checkpoint, core, data_parallel_model, model_helper, optimizer, workspace
+from lockstep._core import C
 
 GAUSSIAN = ("GaussianFill", {"std": 0.01})
 TEST_IMAGES = 10000  # Fashion-MNIST's test set
@@ -90,7 +91,7 @@ def main():
             total += float(workspace.FetchBlob(first_scope + "test_accuracy"))
         return total / (TEST_IMAGES // TEST_BATCH)
 
-    iterations = 60000 // args.batch_size
+    iterations = C.limit_steps_per_epoch(60000 // args.batch_size)
     steps_left = args.steps or args.num_epochs * iterations
     epoch, steps_done = 0, 0
     while steps_left > 0:

@@ -126,6 +126,7 @@ def main(argv):
     iterations = epoch_size // global_batch
     if iterations == 0:
         raise Error(f"--epoch_size {epoch_size} is smaller than the global batch {global_batch}")
+    iterations = C.limit_steps_per_epoch(iterations)
 
     log_name = C.CsvLog.file_name(flag("model"), len(devices), flag("batch_size"), flag("num_labels"),
                                   flag("base_learning_rate"))

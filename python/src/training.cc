@@ -46,6 +46,7 @@ void BindOptions(py::module_& m) {
                               "range"_a = IsNumeric(o) ? RangeText(o) : std::string()));
     return options;
   });
+  m.def("limit_steps_per_epoch", &LimitStepsPerEpoch, "iterations"_a);
   m.def("prepare_run_outputs", &PrepareRunOutputs, "config"_a);
   m.def("launcher_shards", []() -> py::object {
     auto shards = ShardsFromLauncher();

@@ -291,7 +291,7 @@ int64_t IterationsPerEpoch(const TrainerConfig& config, const BatchSource& train
         fmt::format("--epoch_size {} is smaller than the global batch {} (--batch_size x --num_shards): an "
                     "epoch would have no step",
                     epoch_size, GlobalBatch(config)));
-  return iterations;
+  return LimitStepsPerEpoch(iterations);
 }
 
 // What a shard trains with once it is built: the models, their blobs, the reader, the nets and the state that

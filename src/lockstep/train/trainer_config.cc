@@ -2,6 +2,10 @@
 #include "lockstep/train/trainer_config.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <utility>
 
@@ -79,6 +83,22 @@ void ResolveTrainerConfig(const GivenOptions& given, TrainerConfig* c) {
 int AllreduceChannels(const TrainerConfig& c) {
   if (c.allreduce_channels > 0) return c.allreduce_channels;
   return c.num_shards > 1 && c.device_type == DeviceType::kCpu ? 2 : 1;
+}
+
+int64_t LimitStepsPerEpoch(int64_t iterations) {
+  const char* text = std::getenv("LOCKSTEP_MAX_STEPS");
+  if (!text || !*text) return iterations;
+  int64_t limit = 0;
+  const char* end = text + std::strlen(text);
+  auto [stop, error] = std::from_chars(text, end, limit);
+  if (error != std::errc() || stop != end || limit < 1)
+    throw InvalidInput(fmt::format(
+        "LOCKSTEP_MAX_STEPS '{}': use a positive number of steps per epoch, or unset it to train full epochs",
+        text));
+  if (limit >= iterations) return iterations;
+  fmt::print("LOCKSTEP_MAX_STEPS={}: {} steps per epoch instead of {}\n", limit, limit, iterations);
+  std::fflush(stdout);
+  return limit;
 }
 
 namespace {

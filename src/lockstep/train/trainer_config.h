@@ -100,6 +100,11 @@ void ResolveTrainerConfig(const GivenOptions& given, TrainerConfig* config);
 // of CPU devices and else 1.
 int AllreduceChannels(const TrainerConfig& config);
 
+// LOCKSTEP_MAX_STEPS=N in the environment caps every epoch at N steps, to try a documented command quickly
+// (the epochs, file names and logs are as without it). Returns `iterations`, or N when it is smaller and then
+// says so on stdout; a value that is not a positive integer is refused.
+int64_t LimitStepsPerEpoch(int64_t iterations);
+
 // Every option within its accepted range, then the checks across options; throws InvalidInput with a one-line
 // message naming the flag when the configuration cannot train.
 void ValidateTrainerConfig(const TrainerConfig& config);
