@@ -280,6 +280,8 @@ TEST(DistributedTrainer, ChannelsAndATailBucketKeepTheResult) {
   const std::string output = ReadFile(three_channels / "run_shard2.out");
   EXPECT_NE(output.find("gradients across shards: "), std::string::npos) << output;
   EXPECT_NE(output.find(" on 3 channels with ring_chunked"), std::string::npos) << output;  // auto, 3 shards
+  EXPECT_NE(output.find("\nshard 2: epoch 1/1: "), std::string::npos)
+      << "shards mark their lines: " << output;
 }
 
 TEST(DistributedTrainer, ShardsMatchOneProcessThroughRedis) {

@@ -53,6 +53,11 @@ int main(int argc, char** argv) {
       "ops",
       "List the operators, or print one's inputs, outputs and arguments with their defaults (`ops Conv`)");
   lockstep::AddOpsFlags(ops, &ops_flags);
+  if (argc == 1) {  // a first try: what the subcommands are, rather than only that one is required
+    app.name("lockstep");
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
   // `--` ends the agent's flags: what follows is the training command, passed to the shards.
   const int parsed_argc = argc > 1 && std::string(argv[1]) == "launch"
                               ? lockstep::SplitLaunchCommand(argc, argv, &launch_flags)

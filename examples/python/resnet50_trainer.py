@@ -138,6 +138,7 @@ def main(argv):
     record.cumulative_input_count = state["images_trained"] // num_shards
     record.cumulative_batch_count = state.get("iteration", 0)
     first_epoch, done_in_first = state["epochs_done"], state.get("epoch_iteration", 0)
+    shard_prefix = f"shard {shard_id}: " if num_shards > 1 else ""  # as `lockstep train` marks a shard's lines
     if first_epoch >= flag("num_epochs"):
         raise Error(f"checkpoint {resume_from} already has {first_epoch} epochs; raise --num_epochs to train further")
     if done_in_first >= iterations:
@@ -160,7 +161,7 @@ def main(argv):
         record.learning_rate = float(workspace.FetchBlob(first + "lr").reshape(-1)[0])
         record.epoch = epoch + 1
         log.append(record)
-        print(f"epoch {epoch + 1}/{flag('num_epochs')}: {seconds:.1f} s, {record.input_count / seconds:.1f} img/s, "
+        print(f"{shard_prefix}epoch {epoch + 1}/{flag('num_epochs')}: {seconds:.1f} s, {record.input_count / seconds:.1f} img/s, "
               f"loss {record.loss:.4f}, train accuracy {record.accuracy:.4f}", flush=True)
         state["reader_position"] += steps * global_batch
         state["images_trained"] += record.input_count * num_shards

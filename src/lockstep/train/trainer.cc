@@ -267,6 +267,11 @@ std::string ShardFileName(const std::string& path, int shard_id) {
   return named;
 }
 
+// "shard k: " before the lines of a shard of several, which may share a terminal or a log.
+std::string ShardPrefix(const TrainerConfig& config) {
+  return config.num_shards > 1 ? fmt::format("shard {}: ", config.shard_id) : "";
+}
+
 // The data a shard trains and tests on.
 struct Sources {
   std::shared_ptr<BatchSource> train;
@@ -361,7 +366,7 @@ IntervalLogOptions IntervalOptions(const TrainerConfig& config, int64_t iteratio
   options.every_iters = config.log_every_iters;
   options.to_stderr = !StderrIsTerminal();  // a terminal has the live progress line
   options.csv_path = config.iter_log.empty() ? "" : ShardFileName(config.iter_log, config.shard_id);
-  options.line_prefix = config.num_shards > 1 ? fmt::format("shard {}: ", config.shard_id) : "";
+  options.line_prefix = ShardPrefix(config);
   options.images_per_step = config.batch_size;
   options.iterations_per_epoch = iterations;
   options.num_epochs = config.num_epochs;
@@ -441,9 +446,9 @@ double TestAccuracy(const TrainerConfig& config, const Sources& sources, Session
 
 void PrintEpoch(const TrainerConfig& config, const Sources& sources, const EpochRecord& record) {
   fmt::print(
-      "epoch {}/{}: {:.1f} s, {:.1f} img/s, loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}\n",
-      record.epoch, config.num_epochs, record.time_spent, record.input_count / record.time_spent, record.loss,
-      record.accuracy, record.test_accuracy);
+      "{}epoch {}/{}: {:.1f} s, {:.1f} img/s, loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}\n",
+      ShardPrefix(config), record.epoch, config.num_epochs, record.time_spent,
+      record.input_count / record.time_spent, record.loss, record.accuracy, record.test_accuracy);
   for (const BatchSource* source : {sources.train.get(), sources.test.get()})
     if (Skipped(source) > 0)
       fmt::print("skipped {} bad records of {} so far (--skip_bad_records)\n", Skipped(source),

@@ -145,7 +145,7 @@ void CheckShards(const TrainerConfig& c) {
                                    c.shard_id, c.num_shards, c.num_shards - 1));
   if (c.num_shards > 1 && c.run_id.empty())
     throw InvalidInput(
-        "--run_id is required with --num_shards > 1: pass the same unique id (e.g. from uuidgen) to every "
+        "--run_id is required with --num_shards > 1: pass the same unique id (e.g. $(date +%s)) to every "
         "shard");
 }
 

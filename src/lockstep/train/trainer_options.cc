@@ -109,7 +109,9 @@ const std::vector<TrainerOption>& Table() {
        "Images per epoch over all shards; 0: one pass over the training data, the default with --train_data "
        "fashion-mnist",
        Between(0, 1LL << 40), kSame, false},
-      {"num_epochs", &C::num_epochs, "Number of epochs", Between(1, 1000000), kSame, false},
+      {"num_epochs", &C::num_epochs,
+       "Number of epochs (Caffe2's default is 1000; here 1, so that a command without it ends)",
+       Between(1, 1000000), kSame, false},
       {"base_learning_rate", &C::base_learning_rate, "Learning rate", Positive(1000), kSame, false},
       {"momentum", &C::momentum, "SGD momentum (0 for plain SGD)", {0, 1, false, true}, kSame, false},
       {"nesterov", &C::nesterov, "Use Nesterov momentum", kNoRange, kSame, false},
@@ -117,8 +119,10 @@ const std::vector<TrainerOption>& Table() {
        kSame, false},
       {"seed", &C::seed, "Seed of initialisation and data order", Between(0, kMaxUint64), kSame, false},
       {"save_model_name", &C::save_model_name,
-       "Save a checkpoint {file_store_path}/{save_model_name}_{epoch}.safetensors after each epoch", kNoRange,
-       kNone, false},
+       "Save a checkpoint {file_store_path}/{save_model_name}_{epoch}.safetensors after each epoch (Caffe2's "
+       "default is resnet50_model; here none: a run writes checkpoints when given a name, which --model "
+       "lenet or resnet18 would not want to be resnet50's)",
+       kNoRange, kNone, false},
       {"checkpoint_every_iters", &C::checkpoint_every_iters,
        "Also save {save_model_name}_iter{iteration}.safetensors every this many optimizer steps within an "
        "epoch, written in the background (0: never; needs --save_model_name)",
@@ -137,7 +141,7 @@ const std::vector<TrainerOption>& Table() {
       {"shard_id", &C::shard_id, "This machine's index in [0, num_shards); default the launcher's",
        Between(0, 65535), kNone, false},
       {"run_id", &C::run_id,
-       "Unique run identifier (e.g. from uuidgen), the same on every shard; keys in the store are prefixed "
+       "Unique run identifier (e.g. $(date +%s)), the same on every shard; keys in the store are prefixed "
        "with it. Default with srun/mpirun: the launcher's job id",
        kNoRange, kNone, false},
       {"redis_host", &C::redis_host, "Host of a Redis server where the shards meet", kNoRange, kNone, false},
