@@ -159,9 +159,9 @@ int main() {
   std::puts(lockstep::Version());
 }
 EOF
-  libdir=$(pkg-config --variable=libdir lockstep)
   read -ra flags <<< "$(pkg-config --cflags --libs lockstep)"
-  "$cxx" -std=c++17 version.cc -o version "${flags[@]}" -Wl,-rpath,"$libdir" ||
+  # No -Wl,-rpath of our own: the .pc's flags carry it, so the program runs without LD_LIBRARY_PATH.
+  "$cxx" -std=c++17 version.cc -o version "${flags[@]}" ||
     fail "building with pkg-config's flags: ${flags[*]}"
   [ "$(env -u LD_LIBRARY_PATH ./version)" = "$version" ] || fail "the pkg-config program printed $(./version)"
 fi
