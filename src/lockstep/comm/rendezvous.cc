@@ -79,7 +79,7 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options) {
         fmt::format("--shard_id {} must be in [0, --num_shards {})", options.shard_id, options.num_shards));
   if (options.run_id.empty())
     throw InvalidInput(
-        "a run id is required: pass the same unique --run_id (e.g. from uuidgen) to every shard");
+        "a run id is required: pass the same unique --run_id (e.g. $(date +%s)) to every shard");
   if (!options.redis_host.empty()) {
     description_ =
         fmt::format("run '{}' on Redis {}:{}", options.run_id, options.redis_host, options.redis_port);
