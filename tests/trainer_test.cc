@@ -314,7 +314,7 @@ TEST(TrainerCli, BareLockstepListsTheSubcommands) {
   CliOutput run = RunCliWithFiles(FreshDir("bare"), "");
   EXPECT_EQ(run.code, 0) << run.err;
   EXPECT_NE(run.out.find("Usage: lockstep [OPTIONS] SUBCOMMAND"), std::string::npos) << run.out;
-  for (const char* subcommand : {"train", "eval", "make-db", "plot", "launch"})
+  for (const char* subcommand : {"train", "eval", "make-db", "plot", "launch", "ops"})
     EXPECT_TRUE(std::regex_search(run.out, std::regex(std::string("\n  ") + subcommand + " +[A-Z]")))
         << subcommand << " is not listed:\n"
         << run.out;
