@@ -134,7 +134,7 @@ int RunLaunch(const LaunchFlags& flags) {
   if (options.job_id.empty()) {
     if (options.max_nodes > 1)
       throw InvalidInput(
-          "--job_id is required with several machines: pass the same id (e.g. from uuidgen) to "
+          "--job_id is required with several machines: pass the same id (e.g. job-$(date +%s), made once) to "
           "every agent");
     options.job_id = fmt::format("{}-{}-{}", HostName(), getpid(),
                                  std::chrono::system_clock::now().time_since_epoch().count());
