@@ -533,25 +533,30 @@ TrainerConfig ResolveLatestCheckpoint(const TrainerConfig& config) {
   return resolved;
 }
 
+// Resuming a run whose checkpoint has all --num_epochs succeeds without training (a job restarted after its
+// last checkpoint is done); says so.
+bool RunIsComplete(const TrainerConfig& config) {
+  if (config.load_model_path.empty()) return false;
+  const int64_t epochs_done = CheckpointEpochsDone(config.load_model_path);
+  if (epochs_done < config.num_epochs) return false;
+  VerifySafetensors(config.load_model_path);
+  fmt::print(
+      "checkpoint {} has {} epochs of --num_epochs {}: the run is complete (raise --num_epochs to train "
+      "further)\n",
+      config.load_model_path, epochs_done, config.num_epochs);
+  return true;
+}
+
 }  // namespace
 
 TrainerResult Train(const TrainerConfig& given_config) {
   ValidateTrainerConfig(given_config);
   fmt::print("{}\n", VersionLine());
   const TrainerConfig config = ResolveLatestCheckpoint(given_config);
-  if (!config.load_model_path.empty()) {
-    const int64_t epochs_done = CheckpointEpochsDone(config.load_model_path);
-    if (epochs_done >= config.num_epochs) {
-      // Resuming a finished run succeeds without training: a job restarted after its last checkpoint is done.
-      VerifySafetensors(config.load_model_path);
-      fmt::print(
-          "checkpoint {} has {} epochs of --num_epochs {}: the run is complete (raise --num_epochs to "
-          "train further)\n",
-          config.load_model_path, epochs_done, config.num_epochs);
-      TrainerResult result;
-      result.complete = true;
-      return result;
-    }
+  if (RunIsComplete(config)) {
+    TrainerResult result;
+    result.complete = true;
+    return result;
   }
   PrepareRunOutputs(config);
   if (config.threads > 0) omp_set_num_threads(config.threads);
