@@ -30,6 +30,7 @@
 #include "lockstep/train/evaluate.h"
 #include "lockstep/train/interval_log.h"
 #include "lockstep/train/progress.h"
+#include "lockstep/train/resume.h"
 #include "lockstep/train/run_outputs.h"
 #include "lockstep/train/safetensors.h"
 #include "lockstep/train/trainer_options.h"
@@ -515,36 +516,6 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
   if (session.checkpoints) session.checkpoints->Finish();
   if (gloo) gloo->Close();
   return result;
-}
-
-// --load_model_path latest: the newest checkpoint of --save_model_name, or none (a fresh start); says which.
-// Each shard looks for itself; the fingerprint catches shards that found different ones.
-TrainerConfig ResolveLatestCheckpoint(const TrainerConfig& config) {
-  if (config.load_model_path != "latest") return config;
-  TrainerConfig resolved = config;
-  std::vector<std::string> skipped;
-  resolved.load_model_path = LatestCheckpoint(config.file_store_path, config.save_model_name, &skipped);
-  for (const std::string& why : skipped) fmt::print("--load_model_path latest: passed over: {}\n", why);
-  if (resolved.load_model_path.empty())
-    fmt::print("--load_model_path latest: no checkpoint {}_*.safetensors in {}; starting fresh\n",
-               config.save_model_name, config.file_store_path);
-  else
-    fmt::print("--load_model_path latest: resuming from {}\n", resolved.load_model_path);
-  return resolved;
-}
-
-// Resuming a run whose checkpoint has all --num_epochs succeeds without training (a job restarted after its
-// last checkpoint is done); says so.
-bool RunIsComplete(const TrainerConfig& config) {
-  if (config.load_model_path.empty()) return false;
-  const int64_t epochs_done = CheckpointEpochsDone(config.load_model_path);
-  if (epochs_done < config.num_epochs) return false;
-  VerifySafetensors(config.load_model_path);
-  fmt::print(
-      "checkpoint {} has {} epochs of --num_epochs {}: the run is complete (raise --num_epochs to train "
-      "further)\n",
-      config.load_model_path, epochs_done, config.num_epochs);
-  return true;
 }
 
 }  // namespace
