@@ -57,6 +57,15 @@ std::vector<std::string> Lines(const std::string& path) {
   return lines;
 }
 
+// Flips the bits of `mask` in the byte `from_end` bytes before the file's end (its tensor data).
+void FlipBits(const fs::path& path, int from_end, char mask) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekg(-from_end, std::ios::end);
+  const char byte = static_cast<char>(file.get());
+  file.seekp(-from_end, std::ios::end);
+  file.put(static_cast<char>(byte ^ mask));
+}
+
 // Runs the CLI; returns the exit code and what it printed on stdout and stderr.
 std::pair<int, std::string> RunCli(const std::string& arguments) {
   const std::string output = ::testing::TempDir() + "/checkpoint_cli.txt";
@@ -253,13 +262,7 @@ TEST(LatestCheckpoint, PicksTheLargestIterationAndSkipsOtherFiles) {
             std::string::npos);
 
   // A flipped bit in the newest checkpoint's tensor bytes: the one before it is taken, and the reason given.
-  {
-    std::fstream file(dir / "m_2.safetensors", std::ios::in | std::ios::out | std::ios::binary);
-    file.seekg(-1, std::ios::end);
-    const char last = static_cast<char>(file.get());
-    file.seekp(-1, std::ios::end);
-    file.put(static_cast<char>(last ^ 0x04));
-  }
+  FlipBits(dir / "m_2.safetensors", 1, 0x04);
   skipped.clear();
   EXPECT_EQ(LatestCheckpoint(dir.string(), "m", &skipped), IterationCheckpointPath(dir.string(), "m", 20));
   EXPECT_EQ(skipped.size(), 4u);
@@ -312,11 +315,7 @@ TEST(LatestCheckpoint, CorruptCheckpointIsRefusedAndItsErrorEndsTheLog) {
   config.num_epochs = 1;
   Train(config);
   const fs::path path = dir / "m_1.safetensors";
-  {
-    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekp(-5, std::ios::end);
-    file.put('\x7f');
-  }
+  FlipBits(path, 5, 0x7f);
   auto [code, output] = RunCli(fmt::format(
       "train --use_cpu --model lenet --train_data null --num_channels 1 --image_size 28 --num_labels 10 "
       "--batch_size 8 --epoch_size 96 --threads 1 --num_epochs 2 --log_dir {} --load_model_path {}",

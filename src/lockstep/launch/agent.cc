@@ -109,14 +109,15 @@ class Agent {
                       options_.num_epochs));
       return 0;
     }
-    if (roster->FirstShard(options_.agent_id) >= 0 && formed_before_joining) {
+    const bool in_roster = roster->FirstShard(options_.agent_id) >= 0;
+    if (in_roster && formed_before_joining) {
       // This agent's id ran in the round before this agent started: its earlier self died, and its shards
       // too.
       *failure = Fail(round, fmt::format("agent {} started again while the round ran", options_.agent_id));
       Say(*failure);
       return std::nullopt;
     }
-    if (roster->FirstShard(options_.agent_id) < 0) {
+    if (!in_roster) {
       Say(fmt::format("round {} formed without this agent ({} agents at most); waiting for it to end", round,
                       options_.max_nodes));
       std::optional<bool> finished = WaitForEnd(round, *roster, failure);
