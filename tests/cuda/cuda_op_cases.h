@@ -32,9 +32,24 @@ struct OpCase {
   // For outputs that are random draws, which the backends make differently: checks one backend's outputs
   // against the inputs, in place of comparing the two backends.
   std::function<void(const Blobs& inputs, const Blobs& outputs)> check;
+  // The inputs the device gets in `narrow_to` (float16 or bfloat16) instead of float32; their values are
+  // exactly representable in it, so the CPU computes in float32 from the same numbers. The device's 16-bit
+  // outputs are widened to float32 to be compared.
+  std::vector<std::string> narrowed;
+  DataType narrow_to = DataType::kFloat;
 };
 
 std::vector<OpCase> OpCases();
+
+// The float32 cases of the operators a float16 or bfloat16 pass runs (mixed precision: convolution, FC,
+// pooling, ReLU, batch normalization, the element-wise sums and the data movement between them, with their
+// gradients), once per 16-bit type: each input the operator's schema lets be 16-bit is rounded to that type.
+std::vector<OpCase> LowPrecisionCases();
+
+// x (float32) rounded to float16 or bfloat16 on the host, and back: x in float32 when it is float16 or
+// bfloat16 (exactly), x itself otherwise.
+Tensor Narrowed(const Tensor& x, DataType type);
+Tensor Widened(const Tensor& x);
 
 // CPU operator types with no case in the table, each with the reason.
 const std::map<std::string, std::string>& OperatorsWithoutCases();

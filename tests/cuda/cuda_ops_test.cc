@@ -47,10 +47,12 @@ std::optional<Blobs> RunOn(const OpCase& c, const Device& device) {
   Workspace ws;
   try {
     if (c.prepare) c.prepare(&ws);
+    const bool narrow = device.type != DeviceType::kCpu;
     for (const auto& [name, value] : c.inputs) {
       Tensor* blob = ws.CreateBlob(name);
       blob->PlaceOn(device);
-      blob->CopyFrom(value);
+      const bool narrowed = narrow && std::count(c.narrowed.begin(), c.narrowed.end(), name);
+      blob->CopyFrom(narrowed ? Narrowed(value, c.narrow_to) : value);
     }
     for (OperatorDef setup : c.setup) {
       SetDevice(&setup, device);
@@ -64,7 +66,7 @@ std::optional<Blobs> RunOn(const OpCase& c, const Device& device) {
     for (const auto& name : Compared(c)) {
       Tensor host;
       host.CopyFrom(ws.Blob(name));
-      outputs[name] = Plain(host);
+      outputs[name] = Widened(Plain(host));
     }
     return outputs;
   } catch (const std::exception& e) {
@@ -124,6 +126,31 @@ TEST(CudaOps, EveryCaseRunsOnTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(CudaOps, CudaOpTable, ::testing::ValuesIn(OpCases()),
                          [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; });
+
+class CudaLowPrecisionOpTable : public ::testing::TestWithParam<OpCase> {};
+
+// The operators of a float16 or bfloat16 pass against the CPU in float32 on the same (16-bit) values. The
+// CPU computes in float32 only, so these run on a GPU alone.
+TEST_P(CudaLowPrecisionOpTable, MatchesTheCpuInFloat32) {
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU (16-bit operators run on CUDA devices only)";
+  ExpectSameOnCpuAnd(GetParam(), kGpu);
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaOps, CudaLowPrecisionOpTable, ::testing::ValuesIn(LowPrecisionCases()),
+                         [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; });
+
+// Every 16-bit type of every operator a 16-bit pass runs has cases, and each narrows an input.
+TEST(CudaOps, LowPrecisionCasesCoverBothTypes) {
+  std::set<std::string> float16, bfloat16;
+  for (const auto& c : LowPrecisionCases()) {
+    ASSERT_FALSE(c.narrowed.empty()) << c.name;
+    (c.narrow_to == DataType::kFloat16 ? float16 : bfloat16).insert(c.op.type());
+  }
+  EXPECT_EQ(float16, bfloat16);
+  for (const char* type : {"Conv", "ConvGradient", "FC", "FCGradient", "Relu", "MaxPool", "SpatialBN",
+                           "SpatialBNGradient", "Sum"})
+    EXPECT_TRUE(float16.count(type)) << type << " has no 16-bit case";
+}
 
 class CudaOpGradient : public ::testing::TestWithParam<GradientCase> {};
 

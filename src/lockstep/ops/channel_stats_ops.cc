@@ -257,7 +257,8 @@ LOCKSTEP_OPERATOR_SCHEMA(ChannelStats)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return TwoChannelShapes(def, in, {});
     })
-    .SummedAcrossReplicas();
+    .SummedAcrossReplicas()
+    .LowPrecisionInputs({0});  // the sums stay float32
 LOCKSTEP_OPERATOR_SCHEMA(ChannelBackpropStats)
     .SetDoc(
         "This replica's dscale = sum(dY * xhat) and dbias = sum(dY) per channel: its gradients of "
@@ -275,7 +276,8 @@ LOCKSTEP_OPERATOR_SCHEMA(ChannelBackpropStats)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return TwoChannelShapes(def, in, {1, 2});
     })
-    .SummedAcrossReplicas();
+    .SummedAcrossReplicas()
+    .LowPrecisionInputs({0, 3});  // the statistics and the sums stay float32
 LOCKSTEP_OPERATOR_SCHEMA(SpatialBNCombinedGradient)
     .SetDoc("dX of SpatialBN with combined statistics, from dscale and dbias summed over all replicas.")
     .Input(0, "X", "SpatialBN's input")
@@ -294,7 +296,8 @@ LOCKSTEP_OPERATOR_SCHEMA(SpatialBNCombinedGradient)
     .NumOutputs(1)
     .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>& in) {
       return std::vector<TensorShape>{in[0]};
-    });
+    })
+    .LowPrecisionInputs({0, 2});  // the per-channel tensors stay float32
 LOCKSTEP_REGISTER_CPU_OPERATOR(ChannelStats, ChannelStatsOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ChannelBackpropStats, ChannelBackpropStatsOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(SpatialBNCombinedGradient, SpatialBNCombinedGradientOp);

@@ -421,7 +421,8 @@ LOCKSTEP_OPERATOR_SCHEMA(SpatialBNGradient)
     .Range(0, 2)
     .NumInputs(5, 6)
     .NumOutputs(1, 3)
-    .ShapeFunction(SpatialBNGradientShapes);
+    .ShapeFunction(SpatialBNGradientShapes)
+    .LowPrecisionInputs({0, 2});  // scale and the statistics stay float32
 LOCKSTEP_REGISTER_CPU_OPERATOR(SpatialBN, SpatialBNOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(SpatialBNGradient, SpatialBNGradientOp);
 LOCKSTEP_REGISTER_GRADIENT(SpatialBN, SpatialBNGradient);

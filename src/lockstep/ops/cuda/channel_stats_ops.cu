@@ -12,6 +12,7 @@
 #include "lockstep/core/operator.h"
 #include "lockstep/cuda/cuda_context.h"
 #include "lockstep/ops/batch_norm_channels.h"
+#include "lockstep/ops/cuda/channel_sums.h"
 #include "lockstep/ops/cuda/cuda_kernels.cuh"
 
 namespace lockstep {
@@ -37,6 +38,13 @@ struct SquareTerms {
     first += v;
     second += v * v;
   }
+};
+
+// x of element i (the second sum stays zero).
+template <typename T>
+struct PlainTerms {
+  const T* x;
+  __device__ void operator()(int64_t i, int64_t, double& first, double&) const { first += LoadFloat(x, i); }
 };
 
 // dy and dy * (x - mean[c]) of element i, of channel c. x and dy are (N, C, S); mean is (C).
@@ -106,6 +114,14 @@ __global__ void ChannelStatsKernel(const double* partials, int64_t channels, int
   }
 }
 
+// sum[c]: channel c's first sum, rounded to T.
+template <typename T>
+__global__ void ChannelSumKernel(const double* partials, int64_t channels, int64_t parts, T* sum) {
+  LOCKSTEP_KERNEL_LOOP(c, channels) {
+    StoreFloat(sum, c, static_cast<float>(ChannelSums(partials, c, parts).x));
+  }
+}
+
 // dscale = sum(dy * (x - mean)) / sqrt(var + epsilon) and dbias = sum(dy). var, dscale and dbias are (C).
 __global__ void BackpropStatsKernel(const double* partials, int64_t channels, int64_t parts, const float* var,
                                     float epsilon, float* dscale, float* dbias) {
@@ -128,6 +144,23 @@ std::pair<const double*, int64_t> LaunchPartialSums(cuda::CudaContext& context, 
   LOCKSTEP_CUDA_CHECK_LAUNCH();
   return {partials, parts};
 }
+
+}  // namespace
+
+void cuda::SumPerChannel(const OperatorDef& def, CudaContext& context, const Tensor& dy, Tensor* sums) {
+  const int64_t channels = dy.dim(1);
+  sums->Resize({channels}, dy.dtype());
+  DispatchFloating(def, dy.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    auto [partials, parts] =
+        LaunchPartialSums(context, dy, PlainTerms<T>{static_cast<const T*>(dy.raw_data())});
+    ChannelSumKernel<<<BlocksFor(channels), kThreads, 0, context.stream()>>>(
+        partials, channels, parts, static_cast<T*>(sums->raw_data()));
+    LOCKSTEP_CUDA_CHECK_LAUNCH();
+  });
+}
+
+namespace {
 
 // Each listed per-channel input (index, tensor) must be float32.
 void CheckFloat32(const OperatorDef& def, const std::vector<std::pair<int, const Tensor*>>& per_channel) {

@@ -9,6 +9,7 @@
 #include "lockstep/core/operator.h"
 #include "lockstep/cuda/cuda_context.h"
 #include "lockstep/ops/conv_pool_args.h"
+#include "lockstep/ops/cuda/channel_sums.h"
 #include "lockstep/ops/cuda/cudnn_utils.h"
 #include "lockstep/ops/weight_gradient.h"
 
@@ -236,9 +237,7 @@ class CudnnConvGradientOp : public CudnnConvOpBase {
 
     cuda::CudaContext& context = cuda::ContextFor(device().id);
     cudnnHandle_t cudnn = context.cudnn();
-    if (dbias)
-      LOCKSTEP_CUDNN_CHECK(cudnnConvolutionBackwardBias(cudnn, &kOne, y_desc_.get(), dy.raw_data(), &kZero,
-                                                        bias_desc_.get(), dbias->raw_data()));
+    if (dbias) cuda::SumPerChannel(def_, context, dy, dbias);
     if (x.numel() == 0) {  // the windows covered padding alone: the filter met only zeros, dx is empty
       if (dfilter) dfilter->Zero();
       return;
