@@ -1,6 +1,7 @@
 // Peak tensor memory of one ResNet-50 training step (batch 16, 3x224x224, 1000 labels, synthetic data, one
-// device through Parallelize) without and with blob sharing (optimize_gradient_memory, or ShareBlobs with
-// sizes for a best fit), and the loss of each run, which must be identical.
+// device through Parallelize) without sharing, with gradient blobs shared (Caffe2's memonger) and with the
+// memory plan (every blob, best fit from the shape functions), the plan's prediction, and the loss of each
+// run, which must be identical.
 #include <cstdio>
 #include <map>
 #include <string>
@@ -28,12 +29,13 @@ struct Model {
   std::string loss;
 };
 
-// One device through Parallelize, so that `optimize_gradient_memory` is the option users set.
-void Build(Model* m, bool optimize_gradient_memory, bool share_activations) {
+// One device through Parallelize, with or without the memory plan (share_buffers, the default).
+void Build(Model* m, bool share_buffers) {
   ParallelOptions options;
   options.devices = {0};
-  options.optimize_gradient_memory = optimize_gradient_memory;
-  options.share_activations = share_activations;
+  options.share_buffers = share_buffers;
+  options.input_shapes = {{"data", {{kBatchSize, 3, kImageSize, kImageSize}, DataType::kFloat}},
+                          {"label", {{kBatchSize}, DataType::kInt32}}};
   options.keep_blobs = {"loss"};
   options.input_builder = [](ModelHelper& model) { layers::ReadBatch(model, "reader", "data", "label"); };
   options.forward_builder = [m](ModelHelper& model, float loss_scale) {
@@ -50,32 +52,25 @@ void Build(Model* m, bool optimize_gradient_memory, bool share_activations) {
     init.mutable_op(i)->mutable_device_option()->set_random_seed(1 + i);
 }
 
-struct Variant {
-  const char* name;
-  bool share;
-  bool share_activations;
-  bool best_fit;  // pass the blob sizes of the run without sharing, so that slots are chosen by size
-};
+enum class Sharing { kNone, kGradients, kPlan };
 
 struct Result {
   size_t bytes;
   float loss;
-  std::map<std::string, size_t> blob_bytes;
+  size_t planned;  // the plan's tensor memory (kPlan only)
 };
 
-// Builds the model as `variant` says, runs the init net and one training step in a fresh workspace.
-Result Step(const Variant& variant, const Result& unshared) {
+// Builds the model with `sharing`, runs the init net and one training step in a fresh workspace.
+Result Step(Sharing sharing) {
   Model m;
-  Build(&m, variant.share && !variant.best_fit, variant.share_activations && !variant.best_fit);
+  Build(&m, sharing == Sharing::kPlan);
   NetDef net = m.helper.net();
-  if (variant.best_fit) {  // ShareBlobs itself, given the sizes of the run without sharing
+  if (sharing == Sharing::kGradients) {  // Caffe2's memonger: gradient blobs only
     MemongerOptions options;
     options.namescope = m.parallel.scopes[0];
     for (const auto& [param, grad] : m.helper.param_to_grad()) options.keep.insert(grad);
     options.keep.insert(m.parallel.losses.begin(), m.parallel.losses.end());
     options.keep.insert(m.loss);
-    options.share_activations = variant.share_activations;
-    options.blob_bytes = unshared.blob_bytes;
     net = ShareBlobs(net, options);
   }
   Workspace ws;
@@ -84,31 +79,28 @@ Result Step(const Variant& variant, const Result& unshared) {
                    std::make_shared<SyntheticSource>(3, kImageSize, kNumLabels, /*seed=*/1), kBatchSize, 1));
   ws.RunNetOnce(m.helper.param_init_net());
   ws.CreateNet(net)->Run();
-  Result result{ws.AllocatedBytes(), ws.Blob(m.loss).data<float>()[0], {}};
-  for (const auto& name : ws.BlobNames()) result.blob_bytes[name] = ws.Blob(name).capacity();
-  return result;
+  return {ws.AllocatedBytes(), ws.Blob(m.loss).data<float>()[0], m.parallel.memory_plan.Total()};
 }
 
 // Returns whether every variant's loss equals the loss without sharing.
 bool Main() {
-  const std::vector<Variant> variants = {
-      {"optimize_gradient_memory", true, false, false},
-      {"gradients, best fit by size", true, false, true},
-      {"optimize_gradient_memory + share_activations", true, true, false},
-      {"gradients + activations, best fit by size", true, true, true},
-  };
   std::printf("ResNet-50 training step, batch %d, 3x%dx%d, %d labels: tensor memory after the step\n",
               kBatchSize, kImageSize, kImageSize, kNumLabels);
-  const Result unshared = Step({"no sharing", false, false, false}, {});
-  std::printf("%-46s %8.1f MiB                loss %.9g\n", "no sharing", unshared.bytes / 1048576.0,
-              unshared.loss);
+  const Result unshared = Step(Sharing::kNone);
+  std::printf("%-40s %8.1f MiB                loss %.9g\n", "no sharing (--share_buffers=false)",
+              unshared.bytes / 1048576.0, unshared.loss);
   std::fflush(stdout);
   bool identical = true;
-  for (const auto& variant : variants) {
-    Result result = Step(variant, unshared);
+  for (auto [name, sharing] : {std::pair{"gradients only (Caffe2's memonger)", Sharing::kGradients},
+                               std::pair{"the memory plan (the default)", Sharing::kPlan}}) {
+    Result result = Step(sharing);
     identical &= result.loss == unshared.loss;
-    std::printf("%-46s %8.1f MiB  %5.1f%% less  loss %.9g\n", variant.name, result.bytes / 1048576.0,
+    std::printf("%-40s %8.1f MiB  %5.1f%% less  loss %.9g", name, result.bytes / 1048576.0,
                 100.0 * (1.0 - static_cast<double>(result.bytes) / unshared.bytes), result.loss);
+    if (sharing == Sharing::kPlan)
+      std::printf("  (planned %.1f MiB, %+.1f%%)", result.planned / 1048576.0,
+                  100.0 * (static_cast<double>(result.planned) / result.bytes - 1.0));
+    std::printf("\n");
     std::fflush(stdout);
   }
   std::printf("losses %s\n", identical ? "identical" : "DIFFER");

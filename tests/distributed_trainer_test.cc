@@ -256,6 +256,24 @@ TEST(DistributedTrainer, ShardsMatchOneProcessThroughFileStore) {
   ExpectShardsMatchOneProcess(3, {}, "the file store");
 }
 
+// The memory plan moves blobs between buffers, never a value: 2 shards x 2 devices train to the same bits
+// with shared buffers (the default) and with a buffer per blob.
+TEST(DistributedTrainer, SharedBuffersGiveTheSameBits) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  constexpr int kShards = 2, kShardBatch = 8, kSteps = 10;
+  TempDirectory shared_dir, unshared_dir;
+  Processes run;
+  for (auto [dir, extra] :
+       {std::pair{&shared_dir, Args{}}, std::pair{&unshared_dir, Args{"--share_buffers=false"}}}) {
+    Args flags = Concat(LeNet(dir->path(), kShardBatch, int64_t{kSteps} * kShardBatch * kShards, 1),
+                        {"--num_gpus", "2", "--run_id", UniqueName("memory_plan")});
+    StartShards(&run, Concat(flags, extra), kShards, *dir / "run");
+  }
+  if (!ExpectAllSucceed(run, kRunLimit)) return;
+  Comparison c = CompareCheckpoints(shared_dir / "m_1.safetensors", unshared_dir / "m_1.safetensors");
+  EXPECT_TRUE(c.bitwise) << c.worst_tensor << ": relative difference " << c.largest_relative;
+}
+
 // Small buckets on three channels, the last one small: the same sums as one channel, so the same bits, and
 // the same result as one process.
 TEST(DistributedTrainer, ChannelsAndATailBucketKeepTheResult) {

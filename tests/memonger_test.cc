@@ -58,15 +58,17 @@ std::map<std::string, std::string> Share(const NetDef& net, const MemongerOption
 }  // namespace
 
 TEST(Memonger, GradientChainAlternatesTwoBuffers) {
-  // a lives over ops [0, 1], b [1, 2], c [2, 3], d [3, 3]: a and c share, b and d share, neighbours don't.
+  // a lives over ops [0, 1], b [1, 2], c [2, 3], d [3, 4]: a and c share, b and d share, neighbours don't.
+  // e, which no op reads, is a result the caller fetches: it keeps its name.
   NetDef net = NetOf({GradientOp({"x"}, {"a"}), GradientOp({"a"}, {"b"}), GradientOp({"b"}, {"c"}),
-                      GradientOp({"c"}, {"d"})});
+                      GradientOp({"c"}, {"d"}), GradientOp({"d"}, {"e"})});
   auto names = Share(net);
   EXPECT_EQ(names["x"], "x");
   EXPECT_EQ(names["a"], "__shared_0");
   EXPECT_EQ(names["b"], "__shared_1");
   EXPECT_EQ(names["c"], "__shared_0");
   EXPECT_EQ(names["d"], "__shared_1");
+  EXPECT_EQ(names["e"], "e");
 }
 
 TEST(Memonger, RangesMustEndStrictlyBeforeTheNextBegins) {
@@ -152,7 +154,7 @@ TEST(Memonger, BlobsReadBeforeWrittenCarryStateAndStay) {
 
 TEST(Memonger, KeptAndExternalBlobsStay) {
   NetDef net = NetOf({GradientOp({"x"}, {"a"}), GradientOp({"a"}, {"b"}), GradientOp({"b"}, {"c"}),
-                      GradientOp({"c"}, {"d"})});
+                      GradientOp({"c"}, {"d"}), GradientOp({"d"}, {"e"})});
   net.add_external_output("c");
   auto names = Share(net, {"", {"a"}});
   EXPECT_EQ(names["a"], "a");

@@ -36,6 +36,7 @@ ParallelOptions SplitOptions(const Split& split) {
   std::iota(o.devices.begin(), o.devices.end(), 0);
   o.devices_per_replica = split.stages;
   o.micro_batches = split.micro_batches;
+  o.share_buffers = false;  // the tests look for blobs by name; tests/memory_plan_test.cc covers sharing
   o.threads_per_device = 1;
   o.max_threads = 2;
   o.input_builder = [](ModelHelper& model) { layers::ReadBatch(model, "reader", "data", "label"); };

@@ -72,7 +72,7 @@ TrainerConfig ResolveTrainConfig(const CLI::App& app, TrainerConfig config, cons
 
 int RunTrain(const CLI::App& app, TrainerConfig config, const std::string& arguments) {
   TrainerResult result = Train(ResolveTrainConfig(app, std::move(config), arguments));
-  if (!result.complete) fmt::print("log: {}\n", result.log_path);
+  if (!result.log_path.empty()) fmt::print("log: {}\n", result.log_path);
   return 0;
 }
 

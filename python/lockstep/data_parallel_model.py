@@ -19,7 +19,7 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
                 optimizer_builder_fun=None, devices=None, rendezvous=None, net_type="dag",
                 broadcast_computed_params=True, optimize_gradient_memory=False, blobs_to_keep=None,
                 use_nccl=False, max_concurrent_distributed_ops=2, cpu_device=False, num_threads_per_device=0,
-                shared_model=False, combine_spatial_bn=False, bucket_bytes=8 << 20, share_activations=False,
+                shared_model=False, combine_spatial_bn=False, bucket_bytes=8 << 20, share_buffers=True,
                 micro_batches=1, devices_per_replica=1, max_threads=0, tail_bucket_bytes=0):
     """Builds ``model_helper_obj.net`` as the data-parallel training net (it must be empty).
 
@@ -37,6 +37,11 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
         connections (channels), on CPU devices; CUDA devices use one. The default is the command line's, 2
         (Caffe2's was 16; more than 2 measured no faster).
     bucket_bytes, tail_bucket_bytes: gradients allreduced together (ParallelOptions).
+
+    share_buffers: blobs whose lifetimes do not overlap share buffers (the memory plan; the same results).
+        Blobs that no op reads after writing them (losses, accuracies) and blobs_to_keep stay fetchable;
+        to fetch an intermediate blob, name it in blobs_to_keep or pass share_buffers=False.
+        optimize_gradient_memory is accepted as Caffe2 programs pass it: sharing is on by default.
 
     lockstep always runs the "dag" executor, broadcasts computed parameters and uses NCCL between distinct
     GPUs, so net_type, broadcast_computed_params and use_nccl are accepted as Caffe2 programs pass them.
@@ -59,7 +64,7 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
     options = C.ParallelOptions()
     options.devices = [int(d) for d in devices]
     options.device_type = device_type
-    options.optimize_gradient_memory = bool(optimize_gradient_memory)
+    options.share_buffers = bool(share_buffers)
     options.keep_blobs = [str(b) for b in (blobs_to_keep or [])]
     options.combine_spatial_bn = bool(combine_spatial_bn)
     options.threads_per_device = int(num_threads_per_device)
@@ -68,7 +73,6 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
     options.tail_bucket_bytes = int(tail_bucket_bytes)
     if rendezvous is not None and device_type == core.CPU:
         options.allreduce_channels = int(max_concurrent_distributed_ops)
-    options.share_activations = bool(share_activations)
     options.micro_batches = int(micro_batches)
     options.devices_per_replica = int(devices_per_replica)
     shards = None

@@ -209,8 +209,7 @@ void BindParallelize(py::module_& m) {
       .def_readwrite("tail_bucket_bytes", &ParallelOptions::tail_bucket_bytes)
       .def_readwrite("allreduce_channels", &ParallelOptions::allreduce_channels)
       .def_readwrite("combine_spatial_bn", &ParallelOptions::combine_spatial_bn)
-      .def_readwrite("optimize_gradient_memory", &ParallelOptions::optimize_gradient_memory)
-      .def_readwrite("share_activations", &ParallelOptions::share_activations)
+      .def_readwrite("share_buffers", &ParallelOptions::share_buffers)
       .def_readwrite("keep_blobs", &ParallelOptions::keep_blobs)
       .def_readwrite("threads_per_device", &ParallelOptions::threads_per_device)
       .def_readwrite("max_threads", &ParallelOptions::max_threads);

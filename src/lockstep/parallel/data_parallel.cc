@@ -11,7 +11,7 @@
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/schema.h"
 #include "lockstep/ops/op_defs.h"
-#include "lockstep/parallel/memonger.h"
+#include "lockstep/parallel/memory_plan.h"
 #include "lockstep/parallel/micro_batches.h"
 #include "lockstep/parallel/placement.h"
 
@@ -293,9 +293,10 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     const int forward_begin = model.net().op_size();
     auto losses = o.forward_builder(model, loss_scale);
     if (training && losses.empty())
-      Fail(fmt::format("forward_builder returned no loss for the replica on device {}; return the loss blobs "
-                       "to train",
-                       o.devices[r * o.devices_per_replica]));
+      Fail(
+          fmt::format("forward_builder returned no loss for the replica on device {}; return the loss blobs "
+                      "to train",
+                      o.devices[r * o.devices_per_replica]));
     if (o.micro_batches > 1) {
       // The batch blobs: what the input ops write and the forward pass reads.
       std::set<std::string> read;
@@ -336,19 +337,25 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     AddBucketAllreduces(&model.net(), model, dp.buckets, dp.scopes, job_world, o.allreduce_channels,
                         first_device);
 
-  if (training && o.optimize_gradient_memory) {
-    std::set<std::string> keep(dp.losses.begin(), dp.losses.end());
-    for (const auto& [param, grad] : model.param_to_grad()) keep.insert(grad);
-    for (const auto& scope : dp.scopes)
-      for (const auto& blob : o.keep_blobs) keep.insert(scope + blob);
-    for (const auto& scope : dp.scopes) {
-      MemongerOptions memonger;
-      memonger.namescope = scope;
-      memonger.keep = keep;
-      memonger.share_activations = o.share_activations;
-      model.net() = ShareBlobs(model.net(), memonger);
-    }
+  MemoryPlanOptions plan;
+  plan.share = o.share_buffers;
+  plan.scopes = dp.scopes;
+  plan.keep.insert(dp.losses.begin(), dp.losses.end());
+  for (const auto& [param, grad] : model.param_to_grad()) {
+    plan.keep.insert(grad);
+    plan.gradients.insert(grad);
   }
+  for (const auto& param : model.params()) plan.parameters.insert(param.name);
+  for (const auto& op : model.net().op())  // the schedule's learning rates, which callers read after a step
+    if (op.type() == "LearningRate") plan.keep.insert(op.output().begin(), op.output().end());
+  for (const auto& scope : dp.scopes) {
+    for (const auto& blob : o.keep_blobs) {
+      plan.keep.insert(scope + blob);
+      for (int j = 0; j < o.micro_batches; ++j) plan.keep.insert(MicroBatchName(scope + blob, j));
+    }
+    for (const auto& [blob, shape] : o.input_shapes) plan.given[scope + blob] = shape;
+  }
+  dp.memory_plan = PlanMemory(&model.net(), model.param_init_net(), plan);
 
   dp.state_blobs = StateBlobs(model.param_init_net(), dp.scopes[0]);
   dp.broadcast_net.set_name(model.net().name() + "_broadcast");

@@ -8,11 +8,13 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "lockstep/model/model_helper.h"
 #include "lockstep/ops/gradient_buckets.h"
+#include "lockstep/parallel/memory_plan.h"
 
 namespace lockstep {
 
@@ -54,9 +56,12 @@ struct ParallelOptions {
   // (Communicator::Channel), so that as many collectives can be in flight at once, each channel in order.
   int allreduce_channels = 1;
   bool combine_spatial_bn = false;        // BN batch statistics over all devices of the machine
-  bool optimize_gradient_memory = false;  // gradient blobs share buffers (memonger)
-  bool share_activations = false;         // with optimize_gradient_memory: forward blobs too
-  std::vector<std::string> keep_blobs;    // unscoped names that memonger must not share (read after a step)
+  // Blobs whose lifetimes do not overlap share buffers (parallel/memory_plan.h); results are unchanged.
+  bool share_buffers = true;
+  std::vector<std::string> keep_blobs;  // unscoped names never shared: blobs read after a step
+  // Unscoped shapes of the blobs the input builder makes, which no shape function gives (the readers'
+  // outputs): with them the plan knows every blob's size before the first step.
+  std::map<std::string, TensorShape> input_shapes;
   // oneDNN threads per device; 0 = the cores divided among the devices. Devices run concurrently on their
   // own threads, at most max_threads / threads_per_device at a time (max_threads 0 = all cores).
   int threads_per_device = 0;
@@ -73,6 +78,7 @@ struct DataParallelModel {
   // Device 0's state -> every device (and shard 0's -> every shard), through the communicator that
   // param_init_net created in the same workspace.
   NetDef broadcast_net;
+  MemoryPlan memory_plan;  // this process's tensor memory per device (sizes unknown without input_shapes)
 };
 
 // Builds the data-parallel training net into model.net() (which must be empty) and appends to

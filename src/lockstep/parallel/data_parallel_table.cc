@@ -32,6 +32,9 @@ DataParallelTable MakeDataParallelTable(ModelHelper& model, const ReplicaBuilder
   o.micro_batches = t.micro_batches;
   o.threads_per_device = t.threads_per_device;
   o.max_threads = t.max_threads;
+  // The gather net reads each replica's output, whose name the replica builder gives only while the net is
+  // built: too late for the memory plan to keep it, so the table's nets keep a buffer per blob.
+  o.share_buffers = false;
   std::vector<std::string> outputs, losses;
   o.input_builder = [&](ModelHelper& m) {
     m.AddOp(CopyDef(Piece(t.data, m.replica().index), m.Scoped(t.data)));

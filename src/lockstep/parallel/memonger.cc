@@ -16,6 +16,7 @@ namespace {
 struct Lifetime {
   int first_write = -1;  // -1 when the blob is read before any op writes it
   int last_use = -1;
+  bool read = false;  // some op reads it (a blob only written is a result the caller fetches)
   bool written_by_gradient_op = false;
   bool collective = false;  // read or written by a collective op: it belongs to several devices' traffic
   bool object = false;      // names a workspace object (a communicator), not a tensor
@@ -48,6 +49,7 @@ std::map<std::string, Lifetime> Lifetimes(const NetDef& net, std::vector<std::st
         }
       }
       life.last_use = i;
+      life.read |= !write;
       life.collective |= collective;
       life.object |= object;
     };
@@ -91,7 +93,7 @@ NetDef ShareBlobs(const NetDef& net, const MemongerOptions& options) {
   pinned.insert(net.external_output().begin(), net.external_output().end());
   auto renamable = [&](const std::string& name, const Lifetime& life) {
     return name.compare(0, options.namescope.size(), options.namescope) == 0 && !pinned.count(name) &&
-           life.first_write >= 0 && !life.collective && !life.object &&
+           life.first_write >= 0 && life.read && !life.collective && !life.object &&
            (options.share_activations || life.written_by_gradient_op);
   };
 

@@ -29,6 +29,7 @@
 #include "lockstep/train/csv_log.h"
 #include "lockstep/train/evaluate.h"
 #include "lockstep/train/interval_log.h"
+#include "lockstep/train/memory_report.h"
 #include "lockstep/train/progress.h"
 #include "lockstep/train/resume.h"
 #include "lockstep/train/run_outputs.h"
@@ -145,7 +146,8 @@ void BuildModels(const TrainerConfig& config, const std::string& shard_communica
   options.bucket_bytes = static_cast<size_t>(config.allreduce_bucket_mb * (1 << 20));
   options.tail_bucket_bytes = static_cast<size_t>(config.allreduce_tail_bucket_mb * (1 << 20));
   options.allreduce_channels = AllreduceChannels(config);
-  options.optimize_gradient_memory = config.optimize_gradient_memory;
+  options.share_buffers = config.share_buffers;
+  options.input_shapes = TrainingInputShapes(config);
   options.keep_blobs = {"loss", "accuracy"};
   options.max_threads = config.threads;
   options.threads_per_device = config.threads > 0 ? std::max(1, config.threads / config.num_devices) : 0;
@@ -312,6 +314,19 @@ struct Session {
   std::unique_ptr<CheckpointWriter> checkpoints;  // shard 0's, with --save_model_name
 };
 
+// The memory plan of the same run at another --batch_size.
+MemoryPlan PlanAt(TrainerConfig config, int batch_size) {
+  config.batch_size = batch_size;
+  Models models;
+  BuildModels(config, "", &models);
+  return models.parallel.memory_plan;
+}
+
+void ReportMemoryPlan(const TrainerConfig& config, const Models& models) {
+  ReportMemoryPlan(config, models.parallel.memory_plan,
+                   [&](int batch_size) { return PlanAt(config, batch_size); });
+}
+
 // Builds the models, checks that every shard built the same, puts the shards' communicator and the training
 // reader into the workspace and initialises the parameters.
 void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicator> gloo,
@@ -319,6 +334,7 @@ void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicat
   Models& models = session->models;
   Workspace& ws = session->ws;
   BuildModels(config, gloo ? kShardCommunicator : "", &models);
+  ReportMemoryPlan(config, models);
   if (rendezvous) AgreeOnModel(rendezvous, TrainingFingerprint(config, models));
   if (gloo) {
     ws.SetObject<Communicator>(kShardCommunicator, gloo);
@@ -528,6 +544,13 @@ TrainerResult Train(const TrainerConfig& given_config) {
     TrainerResult result;
     result.complete = true;
     return result;
+  }
+  if (config.plan_memory) {  // the plan only: nothing is opened for writing, no peer is met
+    Sources sources = OpenSources(config);
+    Models models;
+    BuildModels(config, "", &models);
+    ReportMemoryPlan(config, models);
+    return {};
   }
   PrepareRunOutputs(config);
   if (config.threads > 0) omp_set_num_threads(config.threads);

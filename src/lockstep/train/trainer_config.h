@@ -45,7 +45,10 @@ struct TrainerConfig {
   float base_learning_rate = 0.1f, weight_decay = 1e-4f, momentum = 0.9f;
   bool nesterov = false;
   bool combine_spatial_bn = false;        // BN statistics over all devices
-  bool optimize_gradient_memory = false;  // gradient blobs share buffers
+  bool optimize_gradient_memory = false;  // accepted for Caffe2's scripts; sharing is share_buffers
+  bool share_buffers = true;              // blobs with disjoint lifetimes share buffers (the memory plan)
+  bool plan_memory = false;               // print the memory plan and exit
+  double memory_limit_gb = 0;             // what the plan may use; 0: the machine's memory
   // Many machines: shards meet through Redis (redis_host) or the directory file_store_path, under run_id.
   int num_shards = 1, shard_id = 0;
   std::string run_id, redis_host;

@@ -103,8 +103,19 @@ const std::vector<TrainerOption>& Table() {
       {"combine_spatial_bn", &C::combine_spatial_bn,
        "Batch normalization uses the statistics of all devices' batches, not each device's own", kNoRange,
        kSame, false},
+      {"share_buffers", &C::share_buffers,
+       "Blobs whose lifetimes do not overlap share buffers: activations, gradients and scratch, planned "
+       "before the first step (the same results; --share_buffers=false gives each blob its own)",
+       kNoRange, kNone, false},
       {"optimize_gradient_memory", &C::optimize_gradient_memory,
-       "Let gradient blobs share buffers (less memory, same results)", kNoRange, kNone, false},
+       "Accepted for Caffe2's scripts: buffers are shared by default (--share_buffers)", kNoRange, kNone, false},
+      {"plan_memory", &C::plan_memory,
+       "Print the memory plan (tensor memory per device, and the largest --batch_size within the limit) and "
+       "exit without training",
+       kNoRange, kNone, false},
+      {"memory_limit_gb", &C::memory_limit_gb,
+       "Memory the run may use, in GiB; a plan above it stops before the first step (0: the machine's memory)",
+       Between(0, 1 << 20), kNone, false},
       {"epoch_size", &C::epoch_size,
        "Images per epoch over all shards; 0: one pass over the training data, the default with --train_data "
        "fashion-mnist",

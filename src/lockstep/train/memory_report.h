@@ -1,0 +1,24 @@
+// The trainer's memory plan at start-up: what each device's tensors will take, the largest batch that fits
+// the limit (--plan_memory), and a stop before the first step when the plan does not fit.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "lockstep/parallel/memory_plan.h"
+#include "lockstep/train/trainer_config.h"
+
+namespace lockstep {
+
+// The shapes of what the training reader gives each replica (data, label), which the plan needs; empty with
+// micro-batches, whose slices the plan then leaves unsized.
+std::map<std::string, TensorShape> TrainingInputShapes(const TrainerConfig& config);
+
+// Prints the plan: its total, this process's memory in use besides it, and each device's share. With
+// --plan_memory also the largest --batch_size that fits, from the plan at twice the batch (plan_at).
+// Throws InvalidInput when the plan and the memory in use pass --memory_limit_gb, or the machine's memory.
+void ReportMemoryPlan(const TrainerConfig& config, const MemoryPlan& plan,
+                      const std::function<MemoryPlan(int batch_size)>& plan_at);
+
+}  // namespace lockstep
