@@ -76,10 +76,10 @@ Trained Train(const Job& job, int steps) {
 }
 
 // Shared buffers give the same bits as a buffer per blob, in less memory, and the plan predicts the memory
-// a step allocates within `tolerance` (relative). The plan counts blobs unpadded, while oneDNN's blocked
-// layouts round channels up (LeNet's 20 and 50 to 32 and 64 on AVX-512): LeNet's activations are all such,
-// ResNet's channels are multiples of 64.
-void ExpectSameBitsInLessMemory(const std::string& model, int devices, double tolerance) {
+// a step allocates within 10% (it counts 4-D activations with channels rounded up to oneDNN's 16-channel
+// blocks, which AVX2's 8-channel blocks need less of).
+void ExpectSameBitsInLessMemory(const std::string& model, int devices) {
+  constexpr double kTolerance = 0.1;
   SCOPED_TRACE(fmt::format("{} on {} devices", model, devices));
   const Trained unshared = Train({model, devices, false}, 3);
   const Trained shared = Train({model, devices, true}, 3);
@@ -88,9 +88,9 @@ void ExpectSameBitsInLessMemory(const std::string& model, int devices, double to
   for (const auto& [name, values] : unshared.state) EXPECT_EQ(shared.state.at(name), values) << name;
   EXPECT_LT(shared.allocated_bytes, unshared.allocated_bytes);
   ASSERT_TRUE(shared.plan.unknown.empty()) << shared.plan.unknown;
-  EXPECT_NEAR(double(shared.plan.Total()), double(shared.allocated_bytes), tolerance * shared.allocated_bytes);
+  EXPECT_NEAR(double(shared.plan.Total()), double(shared.allocated_bytes), kTolerance * shared.allocated_bytes);
   EXPECT_NEAR(double(unshared.plan.Total()), double(unshared.allocated_bytes),
-              tolerance * unshared.allocated_bytes);
+              kTolerance * unshared.allocated_bytes);
   ASSERT_EQ(shared.plan.devices.size(), static_cast<size_t>(devices));
   const MemoryUse& use = shared.plan.devices.begin()->second;
   EXPECT_GT(use.gradients, 0u);
@@ -102,13 +102,13 @@ void ExpectSameBitsInLessMemory(const std::string& model, int devices, double to
 }
 
 TEST(MemoryPlan, LeNetSharesBuffersWithTheSameBits) {
-  ExpectSameBitsInLessMemory("lenet", 1, 0.25);
-  ExpectSameBitsInLessMemory("lenet", 2, 0.25);
+  ExpectSameBitsInLessMemory("lenet", 1);
+  ExpectSameBitsInLessMemory("lenet", 2);
 }
 
 TEST(MemoryPlan, ResNet18SharesBuffersWithTheSameBits) {
-  ExpectSameBitsInLessMemory("resnet18", 1, 0.1);
-  ExpectSameBitsInLessMemory("resnet18", 2, 0.1);
+  ExpectSameBitsInLessMemory("resnet18", 1);
+  ExpectSameBitsInLessMemory("resnet18", 2);
 }
 
 // Without the readers' shapes the plan has no sizes and says why; buffers are still shared, bit for bit.

@@ -157,11 +157,15 @@ DagNet::DagNet(const NetDef& def, Workspace* ws) : Net(def, ws), state_(std::mak
       auto it = last_writer.find(name);
       if (it != last_writer.end()) parents.insert(it->second);
     }
-    for (const auto& name : op.output()) {
+    // An output, and a control input (a blob whose memory the op's outputs reuse, see memonger.h), waits for
+    // the earlier ops that write or read that name.
+    auto overwrites = [&](const std::string& name) {
       auto it = last_writer.find(name);
       if (it != last_writer.end()) parents.insert(it->second);
       for (int reader : readers_since_write[name]) parents.insert(reader);
-    }
+    };
+    for (const auto& name : op.output()) overwrites(name);
+    for (const auto& name : op.control_input()) overwrites(name);
     parents.erase(i);
     for (const auto& name : op.input()) readers_since_write[name].push_back(i);
     for (const auto& name : op.output()) {

@@ -1,6 +1,10 @@
 // Blob and net bookkeeping.
 #include "lockstep/core/workspace.h"
 
+#include <algorithm>
+#include <vector>
+
+#include "lockstep/core/buffer_placement.h"
 #include "lockstep/core/net.h"
 
 namespace lockstep {
@@ -28,8 +32,22 @@ const Tensor& Workspace::Blob(const std::string& name) const {
 bool Workspace::HasBlob(const std::string& name) const { return blobs_.count(name) > 0; }
 
 size_t Workspace::AllocatedBytes() const {
+  // Blobs may share a buffer (slices of a gradient bucket or of the memory plan's arena): the bytes are
+  // those of the union of their address ranges.
+  std::vector<std::pair<const uint8_t*, const uint8_t*>> ranges;
+  for (const auto& [name, blob] : blobs_)
+    if (blob->capacity() > 0) {
+      const auto* begin = static_cast<const uint8_t*>(blob->raw_data());
+      ranges.emplace_back(begin, begin + blob->capacity());
+    }
+  std::sort(ranges.begin(), ranges.end());
   size_t bytes = 0;
-  for (const auto& [name, blob] : blobs_) bytes += blob->capacity();
+  const uint8_t* covered = nullptr;  // the end of the union so far
+  for (const auto& [begin, end] : ranges) {
+    if (covered && end <= covered) continue;
+    bytes += static_cast<size_t>(end - (covered && begin < covered ? covered : begin));
+    covered = end;
+  }
   return bytes;
 }
 
@@ -44,6 +62,7 @@ Net* Workspace::CreateNet(const NetDef& def, bool overwrite) {
   auto& slot = nets_[def.name()];
   if (slot && !overwrite)
     throw InvalidInput(fmt::format("net '{}' already exists in the workspace", def.name()));
+  ApplyBufferPlacement(def, this);
   slot = CreateNetExecutor(def, this);
   return slot.get();
 }
@@ -59,6 +78,9 @@ void Workspace::RunNet(const std::string& name) {
   net->Run();
 }
 
-void Workspace::RunNetOnce(const NetDef& def) { CreateNetExecutor(def, this)->Run(); }
+void Workspace::RunNetOnce(const NetDef& def) {
+  ApplyBufferPlacement(def, this);
+  CreateNetExecutor(def, this)->Run();
+}
 
 }  // namespace lockstep

@@ -4,6 +4,7 @@
 #include "lockstep/parallel/memonger.h"
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "lockstep/core/net_def.h"
@@ -81,21 +82,36 @@ Slot* ChooseSlot(std::vector<Slot>& slots, const Device& device, int first_write
   return best;
 }
 
+// The rule of ShareBlobs' comment: whether a blob may give up its own buffer.
+std::function<bool(const std::string&, const Lifetime&)> Renamable(const NetDef& net,
+                                                                   const MemongerOptions& options) {
+  std::set<std::string> pinned = options.keep;
+  pinned.insert(net.external_input().begin(), net.external_input().end());
+  pinned.insert(net.external_output().begin(), net.external_output().end());
+  return [pinned, &options](const std::string& name, const Lifetime& life) {
+    return name.compare(0, options.namescope.size(), options.namescope) == 0 && !pinned.count(name) &&
+           life.first_write >= 0 && life.read && !life.collective && !life.object &&
+           (options.share_activations || life.written_by_gradient_op);
+  };
+}
+
+size_t BytesOf(const MemongerOptions& options, const std::string& name) {
+  auto it = options.blob_bytes.find(name);
+  if (it == options.blob_bytes.end())
+    throw InvalidInput(
+        fmt::format("ShareBlobs: blob_bytes has no size for '{}'; give the size of every blob the "
+                    "net writes, or none",
+                    name));
+  return it->second;
+}
+
 }  // namespace
 
 NetDef ShareBlobs(const NetDef& net, const MemongerOptions& options) {
   std::vector<std::string> order;
   const std::map<std::string, Lifetime> lifetimes = Lifetimes(net, &order);
   const bool have_sizes = !options.blob_bytes.empty();
-
-  std::set<std::string> pinned = options.keep;
-  pinned.insert(net.external_input().begin(), net.external_input().end());
-  pinned.insert(net.external_output().begin(), net.external_output().end());
-  auto renamable = [&](const std::string& name, const Lifetime& life) {
-    return name.compare(0, options.namescope.size(), options.namescope) == 0 && !pinned.count(name) &&
-           life.first_write >= 0 && life.read && !life.collective && !life.object &&
-           (options.share_activations || life.written_by_gradient_op);
-  };
+  const auto renamable = Renamable(net, options);
 
   // `order` lists blobs by first appearance, so renamable ones come by first write.
   std::vector<Slot> slots;
@@ -110,16 +126,7 @@ NetDef ShareBlobs(const NetDef& net, const MemongerOptions& options) {
   for (const auto& name : order) {
     const Lifetime& life = lifetimes.at(name);
     if (!renamable(name, life)) continue;
-    size_t size = 0;
-    if (have_sizes) {
-      auto it = options.blob_bytes.find(name);
-      if (it == options.blob_bytes.end())
-        throw InvalidInput(
-            fmt::format("ShareBlobs: blob_bytes has no size for '{}'; give the size of every blob the net "
-                        "writes, or none",
-                        name));
-      size = it->second;
-    }
+    const size_t size = have_sizes ? BytesOf(options, name) : 0;
     Slot* slot = ChooseSlot(slots, life.device, life.first_write, size, have_sizes);
     if (!slot) {
       slots.push_back({fresh_name(), -1, life.device, 0});
@@ -140,6 +147,59 @@ NetDef ShareBlobs(const NetDef& net, const MemongerOptions& options) {
     for (auto& name : *op.mutable_output()) rename(&name);
   }
   return result;
+}
+
+size_t PlaceBlobs(NetDef* net, const MemongerOptions& options, std::vector<PlacedBlob>* placed) {
+  std::vector<std::string> order;
+  const std::map<std::string, Lifetime> lifetimes = Lifetimes(*net, &order);
+  const auto renamable = Renamable(*net, options);
+  auto round_up = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
+  std::vector<const std::string*> blobs;  // largest first, then by first write
+  for (const auto& name : order)
+    if (renamable(name, lifetimes.at(name)) && BytesOf(options, name) > 0) blobs.push_back(&name);
+  std::stable_sort(blobs.begin(), blobs.end(), [&](const std::string* a, const std::string* b) {
+    return round_up(BytesOf(options, *a)) > round_up(BytesOf(options, *b));
+  });
+  auto live_together = [&](const Lifetime& a, const Lifetime& b) {
+    return !(a.last_use < b.first_write || b.last_use < a.first_write);
+  };
+
+  struct Spot {
+    const std::string* name;
+    size_t begin, end;
+  };
+  std::vector<Spot> spots;  // placed so far
+  size_t size = 0;
+  for (const std::string* name : blobs) {
+    const Lifetime& life = lifetimes.at(*name);
+    const size_t bytes = round_up(BytesOf(options, *name));
+    std::vector<const Spot*> taken;
+    for (const Spot& spot : spots)
+      if (live_together(life, lifetimes.at(*spot.name))) taken.push_back(&spot);
+    std::sort(taken.begin(), taken.end(), [](const Spot* a, const Spot* b) { return a->begin < b->begin; });
+    size_t offset = 0;
+    for (const Spot* spot : taken) {
+      if (offset + bytes <= spot->begin) break;
+      offset = std::max(offset, spot->end);
+    }
+    spots.push_back({name, offset, offset + bytes});
+    size = std::max(size, offset + bytes);
+  }
+
+  // A blob that reuses an earlier blob's bytes waits for that blob's uses.
+  for (const Spot& later : spots) {
+    const Lifetime& life = lifetimes.at(*later.name);
+    OperatorDef* writer = net->mutable_op(life.first_write);
+    for (const Spot& earlier : spots) {
+      const bool overlap = earlier.begin < later.end && later.begin < earlier.end;
+      if (overlap && lifetimes.at(*earlier.name).last_use < life.first_write &&
+          std::find(writer->control_input().begin(), writer->control_input().end(), *earlier.name) ==
+              writer->control_input().end())
+        writer->add_control_input(*earlier.name);
+    }
+    placed->push_back({*later.name, later.begin, later.end - later.begin});
+  }
+  return size;
 }
 
 }  // namespace lockstep

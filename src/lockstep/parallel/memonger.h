@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "lockstep.pb.h"
 
@@ -27,5 +28,16 @@ struct MemongerOptions {
 // comes strictly before the first op writing the other, so no op ever reads one and writes the other. Shared
 // names are "<namescope>__shared_<k>".
 NetDef ShareBlobs(const NetDef& net, const MemongerOptions& options);
+
+// The same blobs at byte offsets of one buffer instead (options.blob_bytes must size them), which wastes
+// less than renaming: greedy by size, the largest first, each at the lowest offset free of every placed blob
+// whose lifetime overlaps its own (offsets and sizes rounded up to 64 bytes). A blob that reuses bytes of an
+// earlier one gets it as a control input of the op that first writes it, so that a DAG executor runs that op
+// after every use of the earlier blob. Returns the buffer's size.
+struct PlacedBlob {
+  std::string name;
+  size_t offset = 0, bytes = 0;
+};
+size_t PlaceBlobs(NetDef* net, const MemongerOptions& options, std::vector<PlacedBlob>* placed);
 
 }  // namespace lockstep

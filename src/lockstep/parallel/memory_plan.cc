@@ -1,9 +1,11 @@
-// The plan: shapes forward through both nets, sharing per scope (memonger), then each buffer's size is the
-// largest of the blobs that share it, counted on the device of the op that first writes it.
+// The plan: shapes forward through both nets, then per scope (a replica's device) the memonger places the
+// blobs in one arena (or, without sizes, gives blobs with disjoint lifetimes one name); every blob is counted
+// on the device of the op that first writes it.
 #include "lockstep/parallel/memory_plan.h"
 
 #include <algorithm>
 
+#include "lockstep/core/buffer_placement.h"
 #include "lockstep/core/net_def.h"
 #include "lockstep/core/tensor.h"
 #include "lockstep/parallel/memonger.h"
@@ -54,9 +56,15 @@ bool InferShapes(const NetDef& init_net, const NetDef& net, std::map<std::string
   return true;
 }
 
-size_t Bytes(const TensorShape& shape) {
+// A blob's bytes. On CPU devices the operators keep 4-D activations in oneDNN's blocked layouts, which round
+// the channels up to a multiple of the block (16 with AVX-512, 8 with AVX2): 16 is counted. The readers'
+// outputs are plain.
+size_t Bytes(const TensorShape& shape, const Device& device, const std::string& writer) {
   if (shape.dtype == DataType::kUndefined) return 0;
-  return static_cast<size_t>(NumElements(shape.dims)) * ElementSize(shape.dtype);
+  Shape dims = shape.dims;
+  if (device.type == DeviceType::kCpu && dims.size() == 4 && writer != "ReadBatch")
+    dims[1] = (dims[1] + 15) / 16 * 16;
+  return static_cast<size_t>(NumElements(dims)) * ElementSize(shape.dtype);
 }
 
 }  // namespace
@@ -69,74 +77,68 @@ size_t MemoryPlan::Total() const {
 
 MemoryPlan PlanMemory(NetDef* net, const NetDef& init_net, const MemoryPlanOptions& options) {
   MemoryPlan plan;
+  // Each blob's device and writer: those of the op that first writes it.
+  std::map<std::string, Device> device_of;
+  std::map<std::string, std::string> writer_of;
+  std::set<std::string> made_by_init;
+  for (const NetDef* n : {&init_net, static_cast<const NetDef*>(net)})
+    for (const auto& op : n->op())
+      for (const auto& name : op.output()) {
+        device_of.try_emplace(name, DeviceOf(op));
+        writer_of.try_emplace(name, op.type());
+        if (n == &init_net) made_by_init.insert(name);
+      }
   std::map<std::string, TensorShape> shapes = options.given;
   std::map<std::string, size_t> bytes;
   if (InferShapes(init_net, *net, &shapes, &plan.unknown)) {
-    for (const auto& [name, shape] : shapes) bytes[name] = Bytes(shape);
+    for (const auto& [name, shape] : shapes)
+      if (device_of.count(name)) bytes[name] = Bytes(shape, device_of[name], writer_of[name]);
   } else {
     plan.unknown = plan.unknown.empty() ? "a shape is unknown" : plan.unknown;
   }
 
-  const NetDef original = *net;
+  std::vector<Arena> arenas;
+  std::set<std::string> placed;
   if (options.share) {
+    std::vector<BufferPlacement> placements;
     for (const auto& scope : options.scopes) {
       MemongerOptions memonger;
       memonger.namescope = scope;
       memonger.keep = options.keep;
       memonger.share_activations = true;
-      if (plan.unknown.empty())
-        for (const auto& [name, size] : bytes)
-          if (name.compare(0, scope.size(), scope) == 0) memonger.blob_bytes[name] = size;
-      *net = ShareBlobs(*net, memonger);
+      if (!plan.unknown.empty()) {  // without sizes: shared names, most recently freed first
+        *net = ShareBlobs(*net, memonger);
+        continue;
+      }
+      for (const auto& [name, size] : bytes)
+        if (name.compare(0, scope.size(), scope) == 0) memonger.blob_bytes[name] = size;
+      std::vector<PlacedBlob> blobs;
+      const size_t arena_bytes = PlaceBlobs(net, memonger, &blobs);
+      if (blobs.empty()) continue;
+      arenas.push_back({device_of.at(blobs[0].name), arena_bytes});
+      for (const auto& blob : blobs) {
+        placements.push_back({blob.name, static_cast<int>(arenas.size()) - 1, blob.offset, blob.bytes});
+        placed.insert(blob.name);
+      }
     }
+    WriteBufferPlacement(net, arenas, placements);
   }
   if (!plan.unknown.empty()) return plan;
 
-  // Each buffer (a name of the rewritten net) holds the largest of its blobs, on the device of the op that
-  // first writes it; init-net blobs are counted by kind, the net's by whether they share.
-  std::map<std::string, std::string> device_of;
-  auto note_device = [&](const OperatorDef& op, const std::string& name) {
-    device_of.try_emplace(name, DeviceOf(op).ToString());
-  };
-  std::set<std::string> made_by_init;
-  for (const auto& op : init_net.op())
-    for (const auto& name : op.output()) {
-      made_by_init.insert(name);
-      note_device(op, name);
-    }
-  std::map<std::string, size_t> buffer_bytes;  // rewritten name -> largest blob
-  std::map<std::string, std::string> buffer_device;
-  for (int i = 0; i < original.op_size(); ++i) {
-    const OperatorDef& before = original.op(i);
-    const OperatorDef& after = net->op(i);
-    for (int k = 0; k < before.output_size(); ++k) {
-      const std::string& name = before.output(k);
-      if (made_by_init.count(name)) continue;
-      note_device(before, name);
-      size_t& largest = buffer_bytes[after.output(k)];
-      largest = std::max(largest, bytes[name]);
-      buffer_device.try_emplace(after.output(k), device_of[name]);
-    }
-  }
-  std::set<std::string> counted;
-  for (const auto& name : made_by_init) {
-    MemoryUse& use = plan.devices[device_of[name]];
-    size_t size = bytes[name];
-    (options.parameters.count(name) ? use.parameters : use.state) += size;
-    counted.insert(name);
-  }
   for (const auto& [name, size] : bytes) {
-    if (counted.count(name) || !device_of.count(name)) continue;
-    MemoryUse& use = plan.devices[device_of[name]];
-    if (options.gradients.count(name))
+    auto device = device_of.find(name);
+    if (device == device_of.end()) continue;  // read, never written (an object's name)
+    MemoryUse& use = plan.devices[device->second.ToString()];
+    if (made_by_init.count(name))
+      (options.parameters.count(name) ? use.parameters : use.state) += size;
+    else if (options.gradients.count(name))
       use.gradients += size;
-    else
+    else {
       use.unshared_activations += size;
+      if (!placed.count(name)) use.activations += size;
+    }
   }
-  for (const auto& [buffer, size] : buffer_bytes) {
-    if (options.gradients.count(buffer)) continue;  // never shared, counted above
-    plan.devices[buffer_device[buffer]].activations += size;
-  }
+  for (const auto& arena : arenas) plan.devices[arena.device.ToString()].activations += arena.bytes;
   return plan;
 }
 

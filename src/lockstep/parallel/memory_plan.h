@@ -39,9 +39,10 @@ struct MemoryPlanOptions {
   std::map<std::string, TensorShape> given;
 };
 
-// Rewrites `net` (when options.share) so that blobs whose lifetimes do not overlap share buffers, chosen
-// by size when every shape is known and else most recently freed first, and returns the plan. init_net
-// makes the state that `net` reads.
+// Rewrites `net` (when options.share) so that blobs whose lifetimes do not overlap share memory, and returns
+// the plan. With every size known the blobs get offsets in one arena per device (core/buffer_placement.h,
+// applied when a workspace creates the net); else blobs share names, most recently freed buffer first.
+// init_net makes the state that `net` reads.
 MemoryPlan PlanMemory(NetDef* net, const NetDef& init_net, const MemoryPlanOptions& options);
 
 // The plan in lines of text, one per device and a total, e.g. "cpu:0 1.52 GiB: parameters 97.5 MiB, ...".

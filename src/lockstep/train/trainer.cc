@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "lockstep/comm/gloo_communicator.h"
+#include "lockstep/core/buffer_placement.h"
 #include "lockstep/core/net.h"
 #include "lockstep/core/output_directory.h"
 #include "lockstep/core/version.h"
@@ -172,7 +173,8 @@ void BuildModels(const TrainerConfig& config, const std::string& shard_communica
   }
   m->test.net().set_type(m->train.net().type());
   m->test.net().set_num_workers(m->train.net().num_workers());
-  *m->test.net().mutable_arg() = m->train.net().arg();
+  for (const auto& arg : m->train.net().arg())  // the executor's settings, not the training net's placement
+    if (!IsBufferPlacementArgument(arg)) *m->test.net().add_arg() = arg;
   if (config.device_type == DeviceType::kCuda) SetGpuOptions(config, &m->test.net());
 }
 
