@@ -104,13 +104,12 @@ class ChannelStatsOp : public Operator {
   ChannelSums sums_;
 };
 
-// dY in X's layout (reordered into dy_scratch when it differs), after checking their shapes match.
-const float* GradientInLayoutOf(const OperatorDef& def, const Tensor& x, const Tensor& dy,
-                                dnnl::memory* dy_scratch) {
+// dY in X's layout (reordered into scratch when it differs), after checking their shapes match.
+const float* GradientInLayoutOf(const OperatorDef& def, const Tensor& x, const Tensor& dy) {
   if (dy.shape() != x.shape())
     FailOperator(def, fmt::format("dY {} must have X's shape {}", ShapeToString(dy.shape()),
                                   ShapeToString(x.shape())));
-  return static_cast<const float*>(ReorderIfNeeded(AsMemory(dy), DescOf(x), dy_scratch).get_data_handle());
+  return static_cast<const float*>(ReorderIfNeeded(AsMemory(dy), DescOf(x), 0).get_data_handle());
 }
 
 // This replica's dscale = sum(dY * xhat) and dbias = sum(dY): its gradients of SpatialBN's scale and bias,
@@ -127,8 +126,8 @@ class ChannelBackpropStatsOp : public Operator {
     const Tensor& var = Input(2);   // var is (C): SpatialBN's saved_var, a biased variance
     int64_t channels = ChannelCount(def_, Input(0).shape(), {{1, &mean.shape()}, {2, &var.shape()}});
     ChannelView view;
-    const Tensor& x = ChannelAddressable(Input(0), &x_plain_, &view);       // x is (N, C, H, W) or (N, C)
-    const float* dy = GradientInLayoutOf(def_, x, Input(3), &dy_scratch_);  // dy has x's shape
+    const Tensor& x = ChannelAddressable(Input(0), &x_plain_, &view);  // x is (N, C, H, W) or (N, C)
+    const float* dy = GradientInLayoutOf(def_, x, Input(3));           // dy has x's shape
     Tensor* dscale = Output(0);  // dscale is (C): sum(dy * xhat), xhat = (x - mean) / sqrt(var + epsilon)
     Tensor* dbias = Output(1);   // dbias is (C): sum(dy)
     dscale->Resize({channels});
@@ -152,8 +151,7 @@ class ChannelBackpropStatsOp : public Operator {
 
  private:
   float epsilon_;
-  Tensor x_plain_;  // X converted, when its layout has no channel view
-  dnnl::memory dy_scratch_;
+  Tensor x_plain_;                  // X converted, when its layout has no channel view
   std::vector<float> padded_mean_;  // mean with zeros for the padding channels of X's last block
   ChannelSums sums_;
 };
@@ -182,9 +180,9 @@ class SpatialBNCombinedGradientOp : public Operator {
                                      {5, &dscale_all.shape()},
                                      {6, &dbias_all.shape()}});
     ChannelView view;
-    const Tensor& x = ChannelAddressable(Input(0), &x_plain_, &view);       // x is (N, C, H, W) or (N, C)
-    const float* dy = GradientInLayoutOf(def_, x, Input(2), &dy_scratch_);  // dy has x's shape
-    Tensor* dx = Output(0);                                                 // dx has x's shape and layout
+    const Tensor& x = ChannelAddressable(Input(0), &x_plain_, &view);  // x is (N, C, H, W) or (N, C)
+    const float* dy = GradientInLayoutOf(def_, x, Input(2));           // dy has x's shape
+    Tensor* dx = Output(0);                                            // dx has x's shape and layout
     ResizeForDesc(dx, x.shape(), DescOf(x));
     if (x.numel() == 0) return;
 
@@ -229,8 +227,7 @@ class SpatialBNCombinedGradientOp : public Operator {
 
   float epsilon_;
   int64_t num_batches_;
-  Tensor x_plain_;  // X converted, when its layout has no channel view
-  dnnl::memory dy_scratch_;
+  Tensor x_plain_;                                      // X converted, when its layout has no channel view
   std::vector<float> dy_factor_, x_factor_, constant_;  // per channel of X's blocks, padding included
 };
 

@@ -65,9 +65,8 @@ class ConvOp : public Operator {
       return;
     }
     memory dst = ResizeForDesc(y, y_shape_, setup_.forward.dst_desc());
-    memory src = ReorderIfNeeded(AsMemory(x), setup_.forward.src_desc(), &src_scratch_);
-    memory weights =
-        ReorderIfNeeded(ToMemory(filter, setup_.filter), setup_.forward.weights_desc(), &weights_scratch_);
+    memory src = ReorderIfNeeded(AsMemory(x), setup_.forward.src_desc(), 0);
+    memory weights = ReorderIfNeeded(ToMemory(filter, setup_.filter), setup_.forward.weights_desc(), 1);
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
     if (bias) args[DNNL_ARG_BIAS] = ToMemory(*bias, setup_.bias);
@@ -91,7 +90,6 @@ class ConvOp : public Operator {
   ConvSetup setup_;
   dnnl::convolution_forward primitive_;
   Tensor filter_plain_, bias_plain_;
-  memory src_scratch_, weights_scratch_;
 };
 
 class ConvGradientOp : public Operator {
@@ -129,22 +127,21 @@ class ConvGradientOp : public Operator {
     memory dy_user = AsMemory(dy);
     memory dy_for_weights;
     if (weights_primitive_) {
-      memory src = ReorderIfNeeded(AsMemory(x), weights_src_desc_, &src_scratch_);
-      dy_for_weights = ReorderIfNeeded(dy_user, weights_dy_desc_, &dy_weights_scratch_);
+      memory src = ReorderIfNeeded(AsMemory(x), weights_src_desc_, 0);
+      dy_for_weights = ReorderIfNeeded(dy_user, weights_dy_desc_, 1);
       memory dfilter_user = dfilter ? ToMemory(*dfilter, setup_.filter) : memory();
-      memory diff_weights = dfilter_scratch_ ? dfilter_scratch_ : dfilter_user;
+      memory diff_weights = dfilter_in_plain_ ? dfilter_user : ScratchMemory(weights_dfilter_desc_, 2);
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dy_for_weights}, {DNNL_ARG_DIFF_WEIGHTS, diff_weights}};
       if (dbias) args[DNNL_ARG_DIFF_BIAS] = ToMemory(*dbias, setup_.bias);
       Execute(weights_primitive_, args);
-      if (dfilter) ReorderIfNeeded(diff_weights, setup_.filter, &dfilter_user);  // lands in dfilter
+      if (dfilter && !dfilter_in_plain_) ReorderInto(diff_weights, dfilter_user);
     }
     if (data_primitive_) {
       memory dy_for_data = weights_primitive_ && data_dy_desc_ == weights_dy_desc_
                                ? dy_for_weights
-                               : ReorderIfNeeded(dy_user, data_dy_desc_, &dy_data_scratch_);
-      memory weights =
-          ReorderIfNeeded(ToMemory(filter, setup_.filter), data_weights_desc_, &weights_scratch_);
+                               : ReorderIfNeeded(dy_user, data_dy_desc_, 3);
+      memory weights = ReorderIfNeeded(ToMemory(filter, setup_.filter), data_weights_desc_, 4);
       memory diff_src = ResizeForDesc(dx, x.shape(), dx_desc_);
       Execute(data_primitive_,
               {{DNNL_ARG_DIFF_DST, dy_for_data}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DIFF_SRC, diff_src}});
@@ -177,9 +174,8 @@ class ConvGradientOp : public Operator {
       weights_dy_desc_ = pd.diff_dst_desc();
       // The primitive writes dfilter directly when it works in the plain layout; without a dfilter output it
       // still needs somewhere to write it.
-      dfilter_scratch_ = wants_.dweight && pd.diff_weights_desc() == s.filter
-                             ? memory()
-                             : memory(pd.diff_weights_desc(), CpuEngine());
+      weights_dfilter_desc_ = pd.diff_weights_desc();
+      dfilter_in_plain_ = wants_.dweight && weights_dfilter_desc_ == s.filter;
     }
     if (wants_.dx) {
       dnnl::convolution_backward_data::desc desc(algorithm, s.x_any, s.filter_any, s.y_any, s.strides,
@@ -199,9 +195,10 @@ class ConvGradientOp : public Operator {
   ConvSetup setup_;
   dnnl::convolution_backward_weights weights_primitive_;
   dnnl::convolution_backward_data data_primitive_;
-  memory::desc weights_src_desc_, weights_dy_desc_, data_dy_desc_, data_weights_desc_, dx_desc_;
+  memory::desc weights_src_desc_, weights_dy_desc_, weights_dfilter_desc_, data_dy_desc_, data_weights_desc_,
+      dx_desc_;
+  bool dfilter_in_plain_ = false;  // the weights primitive writes dfilter itself
   Tensor filter_plain_;
-  memory src_scratch_, dy_weights_scratch_, dy_data_scratch_, weights_scratch_, dfilter_scratch_;
 };
 
 std::vector<TensorShape> ConvShape(const OperatorDef& def, const std::vector<TensorShape>& in) {

@@ -1,6 +1,13 @@
 // oneDNN engine, per-thread streams and tensor wrapping.
 #include "lockstep/ops/dnnl_utils.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "lockstep/core/enforce.h"
+
 namespace lockstep {
 
 dnnl::engine& CpuEngine() {
@@ -80,12 +87,33 @@ void ReorderToPlain(const Tensor& from, Tensor* plain) {
 const bool registered = (RegisterLayoutConverter(ReorderToPlain), true);
 }  // namespace
 
-dnnl::memory ReorderIfNeeded(const dnnl::memory& user, const dnnl::memory::desc& desc,
-                             dnnl::memory* scratch) {
+dnnl::memory ScratchMemory(const dnnl::memory::desc& desc, int slot) {
+  struct Buffer {
+    std::unique_ptr<void, decltype(&std::free)> data{nullptr, std::free};
+    size_t bytes = 0;
+  };
+  thread_local std::vector<Buffer> pool;
+  if (pool.size() <= static_cast<size_t>(slot)) pool.resize(slot + 1);
+  Buffer& buffer = pool[slot];
+  const size_t bytes = (std::max<size_t>(desc.get_size(), 1) + 63) / 64 * 64;
+  if (bytes > buffer.bytes) {
+    buffer.data.reset();  // the old buffer goes back before the new one is taken
+    buffer.data.reset(std::aligned_alloc(64, bytes));
+    LOCKSTEP_ENFORCE(buffer.data != nullptr, "out of memory allocating {} bytes of operator scratch", bytes);
+    buffer.bytes = bytes;
+  }
+  return dnnl::memory(desc, CpuEngine(), buffer.data.get());
+}
+
+dnnl::memory ReorderIfNeeded(const dnnl::memory& user, const dnnl::memory::desc& desc, int slot) {
   if (user.get_desc() == desc) return user;
-  if (!*scratch || scratch->get_desc() != desc) *scratch = dnnl::memory(desc, CpuEngine());
-  Execute(dnnl::reorder(user, *scratch), {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, *scratch}});
-  return *scratch;
+  dnnl::memory scratch = ScratchMemory(desc, slot);
+  ReorderInto(user, scratch);
+  return scratch;
+}
+
+void ReorderInto(const dnnl::memory& from, const dnnl::memory& to) {
+  Execute(dnnl::reorder(from, to), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
 }
 
 }  // namespace lockstep

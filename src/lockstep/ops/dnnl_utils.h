@@ -38,8 +38,15 @@ dnnl::memory::desc AnyLayout(const dnnl::memory::desc& desc);
 // Executes a primitive on this thread's stream and waits.
 void Execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args);
 
-// Brings `user` into `desc`'s layout, reusing `scratch` as the buffer when a reorder is needed.
-// Returns `user` itself when the layouts already match.
-dnnl::memory ReorderIfNeeded(const dnnl::memory& user, const dnnl::memory::desc& desc, dnnl::memory* scratch);
+// Memory for what an operator needs only while it runs (an input reordered into its primitive's layout, an
+// output nobody asked for, a workspace): slot `slot` of this thread's pool, one buffer that grows to the
+// largest request and serves every operator the thread runs, so that those copies take the memory of the
+// largest instead of their sum. Valid until the thread asks for the same slot again.
+dnnl::memory ScratchMemory(const dnnl::memory::desc& desc, int slot);
+
+// Brings `user` into `desc`'s layout in scratch slot `slot`; returns `user` itself when the layouts match.
+dnnl::memory ReorderIfNeeded(const dnnl::memory& user, const dnnl::memory::desc& desc, int slot);
+// Copies `from` into `to`, another layout of the same tensor.
+void ReorderInto(const dnnl::memory& from, const dnnl::memory& to);
 
 }  // namespace lockstep

@@ -50,8 +50,8 @@ dnnl::memory::desc ElementwiseDesc(const Tensor& tensor) {
 
 // `tensor` in `desc` (the ElementwiseDesc of a tensor of the same shape), reordered into `scratch` when its
 // layout differs.
-dnnl::memory InLayout(const Tensor& tensor, const dnnl::memory::desc& desc, dnnl::memory* scratch) {
-  return ReorderIfNeeded(ToMemory(tensor, ElementwiseDesc(tensor)), desc, scratch);
+dnnl::memory InLayout(const Tensor& tensor, const dnnl::memory::desc& desc, int slot) {
+  return ReorderIfNeeded(ToMemory(tensor, ElementwiseDesc(tensor)), desc, slot);
 }
 
 // Sizes `out` to `shape` in `desc` (the ElementwiseDesc of a tensor of that shape). The buffer stays when
@@ -88,7 +88,7 @@ class AddOp : public Operator {
       return;
     }
     auto desc = ElementwiseDesc(a);
-    dnnl::memory second = InLayout(b, desc, &b_scratch_);  // before sizing C, which may be B
+    dnnl::memory second = InLayout(b, desc, 0);  // before sizing C, which may be B
     dnnl::memory first = ToMemory(a, desc);
     dnnl::memory dst = ResizeElementwise(c, shape, desc);
     if (c->numel() == 0) return;
@@ -111,7 +111,6 @@ class AddOp : public Operator {
   }
 
   bool broadcast_;
-  dnnl::memory b_scratch_;
   dnnl::memory::desc first_desc_, second_desc_;
   dnnl::binary primitive_;
 };
@@ -119,7 +118,7 @@ class AddOp : public Operator {
 // Y = X0 + X1 + ... in X0's layout; the others are reordered where their layouts differ.
 class SumOp : public Operator {
  public:
-  SumOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), scratch_(InputSize()) { AcceptLayouts(); }
+  SumOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws) { AcceptLayouts(); }
 
   void Run() override {
     const Tensor& x0 = Input(0);  // every input is x0's shape, any layout
@@ -127,8 +126,7 @@ class SumOp : public Operator {
     Tensor* y = Output(0);  // y has x0's shape and layout; it may be x0 itself
     auto desc = ElementwiseDesc(x0);
     std::unordered_map<int, dnnl::memory> args;
-    for (int i = 0; i < InputSize(); ++i)
-      args[DNNL_ARG_MULTIPLE_SRC + i] = InLayout(Input(i), desc, &scratch_[i]);
+    for (int i = 0; i < InputSize(); ++i) args[DNNL_ARG_MULTIPLE_SRC + i] = InLayout(Input(i), desc, i);
     args[DNNL_ARG_DST] = ResizeElementwise(y, x0.shape(), desc);
     if (y->numel() == 0) return;
     if (desc != desc_) {
@@ -141,7 +139,6 @@ class SumOp : public Operator {
   }
 
  private:
-  std::vector<dnnl::memory> scratch_;  // per input, for layout conversion
   dnnl::memory::desc desc_;
   dnnl::sum primitive_;
 };

@@ -122,7 +122,8 @@ class FcGradientOp : public Operator {
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, ToMemory(x, setup_.x)},
           {DNNL_ARG_DIFF_DST, dy_memory},
-          {DNNL_ARG_DIFF_WEIGHTS, dw ? ToMemory(*dw, setup_.w) : dw_scratch_}};
+          // Without a dW output the primitive still writes one.
+          {DNNL_ARG_DIFF_WEIGHTS, dw ? ToMemory(*dw, setup_.w) : ScratchMemory(setup_.w, 0)}};
       if (db) args[DNNL_ARG_DIFF_BIAS] = ToMemory(*db, setup_.b);
       Execute(weights_primitive_, args);
     }
@@ -145,8 +146,6 @@ class FcGradientOp : public Operator {
                       : dnnl::inner_product_backward_weights::desc(setup_.x, setup_.w, setup_.y);
       weights_primitive_ = dnnl::inner_product_backward_weights(
           dnnl::inner_product_backward_weights::primitive_desc(desc, CpuEngine(), setup_.forward));
-      // Without a dW output the primitive still needs somewhere to write it.
-      if (!wants_.dweight) dw_scratch_ = memory(setup_.w, CpuEngine());
     }
     if (wants_.dx) {
       dnnl::inner_product_backward_data::desc desc(setup_.x, setup_.w, setup_.y);
@@ -160,7 +159,6 @@ class FcGradientOp : public Operator {
   FcSetup setup_;
   dnnl::inner_product_backward_weights weights_primitive_;
   dnnl::inner_product_backward_data data_primitive_;
-  memory dw_scratch_;
 };
 
 std::vector<TensorShape> FcShape(const OperatorDef& def, const std::vector<TensorShape>& in) {

@@ -98,14 +98,16 @@ class PoolGradientOp : public Operator {
       dx->Resize(x.shape());
       return;
     }
-    memory diff_dst = ReorderIfNeeded(AsMemory(dy), y_desc_, &dy_scratch_);
+    memory diff_dst = ReorderIfNeeded(AsMemory(dy), y_desc_, 0);
     memory diff_src = ResizeForDesc(dx, x.shape(), setup_.x);
     if constexpr (kKind == PoolKind::kMax) {
-      Execute(forward_,
-              {{DNNL_ARG_SRC, AsMemory(x)}, {DNNL_ARG_DST, y_scratch_}, {DNNL_ARG_WORKSPACE, workspace_}});
+      memory workspace = ScratchMemory(workspace_desc_, 2);
+      Execute(forward_, {{DNNL_ARG_SRC, AsMemory(x)},
+                         {DNNL_ARG_DST, ScratchMemory(y_desc_, 1)},
+                         {DNNL_ARG_WORKSPACE, workspace}});
       Execute(
           backward_,
-          {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}, {DNNL_ARG_WORKSPACE, workspace_}});
+          {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}, {DNNL_ARG_WORKSPACE, workspace}});
     } else {
       Execute(backward_, {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}});
     }
@@ -122,17 +124,16 @@ class PoolGradientOp : public Operator {
     backward_ = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(desc, CpuEngine(), forward));
     if constexpr (kKind == PoolKind::kMax) {
       forward_ = dnnl::pooling_forward(forward);
-      y_scratch_ = memory(y_desc_, CpuEngine());
-      workspace_ = memory(forward.workspace_desc(), CpuEngine());
+      workspace_desc_ = forward.workspace_desc();
     }
   }
 
   const ConvPoolArgs args_;
   PoolSetup setup_;
   memory::desc y_desc_;            // the forward output's layout, which dY is brought into
+  memory::desc workspace_desc_;    // max only: the argmax workspace
   dnnl::pooling_forward forward_;  // max only: recomputes the argmax workspace
   dnnl::pooling_backward backward_;
-  memory y_scratch_, workspace_, dy_scratch_;
 };
 
 std::vector<TensorShape> PoolShape(const OperatorDef& def, const std::vector<TensorShape>& in) {

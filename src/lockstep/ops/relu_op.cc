@@ -56,7 +56,7 @@ class ReluGradientOp : public Operator {
                                      ShapeToString(y.shape())));
     auto desc = DescOf(y);
     dnnl::memory dst = AsMemory(y);
-    dnnl::memory diff_dst = ReorderIfNeeded(AsMemory(dy), desc, &dy_scratch_);
+    dnnl::memory diff_dst = ReorderIfNeeded(AsMemory(dy), desc, 0);
     dnnl::memory diff_src = ResizeForDesc(dx, y.shape(), desc);
     if (y.numel() == 0) return;
     if (desc != desc_) {
@@ -73,7 +73,6 @@ class ReluGradientOp : public Operator {
  private:
   const float alpha_;
   dnnl::memory::desc desc_;
-  dnnl::memory dy_scratch_;
   dnnl::eltwise_backward primitive_;
 };
 

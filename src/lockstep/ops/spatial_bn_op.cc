@@ -238,7 +238,7 @@ class SpatialBNGradientOp : public Operator {
     auto desc = DescOf(x);
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, AsMemory(x)},
-        {DNNL_ARG_DIFF_DST, ReorderIfNeeded(AsMemory(dy), desc, &dy_scratch_)},
+        {DNNL_ARG_DIFF_DST, ReorderIfNeeded(AsMemory(dy), desc, 0)},
         {DNNL_ARG_MEAN, ChannelMemory(saved_mean)},
         {DNNL_ARG_VARIANCE, ChannelMemory(saved_var)},
         {DNNL_ARG_SCALE, ChannelMemory(scale)},
@@ -285,7 +285,6 @@ class SpatialBNGradientOp : public Operator {
   bool relu_;
   const std::array<int, 3> output_of_;                  // per gradient (dX, dscale, dbias): its output, or -1
   Tensor dx_scratch_, dscale_scratch_, dbias_scratch_;  // for the gradients that are not outputs
-  dnnl::memory dy_scratch_;
   dnnl::memory::desc desc_, workspace_desc_;
   dnnl::batch_normalization_backward primitive_;
 };
