@@ -149,7 +149,8 @@ NetDef ShareBlobs(const NetDef& net, const MemongerOptions& options) {
   return result;
 }
 
-size_t PlaceBlobs(NetDef* net, const MemongerOptions& options, std::vector<PlacedBlob>* placed) {
+std::vector<std::pair<Device, size_t>> PlaceBlobs(NetDef* net, const MemongerOptions& options,
+                                                  std::vector<PlacedBlob>* placed) {
   std::vector<std::string> order;
   const std::map<std::string, Lifetime> lifetimes = Lifetimes(*net, &order);
   const auto renamable = Renamable(*net, options);
@@ -166,24 +167,28 @@ size_t PlaceBlobs(NetDef* net, const MemongerOptions& options, std::vector<Place
 
   struct Spot {
     const std::string* name;
+    int buffer;
     size_t begin, end;
   };
+  std::vector<std::pair<Device, size_t>> buffers;
   std::vector<Spot> spots;  // placed so far
-  size_t size = 0;
   for (const std::string* name : blobs) {
     const Lifetime& life = lifetimes.at(*name);
+    int buffer = 0;
+    while (buffer < static_cast<int>(buffers.size()) && !(buffers[buffer].first == life.device)) ++buffer;
+    if (buffer == static_cast<int>(buffers.size())) buffers.push_back({life.device, 0});
     const size_t bytes = round_up(BytesOf(options, *name));
     std::vector<const Spot*> taken;
     for (const Spot& spot : spots)
-      if (live_together(life, lifetimes.at(*spot.name))) taken.push_back(&spot);
+      if (spot.buffer == buffer && live_together(life, lifetimes.at(*spot.name))) taken.push_back(&spot);
     std::sort(taken.begin(), taken.end(), [](const Spot* a, const Spot* b) { return a->begin < b->begin; });
     size_t offset = 0;
     for (const Spot* spot : taken) {
       if (offset + bytes <= spot->begin) break;
       offset = std::max(offset, spot->end);
     }
-    spots.push_back({name, offset, offset + bytes});
-    size = std::max(size, offset + bytes);
+    spots.push_back({name, buffer, offset, offset + bytes});
+    buffers[buffer].second = std::max(buffers[buffer].second, offset + bytes);
   }
 
   // A blob that reuses an earlier blob's bytes waits for that blob's uses.
@@ -191,15 +196,16 @@ size_t PlaceBlobs(NetDef* net, const MemongerOptions& options, std::vector<Place
     const Lifetime& life = lifetimes.at(*later.name);
     OperatorDef* writer = net->mutable_op(life.first_write);
     for (const Spot& earlier : spots) {
-      const bool overlap = earlier.begin < later.end && later.begin < earlier.end;
+      const bool overlap =
+          earlier.buffer == later.buffer && earlier.begin < later.end && later.begin < earlier.end;
       if (overlap && lifetimes.at(*earlier.name).last_use < life.first_write &&
           std::find(writer->control_input().begin(), writer->control_input().end(), *earlier.name) ==
               writer->control_input().end())
         writer->add_control_input(*earlier.name);
     }
-    placed->push_back({*later.name, later.begin, later.end - later.begin});
+    placed->push_back({*later.name, later.buffer, later.begin, later.end - later.begin});
   }
-  return size;
+  return buffers;
 }
 
 }  // namespace lockstep

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lockstep.pb.h"
+#include "lockstep/core/tensor.h"
 
 namespace lockstep {
 
@@ -29,15 +30,18 @@ struct MemongerOptions {
 // names are "<namescope>__shared_<k>".
 NetDef ShareBlobs(const NetDef& net, const MemongerOptions& options);
 
-// The same blobs at byte offsets of one buffer instead (options.blob_bytes must size them), which wastes
-// less than renaming: greedy by size, the largest first, each at the lowest offset free of every placed blob
-// whose lifetime overlaps its own (offsets and sizes rounded up to 64 bytes). A blob that reuses bytes of an
-// earlier one gets it as a control input of the op that first writes it, so that a DAG executor runs that op
-// after every use of the earlier blob. Returns the buffer's size.
+// The same blobs at byte offsets of one buffer per device instead (options.blob_bytes must size them), which
+// wastes less than renaming: greedy by size, the largest first, each at the lowest offset free of every
+// placed blob whose lifetime overlaps its own (offsets and sizes rounded up to 64 bytes). A blob that reuses
+// bytes of an earlier one gets it as a control input of the op that first writes it, so that a DAG executor
+// runs that op after every use of the earlier blob. Returns each device's buffer (the device of the op that
+// first writes a blob) and its size; PlacedBlob::buffer indexes them.
 struct PlacedBlob {
   std::string name;
+  int buffer = 0;
   size_t offset = 0, bytes = 0;
 };
-size_t PlaceBlobs(NetDef* net, const MemongerOptions& options, std::vector<PlacedBlob>* placed);
+std::vector<std::pair<Device, size_t>> PlaceBlobs(NetDef* net, const MemongerOptions& options,
+                                                  std::vector<PlacedBlob>* placed);
 
 }  // namespace lockstep

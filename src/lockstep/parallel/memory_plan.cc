@@ -113,11 +113,10 @@ MemoryPlan PlanMemory(NetDef* net, const NetDef& init_net, const MemoryPlanOptio
       for (const auto& [name, size] : bytes)
         if (name.compare(0, scope.size(), scope) == 0) memonger.blob_bytes[name] = size;
       std::vector<PlacedBlob> blobs;
-      const size_t arena_bytes = PlaceBlobs(net, memonger, &blobs);
-      if (blobs.empty()) continue;
-      arenas.push_back({device_of.at(blobs[0].name), arena_bytes});
+      const int first_arena = static_cast<int>(arenas.size());
+      for (const auto& [device, size] : PlaceBlobs(net, memonger, &blobs)) arenas.push_back({device, size});
       for (const auto& blob : blobs) {
-        placements.push_back({blob.name, static_cast<int>(arenas.size()) - 1, blob.offset, blob.bytes});
+        placements.push_back({blob.name, first_arena + blob.buffer, blob.offset, blob.bytes});
         placed.insert(blob.name);
       }
     }
