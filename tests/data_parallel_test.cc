@@ -155,7 +155,6 @@ TEST(DataParallel, ReplicasStartFromDeviceZerosParameters) {
 TEST(DataParallel, WithoutAnUpdateBuilderOnlyTheForwardPassIsBuilt) {
   ParallelOptions o = SmallNetOptions({}, 2);
   o.param_update_builder = nullptr;
-  o.keep_blobs = {"loss"};  // read below; the Scale of the returned loss reads it, so it would be shared
   ModelHelper model("forward");
   DataParallelModel dp = Parallelize(model, o);
   EXPECT_EQ(dp.scopes.size(), 2u);

@@ -39,8 +39,9 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
     bucket_bytes, tail_bucket_bytes: gradients allreduced together (ParallelOptions).
 
     share_buffers: blobs whose lifetimes do not overlap share buffers (the memory plan; the same results).
-        Blobs that no op reads after writing them (losses, accuracies) and blobs_to_keep stay fetchable;
-        to fetch an intermediate blob, name it in blobs_to_keep or pass share_buffers=False.
+        Blobs that no op reads after writing them (accuracies), the returned losses and what they are
+        computed from (the loss before its scale), learning rates and blobs_to_keep stay fetchable; to fetch
+        another intermediate blob after a run, name it in blobs_to_keep or pass share_buffers=False.
         optimize_gradient_memory is accepted as Caffe2 programs pass it: sharing is on by default.
 
     lockstep always runs the "dag" executor, broadcasts computed parameters and uses NCCL between distinct

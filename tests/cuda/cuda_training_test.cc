@@ -39,7 +39,6 @@ std::pair<Params, std::vector<float>> Train(const Job& run, int steps) {
   std::iota(o.devices.begin(), o.devices.end(), 0);
   o.threads_per_device = 1;
   o.max_threads = 2;
-  o.keep_blobs = {"loss"};  // read after each step
   const int64_t batch = kBatch / run.devices;  // with the readers' shapes the memory plan places every blob
   o.input_shapes = {{"data", {{batch, 1, 8, 8}, DataType::kFloat}}, {"label", {{batch}, DataType::kInt32}}};
   const float loss_scale = run.compute == DataType::kFloat16 ? 128.0f : 1.0f;

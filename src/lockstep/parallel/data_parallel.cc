@@ -346,8 +346,15 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     plan.gradients.insert(grad);
   }
   for (const auto& param : model.params()) plan.parameters.insert(param.name);
-  for (const auto& op : model.net().op())  // the schedule's learning rates, which callers read after a step
+  const std::set<std::string> losses(dp.losses.begin(), dp.losses.end());
+  for (const auto& op : model.net().op()) {
+    // The schedule's learning rates, and what a returned loss is computed from (the loss before its Scale):
+    // callers read them after a step.
     if (op.type() == "LearningRate") plan.keep.insert(op.output().begin(), op.output().end());
+    if (!op.is_gradient_op() && std::any_of(op.output().begin(), op.output().end(),
+                                            [&](const std::string& out) { return losses.count(out) > 0; }))
+      plan.keep.insert(op.input().begin(), op.input().end());
+  }
   for (const auto& scope : dp.scopes) {
     for (const auto& blob : o.keep_blobs) {
       plan.keep.insert(scope + blob);

@@ -58,7 +58,9 @@ struct ParallelOptions {
   bool combine_spatial_bn = false;        // BN batch statistics over all devices of the machine
   // Blobs whose lifetimes do not overlap share buffers (parallel/memory_plan.h); results are unchanged.
   bool share_buffers = true;
-  std::vector<std::string> keep_blobs;  // unscoped names never shared: blobs read after a step
+  // Unscoped names never shared: blobs read after a step. The returned losses and the inputs of the ops
+  // that make them, learning rates, and blobs no op reads are kept without being named.
+  std::vector<std::string> keep_blobs;
   // Unscoped shapes of the blobs the input builder makes, which no shape function gives (the readers'
   // outputs): with them the plan knows every blob's size before the first step.
   std::map<std::string, TensorShape> input_shapes;
