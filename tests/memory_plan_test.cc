@@ -147,6 +147,30 @@ TEST(MemoryPlan, PlanMemoryTrainsNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir / "run"));
 }
 
+// --plan_memory names the largest batch within the limit: one that fits, larger than a batch that fits.
+TEST(MemoryPlan, PlanMemoryNamesTheLargestBatchThatFits) {
+  TempDirectory dir;
+  TrainerConfig config = NullLeNet(dir.path());
+  config.plan_memory = true;
+  config.memory_limit_gb = 16;
+  ::testing::internal::CaptureStdout();
+  lockstep::Train(config);
+  const std::string output = ::testing::internal::GetCapturedStdout();
+  const size_t at = output.find("largest --batch_size within the limits: ");
+  ASSERT_NE(at, std::string::npos) << output;
+  const int64_t largest = std::stoll(output.substr(at + 40));
+  EXPECT_GT(largest, config.batch_size);
+  // Planned, not trained: the plan at that batch fits, the one 10% larger does not.
+  config.batch_size = static_cast<int>(largest);
+  config.epoch_size = largest;
+  ::testing::internal::CaptureStdout();
+  EXPECT_NO_THROW(lockstep::Train(config));
+  config.batch_size = static_cast<int>(largest * 11 / 10);
+  config.epoch_size = config.batch_size;
+  EXPECT_THROW(lockstep::Train(config), InvalidInput);
+  ::testing::internal::GetCapturedStdout();
+}
+
 // A plan above --memory_limit_gb stops before the first step and names the batch size that fits.
 TEST(MemoryPlan, PlanAboveTheLimitStopsBeforeTheFirstStep) {
   TempDirectory dir;

@@ -24,6 +24,8 @@ class DeviceBackend {
                     size_t bytes) = 0;
   virtual void Zero(int device, void* dst, size_t bytes) = 0;
   virtual void Synchronize(int device) = 0;
+  // Bytes of memory the device has (a GPU's total), for the memory plan's limit.
+  virtual size_t MemoryBytes(int device) = 0;
 };
 
 // Registers the backend of a device type (called once, by the backend's library).

@@ -44,6 +44,13 @@ class CudaBackend : public DeviceBackend {
   }
 
   void Synchronize(int device) override { CudaContext::Get(device).Synchronize(); }
+
+  size_t MemoryBytes(int device) override {
+    CudaContext::Get(device).MakeCurrent();
+    size_t free = 0, total = 0;
+    LOCKSTEP_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return total;
+  }
 };
 
 CudaBackend backend;

@@ -1,13 +1,16 @@
-// Limits: --memory_limit_gb, else the machine's physical memory or its cgroup's limit, whichever is lower.
-// The process's resident memory when the plan is made (libraries, the data set, the readers) counts too,
-// so that the printed peak compares with what `time -v` reports.
+// Limits: --memory_limit_gb for every memory, else host memory is the machine's physical memory or its
+// cgroup's limit, whichever is lower, and a GPU's is its total. Host memory also holds what the process uses
+// when the plan is made (libraries, the data set, the readers), so that the printed peak compares with what
+// `time -v` reports.
 #include "lockstep/train/memory_report.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
+#include <vector>
 
+#include "lockstep/core/device_backend.h"
 #include "lockstep/core/enforce.h"
 
 namespace lockstep {
@@ -34,6 +37,36 @@ size_t MachineBytes(std::string* what) {
   return bytes;
 }
 
+// One memory the plan must fit: host memory (with what the process already uses), or one GPU's.
+struct Budget {
+  std::string memory;  // "host memory", "gpu:0"
+  size_t used = 0, limit = 0;
+  std::string limit_what;
+};
+
+std::vector<Budget> Budgets(const TrainerConfig& config, const MemoryPlan& plan, size_t in_use) {
+  const bool given = config.memory_limit_gb > 0;
+  const size_t given_bytes = static_cast<size_t>(config.memory_limit_gb * double(1 << 30));
+  Budget host{"host memory", in_use, given_bytes, "--memory_limit_gb"};
+  if (!given) host.limit = MachineBytes(&host.limit_what);
+  std::vector<Budget> budgets;
+  for (const auto& [device, use] : plan.devices) {
+    if (device.compare(0, 4, "cpu:") == 0) {
+      host.used += use.Total();
+      continue;
+    }
+    Budget gpu{device, use.Total(), given_bytes, "--memory_limit_gb"};
+    if (!given) {
+      gpu.limit =
+          GetDeviceBackend(DeviceType::kCuda).MemoryBytes(std::stoi(device.substr(device.find(':') + 1)));
+      gpu.limit_what = "the GPU's memory";
+    }
+    budgets.push_back(gpu);
+  }
+  budgets.insert(budgets.begin(), host);
+  return budgets;
+}
+
 }  // namespace
 
 std::map<std::string, TensorShape> TrainingInputShapes(const TrainerConfig& config) {
@@ -49,41 +82,48 @@ void ReportMemoryPlan(const TrainerConfig& config, const MemoryPlan& plan,
     fmt::print("memory plan: sizes unknown ({}); buffers are shared without them\n", plan.unknown);
     return;
   }
-  std::string limit_what;
-  const size_t limit = config.memory_limit_gb > 0
-                           ? static_cast<size_t>(config.memory_limit_gb * double(1 << 30))
-                           : MachineBytes(&limit_what);
-  if (config.memory_limit_gb > 0) limit_what = "--memory_limit_gb";
   const size_t in_use = ResidentBytes();
-  const size_t peak = plan.Total() + in_use;
+  const std::vector<Budget> budgets = Budgets(config, plan, in_use);
   fmt::print("memory plan: peak {} = tensors {} + {} in use before them; limit {} ({}){}\n",
-             FormatBytes(peak), FormatBytes(plan.Total()), FormatBytes(in_use), FormatBytes(limit),
-             limit_what, config.share_buffers ? "" : "; buffers not shared (--share_buffers=false)");
+             FormatBytes(budgets[0].used), FormatBytes(budgets[0].used - in_use), FormatBytes(in_use),
+             FormatBytes(budgets[0].limit), budgets[0].limit_what,
+             config.share_buffers ? "" : "; buffers not shared (--share_buffers=false)");
+  for (size_t i = 1; i < budgets.size(); ++i)
+    fmt::print("memory plan: {} peak {}; limit {} ({})\n", budgets[i].memory, FormatBytes(budgets[i].used),
+               FormatBytes(budgets[i].limit), budgets[i].limit_what);
   std::string devices = DescribeMemoryPlan(plan);
   for (size_t start = 0, end; (end = devices.find('\n', start)) != std::string::npos; start = end + 1)
     fmt::print("  {}\n", devices.substr(start, end - start));
 
-  // Tensor memory is (nearly) affine in the batch: the parameters and the state are fixed, the rest grows.
+  // Each memory's use is (nearly) affine in the batch: parameters and state are fixed, the rest grows.
   auto largest_batch = [&]() -> int64_t {
     const int replicas = config.num_devices / config.model_parallel;
-    const MemoryPlan doubled = plan_at(2 * config.batch_size);
-    if (!doubled.unknown.empty() || doubled.Total() <= plan.Total()) return -1;
-    const double per_image = double(doubled.Total() - plan.Total()) / config.batch_size;
-    const double fixed = double(plan.Total()) - per_image * config.batch_size + double(in_use);
-    if (fixed >= double(limit)) return 0;
-    const int64_t images = static_cast<int64_t>((double(limit) - fixed) / per_image);
-    return images / replicas * replicas;
+    const MemoryPlan doubled_plan = plan_at(2 * config.batch_size);
+    if (!doubled_plan.unknown.empty()) return -1;
+    const std::vector<Budget> doubled = Budgets(config, doubled_plan, in_use);
+    int64_t largest = -1;
+    for (size_t i = 0; i < budgets.size() && i < doubled.size(); ++i) {
+      if (doubled[i].used <= budgets[i].used) continue;
+      const double per_image = double(doubled[i].used - budgets[i].used) / config.batch_size;
+      const double fixed = double(budgets[i].used) - per_image * config.batch_size;
+      const int64_t images = fixed >= double(budgets[i].limit)
+                                 ? 0
+                                 : static_cast<int64_t>((double(budgets[i].limit) - fixed) / per_image);
+      const int64_t fits = images / replicas * replicas;
+      largest = largest < 0 ? fits : std::min(largest, fits);
+    }
+    return largest;
   };
   if (config.plan_memory) {
     const int64_t largest = largest_batch();
-    if (largest >= 0)
-      fmt::print("largest --batch_size within {} ({}): {}\n", FormatBytes(limit), limit_what, largest);
+    if (largest >= 0) fmt::print("largest --batch_size within the limits: {}\n", largest);
   }
-  if (peak > limit) {
+  for (const Budget& budget : budgets) {
+    if (budget.used <= budget.limit) continue;
     const int64_t largest = largest_batch();
     throw InvalidInput(fmt::format(
-        "the memory plan needs {} ({} of tensors), more than {} ({}); {}", FormatBytes(peak),
-        FormatBytes(plan.Total()), FormatBytes(limit), limit_what,
+        "the memory plan needs {} of {}, more than {} ({}); {}", FormatBytes(budget.used), budget.memory,
+        FormatBytes(budget.limit), budget.limit_what,
         largest > 0
             ? fmt::format("use --batch_size {} or less, or raise the limit", largest)
             : std::string("the model does not fit at any batch size; use more devices or a smaller model")));

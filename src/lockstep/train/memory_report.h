@@ -15,9 +15,10 @@ namespace lockstep {
 // micro-batches, whose slices the plan then leaves unsized.
 std::map<std::string, TensorShape> TrainingInputShapes(const TrainerConfig& config);
 
-// Prints the plan: its total, this process's memory in use besides it, and each device's share. With
-// --plan_memory also the largest --batch_size that fits, from the plan at twice the batch (plan_at).
-// Throws InvalidInput when the plan and the memory in use pass --memory_limit_gb, or the machine's memory.
+// Prints the plan: the peak of host memory (the CPU devices' tensors and what the process already uses), of
+// each GPU, and each device's share. With --plan_memory also the largest --batch_size that fits, from the
+// plan at twice the batch (plan_at). Throws InvalidInput when a memory's peak passes its limit:
+// --memory_limit_gb, else the machine's memory for the host and a GPU's own.
 void ReportMemoryPlan(const TrainerConfig& config, const MemoryPlan& plan,
                       const std::function<MemoryPlan(int batch_size)>& plan_at);
 
