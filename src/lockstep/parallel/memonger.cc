@@ -205,7 +205,22 @@ std::vector<std::pair<Device, size_t>> PlaceBlobs(NetDef* net, const MemongerOpt
     }
     placed->push_back({*later.name, later.buffer, later.begin, later.end - later.begin});
   }
+  // Placed blobs get names of this net's own: another net of the workspace (an evaluation net built with the
+  // same layer names) must not write into this net's buffer.
+  std::map<std::string, std::string> renamed;
+  for (const auto& blob : *placed) renamed[blob.name] = PlacedName(*net, blob.name);
+  for (auto& op : *net->mutable_op()) {
+    for (auto* names : {op.mutable_input(), op.mutable_output(), op.mutable_control_input()})
+      for (auto& name : *names) {
+        auto it = renamed.find(name);
+        if (it != renamed.end()) name = it->second;
+      }
+  }
   return buffers;
+}
+
+std::string PlacedName(const NetDef& net, const std::string& blob) {
+  return fmt::format("{}__{}", blob, net.name());
 }
 
 }  // namespace lockstep

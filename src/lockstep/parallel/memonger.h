@@ -34,14 +34,18 @@ NetDef ShareBlobs(const NetDef& net, const MemongerOptions& options);
 // wastes less than renaming: greedy by size, the largest first, each at the lowest offset free of every
 // placed blob whose lifetime overlaps its own (offsets and sizes rounded up to 64 bytes). A blob that reuses
 // bytes of an earlier one gets it as a control input of the op that first writes it, so that a DAG executor
-// runs that op after every use of the earlier blob. Returns each device's buffer (the device of the op that
-// first writes a blob) and its size; PlacedBlob::buffer indexes them.
+// runs that op after every use of the earlier blob. Placed blobs are renamed PlacedName(net, blob), so that
+// no other net of the workspace (an evaluation net built with the same layer names) writes into the buffer.
+// Returns each device's buffer (the device of the op that first writes a blob) and its size;
+// PlacedBlob::buffer indexes them.
 struct PlacedBlob {
-  std::string name;
+  std::string name;  // as the net named it before
   int buffer = 0;
   size_t offset = 0, bytes = 0;
 };
 std::vector<std::pair<Device, size_t>> PlaceBlobs(NetDef* net, const MemongerOptions& options,
                                                   std::vector<PlacedBlob>* placed);
+// "cpu_0/conv1__train": the name a placed blob gets in `net`.
+std::string PlacedName(const NetDef& net, const std::string& blob);
 
 }  // namespace lockstep

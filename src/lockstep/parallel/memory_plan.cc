@@ -116,7 +116,8 @@ MemoryPlan PlanMemory(NetDef* net, const NetDef& init_net, const MemoryPlanOptio
       const int first_arena = static_cast<int>(arenas.size());
       for (const auto& [device, size] : PlaceBlobs(net, memonger, &blobs)) arenas.push_back({device, size});
       for (const auto& blob : blobs) {
-        placements.push_back({blob.name, first_arena + blob.buffer, blob.offset, blob.bytes});
+        placements.push_back(
+            {PlacedName(*net, blob.name), first_arena + blob.buffer, blob.offset, blob.bytes});
         placed.insert(blob.name);
       }
     }

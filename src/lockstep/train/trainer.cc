@@ -176,6 +176,16 @@ void BuildModels(const TrainerConfig& config, const std::string& shard_communica
   for (const auto& arg : m->train.net().arg())  // the executor's settings, not the training net's placement
     if (!IsBufferPlacementArgument(arg)) *m->test.net().add_arg() = arg;
   if (config.device_type == DeviceType::kCuda) SetGpuOptions(config, &m->test.net());
+  if (config.share_buffers) {  // the evaluation net's activations share memory too; Evaluate reads the logits
+    MemoryPlanOptions plan;
+    plan.scopes = m->parallel.scopes;
+    const int64_t slice = config.batch_size / Replicas(config);
+    for (const auto& replica : m->test_replicas) {
+      plan.keep.insert(replica.logits);
+      plan.given[replica.data] = {{slice, config.num_channels, config.image_size, config.image_size}};
+    }
+    PlanMemory(&m->test.net(), m->train.param_init_net(), plan);
+  }
 }
 
 // What opening --train_data (train) or --test_data needs of the configuration.
