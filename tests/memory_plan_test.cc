@@ -88,7 +88,8 @@ void ExpectSameBitsInLessMemory(const std::string& model, int devices) {
   for (const auto& [name, values] : unshared.state) EXPECT_EQ(shared.state.at(name), values) << name;
   EXPECT_LT(shared.allocated_bytes, unshared.allocated_bytes);
   ASSERT_TRUE(shared.plan.unknown.empty()) << shared.plan.unknown;
-  EXPECT_NEAR(double(shared.plan.Total()), double(shared.allocated_bytes), kTolerance * shared.allocated_bytes);
+  EXPECT_NEAR(double(shared.plan.Total()), double(shared.allocated_bytes),
+              kTolerance * shared.allocated_bytes);
   EXPECT_NEAR(double(unshared.plan.Total()), double(unshared.allocated_bytes),
               kTolerance * unshared.allocated_bytes);
   ASSERT_EQ(shared.plan.devices.size(), static_cast<size_t>(devices));
@@ -96,8 +97,8 @@ void ExpectSameBitsInLessMemory(const std::string& model, int devices) {
   EXPECT_GT(use.gradients, 0u);
   EXPECT_LE(use.gradients, use.parameters);  // one per trainable parameter, never shared
   EXPECT_LT(use.activations, use.unshared_activations * 3 / 4);
-  std::printf("%s, %d devices: allocated %zu bytes shared, %zu unshared; planned %zu and %zu\n", model.c_str(),
-              devices, shared.allocated_bytes, unshared.allocated_bytes, shared.plan.Total(),
+  std::printf("%s, %d devices: allocated %zu bytes shared, %zu unshared; planned %zu and %zu\n",
+              model.c_str(), devices, shared.allocated_bytes, unshared.allocated_bytes, shared.plan.Total(),
               unshared.plan.Total());
 }
 
@@ -109,6 +110,56 @@ TEST(MemoryPlan, LeNetSharesBuffersWithTheSameBits) {
 TEST(MemoryPlan, ResNet18SharesBuffersWithTheSameBits) {
   ExpectSameBitsInLessMemory("resnet18", 1);
   ExpectSameBitsInLessMemory("resnet18", 2);
+}
+
+// An evaluation net built with the training net's layer names and planned too, run between training steps
+// in the same workspace (as the trainer does): training and its results are those without sharing.
+TEST(MemoryPlan, AnEvaluationNetWithTheSameNamesDoesNotDisturbTraining) {
+  auto run = [](bool share) {
+    ParallelOptions o;
+    o.devices = {0};
+    o.threads_per_device = 1;
+    o.max_threads = 2;
+    o.share_buffers = share;
+    o.input_shapes = {{"data", {{kBatchPerDevice, 1, 28, 28}, DataType::kFloat}},
+                      {"label", {{kBatchPerDevice}, DataType::kInt32}}};
+    o.input_builder = [](ModelHelper& model) { layers::ReadBatch(model, "reader", "data", "label"); };
+    o.forward_builder = [](ModelHelper& model, float loss_scale) {
+      std::string logits = BuildModel("lenet", model, model.Scoped("data"), {1, 28, 28, false});
+      auto [softmax, loss] = layers::SoftmaxWithLoss(model, logits, model.Scoped("label"), "softmax", "loss");
+      return std::vector<std::string>{layers::Scale(model, loss, "scaled_loss", loss_scale)};
+    };
+    o.param_update_builder = [](ModelHelper& model) { AddMomentumSgd(model, SgdOptions{}); };
+    ModelHelper train("train"), test("test");
+    DataParallelModel dp = Parallelize(train, o);
+    std::string logits;
+    {
+      ModelHelper::NameScope scope(test, dp.scopes[0]);
+      logits = BuildModel("lenet", test, test.Scoped("test_data"), {1, 28, 28, true});
+    }
+    MemoryPlanOptions plan;  // the evaluation net planned too, as the trainer plans its own
+    plan.share = share;
+    plan.scopes = dp.scopes;
+    plan.keep = {logits};
+    plan.given[dp.scopes[0] + "test_data"] = {{kBatchPerDevice, 1, 28, 28}};
+    PlanMemory(&test.net(), train.param_init_net(), plan);
+    Workspace ws;
+    auto source = std::make_shared<SyntheticSource>(1, 28, 10, /*seed=*/5);
+    ws.SetObject("reader", std::make_shared<BatchReader>(source, kBatchPerDevice, 1));
+    ws.RunNetOnce(train.param_init_net());
+    ws.CreateBlob(dp.scopes[0] + "test_data")->CopyFrom(RandomTensor({kBatchPerDevice, 1, 28, 28}, 9));
+    Net* train_net = ws.CreateNet(train.net());
+    Net* test_net = ws.CreateNet(test.net());
+    std::vector<float> values;
+    for (int step = 0; step < 3; ++step) {
+      train_net->Run();
+      values.push_back(ws.Blob(dp.losses[0]).data<float>()[0]);
+      test_net->Run();
+      for (float v : Values(ws.Blob(logits))) values.push_back(v);
+    }
+    return values;
+  };
+  EXPECT_EQ(run(true), run(false));
 }
 
 // Without the readers' shapes the plan has no sizes and says why; buffers are still shared, bit for bit.
