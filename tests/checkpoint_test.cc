@@ -13,6 +13,7 @@
 #include "lockstep/train/checkpoint_writer.h"
 #include "lockstep/train/safetensors.h"
 #include "lockstep/train/trainer.h"
+#include "synthetic_lenet.h"
 #include "test_util.h"
 
 namespace lockstep::testing {
@@ -21,24 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// LeNet on synthetic images, 12 steps of batch 8 an epoch, 2 epochs, checkpoints "m" in `dir`.
-TrainerConfig SyntheticLeNet(const fs::path& dir) {
-  TrainerConfig config;
-  config.model = "lenet";
-  config.train_data = "null";
-  config.num_channels = 1;
-  config.image_size = 28;
-  config.num_labels = 10;
-  config.batch_size = 8;
-  config.epoch_size = 96;
-  config.num_epochs = 2;
-  config.threads = 1;
-  config.log_dir = dir.string();
-  config.file_store_path = dir.string();
-  config.save_model_name = "m";
-  config.arguments = "test run";
-  return config;
-}
 
 // The iterations of the mid-epoch checkpoints of "m" in `dir`.
 std::vector<int64_t> Iterations(const fs::path& dir) {

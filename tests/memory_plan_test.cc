@@ -12,6 +12,7 @@
 #include "lockstep/parallel/data_parallel.h"
 #include "lockstep/train/trainer.h"
 #include "shards.h"
+#include "synthetic_lenet.h"
 #include "test_util.h"
 
 namespace lockstep::testing {
@@ -173,18 +174,13 @@ TEST(MemoryPlan, WithoutInputShapesBuffersShareUnsized) {
   EXPECT_LT(shared.allocated_bytes, unshared.allocated_bytes);
 }
 
+// One epoch of one batch of 64, no checkpoint.
 TrainerConfig NullLeNet(const std::string& dir) {
-  TrainerConfig config;
-  config.model = "lenet";
-  config.train_data = "null";
-  config.num_channels = 1;
-  config.image_size = 28;
-  config.num_labels = 10;
+  TrainerConfig config = SyntheticLeNet(dir);
   config.batch_size = 64;
   config.epoch_size = 64;
-  config.threads = 1;
-  config.log_dir = dir;
-  config.file_store_path = dir;
+  config.num_epochs = 1;
+  config.save_model_name = "";
   return config;
 }
 
