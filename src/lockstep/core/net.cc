@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -19,6 +18,7 @@
 #include <thread>
 
 #include "lockstep/comm/communicator.h"
+#include "lockstep/core/atomic_file.h"
 #include "lockstep/core/device_backend.h"
 
 namespace lockstep {
@@ -56,9 +56,11 @@ void Net::WriteTrace(const std::string& path) const {
                       {"ts", event.start * 1e6},
                       {"dur", (event.end - event.start) * 1e6},
                       {"args", {{"op", DescribeOperator(def_.op(event.op))}}}});
-  std::ofstream out(path);
-  out << nlohmann::json{{"traceEvents", events}}.dump() << "\n";
-  if (!out) std::fprintf(stderr, "lockstep: could not write the trace %s\n", path.c_str());
+  try {  // from the destructor: a trace that cannot be written is reported, not thrown
+    WriteFileAtomically(path, nlohmann::json{{"traceEvents", events}}.dump() + "\n", "trace");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lockstep: %s\n", e.what());
+  }
 }
 
 Net::~Net() {

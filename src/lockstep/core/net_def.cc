@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "lockstep/core/atomic_file.h"
+
 namespace lockstep {
 
 Arg::Arg(const std::string& name, int value) : Arg(name, static_cast<int64_t>(value)) {}
@@ -185,14 +187,7 @@ void WriteNetDef(const NetDef& net, const std::string& path) {
   } else {
     net.SerializeToString(&bytes);
   }
-  std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary);
-    out << bytes;
-    if (!out) throw IoError(fmt::format("cannot write {}", temporary));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0)
-    throw IoError(fmt::format("cannot rename {} to {}", temporary, path));
+  WriteFileAtomically(path, bytes, "net");
 }
 
 }  // namespace lockstep

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "lockstep/core/atomic_file.h"
 #include "lockstep/core/enforce.h"
 
 namespace lockstep {
@@ -49,10 +50,7 @@ void WriteImageGeometry(const std::string& db_path, const ImageGeometry& g) {
                                {"width", {g.min_width, g.max_width}},
                                {"shortest_side", {g.min_shortest_side, g.max_shortest_side}}};
   const fs::path path = fs::path(db_path) / kImageGeometryFile;
-  std::ofstream out(path);
-  out << json.dump() << "\n";
-  out.close();
-  if (!out) throw IoError(fmt::format("cannot write {}", path.string()));
+  WriteFileAtomically(path.string(), json.dump() + "\n", "image geometry file");
 }
 
 std::optional<ImageGeometry> ReadImageGeometry(const std::string& db_path) {

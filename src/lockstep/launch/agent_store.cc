@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "lockstep/comm/gloo_message.h"
+#include "lockstep/core/atomic_file.h"
 #include "lockstep/core/enforce.h"
 
 namespace lockstep {
@@ -28,28 +29,9 @@ class DirectoryStore : public AgentStore {
   explicit DirectoryStore(const std::string& directory) : directory_(directory) {}
 
   bool Create(const std::string& key, const std::string& value) override {
-    const std::string path = Path(key), temporary = fmt::format("{}.tmp.{}", path, getpid());
-    {
-      const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0) ThrowErrno(fmt::format("{}: cannot create {}", description(), temporary));
-      const ssize_t written = ::write(fd, value.data(), value.size());
-      // A short write means the device is full.
-      int error = written == static_cast<ssize_t>(value.size()) ? 0 : written < 0 ? errno : ENOSPC;
-      if (::close(fd) != 0 && error == 0) error = errno;
-      if (error != 0) {
-        ::unlink(temporary.c_str());
-        errno = error;
-        ThrowErrno(fmt::format("{}: cannot write {}", description(), temporary));
-      }
-    }
-    const bool created = link(temporary.c_str(), path.c_str()) == 0;
-    const int error = errno;
-    unlink(temporary.c_str());
-    if (!created && error != EEXIST) {
-      errno = error;
-      ThrowErrno(fmt::format("{}: cannot create {}", description(), path));
-    }
-    return created;
+    AtomicFile file(Path(key), description() + " entry");
+    file.Write(value);
+    return file.CommitIfAbsent();
   }
 
   std::optional<std::string> Get(const std::string& key) override {

@@ -93,30 +93,23 @@ std::string CsvField(const std::string& text) {
 
 }  // namespace
 
-PredictionsCsv::PredictionsCsv(std::string path)
-    : path_(std::move(path)), temporary_(fmt::format("{}.tmp.{}", path_, ::getpid())) {
-  out_.open(temporary_, std::ios::binary | std::ios::trunc);
-  if (!out_) throw IoError(fmt::format("cannot create predictions file {}", temporary_));
-  out_ << "key,label,predicted_class,score\n";
-}
-
-PredictionsCsv::~PredictionsCsv() {
-  if (committed_) return;
-  out_.close();
-  std::remove(temporary_.c_str());
+PredictionsCsv::PredictionsCsv(const std::string& path) : file_(path, "predictions file") {
+  pending_ = "key,label,predicted_class,score\n";
 }
 
 void PredictionsCsv::Append(const std::string& key, const RecordPrediction& prediction) {
-  out_ << fmt::format("{},{},{},{:.9g}\n", CsvField(key), prediction.label, prediction.predicted_class,
-                      prediction.score);
+  pending_ += fmt::format("{},{},{},{:.9g}\n", CsvField(key), prediction.label, prediction.predicted_class,
+                          prediction.score);
+  if (pending_.size() >= (1 << 20)) {
+    file_.Write(pending_);
+    pending_.clear();
+  }
 }
 
 void PredictionsCsv::Commit() {
-  out_.close();
-  if (!out_) throw IoError(fmt::format("cannot write predictions file {}", temporary_));
-  if (std::rename(temporary_.c_str(), path_.c_str()) != 0)
-    throw IoError(fmt::format("cannot rename {} to {}", temporary_, path_));
-  committed_ = true;
+  file_.Write(pending_);
+  pending_.clear();
+  file_.Commit();
 }
 
 }  // namespace lockstep

@@ -4,11 +4,11 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "lockstep/core/atomic_file.h"
 #include "lockstep/data/batch_source.h"
 
 namespace lockstep {
@@ -49,15 +49,13 @@ EvaluationResult Evaluate(Workspace* ws, Net* test_net, const std::vector<TestRe
 // by Commit(), so `path` never holds a partial file. Throws IoError when it cannot be written.
 class PredictionsCsv {
  public:
-  explicit PredictionsCsv(std::string path);
-  ~PredictionsCsv();
+  explicit PredictionsCsv(const std::string& path);
   void Append(const std::string& key, const RecordPrediction& prediction);
   void Commit();
 
  private:
-  std::string path_, temporary_;
-  std::ofstream out_;
-  bool committed_ = false;
+  AtomicFile file_;
+  std::string pending_;  // rows not written yet
 };
 
 }  // namespace lockstep

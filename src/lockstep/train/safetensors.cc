@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/core/atomic_file.h"
+
 namespace lockstep {
 namespace {
 
@@ -83,17 +85,6 @@ bool ParseSafetensorsDtype(const std::string& name, DataType* type) {
   ThrowErrno(fmt::format("cannot {} {}", what, path));
 }
 
-void WriteAll(int fd, const void* data, size_t size, const std::string& path) {
-  const char* bytes = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t written = ::write(fd, bytes, size);
-    if (written < 0 && errno == EINTR) continue;
-    if (written < 0) ThrowIo("write checkpoint", path);
-    bytes += written;
-    size -= static_cast<size_t>(written);
-  }
-}
-
 // Reads exactly `size` bytes at `offset`; false when the file ends first.
 bool ReadAllAt(int fd, void* data, size_t size, uint64_t offset, const std::string& path) {
   char* bytes = static_cast<char*>(data);
@@ -107,44 +98,6 @@ bool ReadAllAt(int fd, void* data, size_t size, uint64_t offset, const std::stri
     offset += static_cast<uint64_t>(got);
   }
   return true;
-}
-
-// Closes the descriptor and removes the temporary file unless the write completed.
-class TemporaryFile {
- public:
-  explicit TemporaryFile(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) ThrowIo("create checkpoint", path_);
-  }
-  ~TemporaryFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-  int fd() const { return fd_; }
-
-  void SyncAndRename(const std::string& target) {
-    if (::fsync(fd_) != 0) ThrowIo("sync checkpoint", path_);
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) ThrowIo("close checkpoint", path_);
-    if (::rename(path_.c_str(), target.c_str()) != 0) ThrowIo(fmt::format("rename {} to", path_), target);
-    committed_ = true;
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
-// Makes the rename itself durable. Some filesystems cannot sync a directory; the rename is atomic regardless.
-void SyncParentDirectory(const std::string& path) {
-  auto slash = path.find_last_of('/');
-  std::string directory = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
 }
 
 struct Entry {
@@ -353,13 +306,11 @@ void WriteSafetensors(const std::string& path, const std::map<std::string, const
   for (int i = 0; i < 8; ++i)
     length[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
 
-  TemporaryFile file(fmt::format("{}.tmp.{}", path, ::getpid()));
-  WriteAll(file.fd(), length, sizeof(length), path);
-  WriteAll(file.fd(), text.data(), text.size(), path);
-  for (const auto& entry : tensors)
-    WriteAll(file.fd(), entry.second->raw_data(), entry.second->nbytes(), path);
-  file.SyncAndRename(path);
-  SyncParentDirectory(path);
+  AtomicFile file(path, "checkpoint");
+  file.Write(length, sizeof(length));
+  file.Write(text);
+  for (const auto& entry : tensors) file.Write(entry.second->raw_data(), entry.second->nbytes());
+  file.Commit();
 }
 
 namespace {
