@@ -77,8 +77,7 @@ Trained Train(const Job& job, int steps) {
 }
 
 // Shared buffers give the same bits as a buffer per blob, in less memory, and the plan predicts the memory
-// a step allocates within 10% (it counts 4-D activations with channels rounded up to oneDNN's 16-channel
-// blocks, which AVX2's 8-channel blocks need less of).
+// a step allocates within 10% (4-D activations counted with their channels rounded up to oneDNN's blocks).
 void ExpectSameBitsInLessMemory(const std::string& model, int devices) {
   constexpr double kTolerance = 0.1;
   SCOPED_TRACE(fmt::format("{} on {} devices", model, devices));

@@ -87,6 +87,20 @@ void ReorderToPlain(const Tensor& from, Tensor* plain) {
 const bool registered = (RegisterLayoutConverter(ReorderToPlain), true);
 }  // namespace
 
+int BlockedLayoutChannels() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_mic:
+    case dnnl::cpu_isa::avx512_mic_4ops:
+    case dnnl::cpu_isa::avx512_core:
+    case dnnl::cpu_isa::avx512_core_vnni:
+    case dnnl::cpu_isa::avx512_core_bf16:
+    case dnnl::cpu_isa::avx512_core_amx:
+      return 16;
+    default:
+      return 8;
+  }
+}
+
 dnnl::memory ScratchMemory(const dnnl::memory::desc& desc, int slot) {
   struct Buffer {
     std::unique_ptr<void, decltype(&std::free)> data{nullptr, std::free};

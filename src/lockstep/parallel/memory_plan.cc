@@ -8,6 +8,7 @@
 #include "lockstep/core/buffer_placement.h"
 #include "lockstep/core/net_def.h"
 #include "lockstep/core/tensor.h"
+#include "lockstep/ops/dnnl_utils.h"
 #include "lockstep/parallel/memonger.h"
 
 namespace lockstep {
@@ -57,13 +58,14 @@ bool InferShapes(const NetDef& init_net, const NetDef& net, std::map<std::string
 }
 
 // A blob's bytes. On CPU devices the operators keep 4-D activations in oneDNN's blocked layouts, which round
-// the channels up to a multiple of the block (16 with AVX-512, 8 with AVX2): 16 is counted. The readers'
-// outputs are plain.
+// the channels up to a multiple of the block. The readers' outputs are plain.
 size_t Bytes(const TensorShape& shape, const Device& device, const std::string& writer) {
   if (shape.dtype == DataType::kUndefined) return 0;
   Shape dims = shape.dims;
-  if (device.type == DeviceType::kCpu && dims.size() == 4 && writer != "ReadBatch")
-    dims[1] = (dims[1] + 15) / 16 * 16;
+  if (device.type == DeviceType::kCpu && dims.size() == 4 && writer != "ReadBatch") {
+    const int block = BlockedLayoutChannels();
+    dims[1] = (dims[1] + block - 1) / block * block;
+  }
   return static_cast<size_t>(NumElements(dims)) * ElementSize(shape.dtype);
 }
 
