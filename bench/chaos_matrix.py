@@ -52,7 +52,7 @@ class Calibration:
     def __init__(self, job, watcher, final, wall):
         lines = job.snapshot()
         started = next(when for when, line in lines if "round 0: run id" in line)
-        joined = max(when for when, line in lines if re.search(r"\] shard \d+ of \d+: joined", line))
+        joined = max(when for when, line in lines if re.search(r"\[shard \d+\] joined ", line))
         first_step = next(when for when, line in lines if PROGRESS.search(line))
         self.final, self.wall = final, wall
         self.join_seconds, self.first_step_seconds = joined - started, first_step - joined

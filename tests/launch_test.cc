@@ -320,6 +320,24 @@ TEST(Launch, JobWithEveryEpochCheckpointedIsComplete) {
   EXPECT_EQ(again.Output().find("started"), std::string::npos) << "no shard should run:\n" << again.Output();
 }
 
+// Every line of a shard carries one prefix, the launcher's: the trainer leaves out its own "shard i: ".
+TEST(Launch, ShardLinesCarryOnePrefix) {
+  TempDirectory dir;
+  Process agent(Launch(dir.path(), {"--nproc_per_node", "2"},
+                       Concat(NullTraining(dir.path(), 1), {"--log_every_iters", "50"})),
+                dir / "agent.out");
+  ASSERT_EQ(agent.Wait(kJobLimit), std::optional<int>(0)) << agent.Output();
+  const std::string output = agent.Output();
+  for (int shard = 0; shard < 2; ++shard) {
+    for (const std::string& line :
+         {fmt::format("\n\\[shard {}\\] joined .* as shard {} of 2\n", shard, shard),
+          fmt::format("\n\\[shard {}\\] epoch 1/1: ", shard),
+          fmt::format("\n\\[shard {}\\] \\S+ epoch 1/1 iter 50/100: ", shard)})
+      EXPECT_TRUE(std::regex_search(output, std::regex(line))) << line << " in\n" << output;
+    EXPECT_EQ(output.find(fmt::format("[shard {}] shard", shard)), std::string::npos) << output;
+  }
+}
+
 // An agent killed while its round runs and started again with the same --job_id (as a supervisor does) fails
 // that round, whose shards died with it, and the job goes on from its newest checkpoint.
 TEST(Launch, AgentStartedAgainRestartsTheJob) {

@@ -95,7 +95,8 @@ PROMISES = [
     (r"lenet_data_parallel\.py", [expect_lines(r"^epoch 10: 2 steps, ")]),
     (r"mpirun -np 2 .*resnet50_trainer\.py", [expect_lines(r"^shard 1 of 2: joined ", r"^shard 1: epoch 1/1: ")]),
     (r"--model_parallel 2", [expect_lines(r"^epoch 1/1: ")]),
-    (r"lockstep launch --nproc_per_node 3", [expect_files("runs/lenet_10.safetensors")]),
+    (r"lockstep launch --nproc_per_node 3", [expect_files("runs/lenet_10.safetensors"),
+                                             expect_lines(r"^\[shard 1\] epoch 10/10: ")]),  # one prefix
 ]
 
 

@@ -67,7 +67,7 @@ def _wait_joined(trial):
     """Waits until every shard of round 0 has joined (they check the model, broadcast it and step next)."""
     needed = trial.job.layout.num_shards
     while _running(trial):
-        joined = [line for _, line in trial.job.snapshot() if re.search(r"\] shard \d+ of \d+: joined", line)]
+        joined = [line for _, line in trial.job.snapshot() if re.search(r"\[shard \d+\] joined ", line)]
         if len(joined) >= needed:
             return True
         time.sleep(0.002)

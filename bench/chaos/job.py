@@ -8,8 +8,8 @@ import threading
 import time
 
 
-# A shard's progress line, one per step: "[shard 1] shard 1: 2026-...Z epoch 2/3 iter 17/100: ...".
-PROGRESS = re.compile(r"\] shard \d+: \S+ epoch (\d+)/\d+ iter (\d+)/(\d+):")
+# A shard's progress line, one per step: "[shard 1] 2026-...Z epoch 2/3 iter 17/100: ...".
+PROGRESS = re.compile(r"\[shard \d+\] \S+ epoch (\d+)/\d+ iter (\d+)/(\d+):")
 
 
 class Layout:

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "lockstep/core/enforce.h"
+#include "lockstep/train/trainer.h"
 
 extern char** environ;
 
@@ -47,10 +48,12 @@ ShardProcesses::ShardProcesses(const std::vector<std::vector<std::string>>& argv
   std::vector<char*> environment;
   for (char** entry = environ; *entry; ++entry) {
     const std::string name(*entry, std::strcspn(*entry, "="));
-    bool keep = true;
+    bool keep = name != kLinesPrefixedVariable;
     for (const auto& drop : unset) keep = keep && name != drop;
     if (keep) environment.push_back(*entry);
   }
+  std::string lines_prefixed = std::string(kLinesPrefixedVariable) + "=1";  // Pump marks every line
+  environment.push_back(lines_prefixed.data());
   environment.push_back(nullptr);
   shards_.resize(argvs.size());
   try {

@@ -27,7 +27,8 @@ struct ShardExit {
 class ShardProcesses {
  public:
   // Starts `argvs[k]` (argv[0]: the program's path) as shard `shard_ids[k]`, with the agent's environment
-  // less the variables named in `unset` (those by which mpirun and srun number processes). Throws IoError
+  // less the variables named in `unset` (those by which mpirun and srun number processes), plus
+  // kLinesPrefixedVariable=1, which tells the trainer that its lines are marked already. Throws IoError
   // when a process cannot be started, after stopping those already started.
   ShardProcesses(const std::vector<std::vector<std::string>>& argvs, const std::vector<int>& shard_ids,
                  const std::vector<std::string>& unset);

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 
@@ -282,9 +283,17 @@ std::string ShardFileName(const std::string& path, int shard_id) {
   return named;
 }
 
-// "shard k: " before the lines of a shard of several, which may share a terminal or a log.
+// Whether `lockstep launch` marks this process's lines (kLinesPrefixedVariable).
+bool LinesPrefixedByLauncher() {
+  const char* value = std::getenv(kLinesPrefixedVariable);
+  return value && std::string(value) == "1";
+}
+
+// "shard k: " before the lines of a shard of several, which may share a terminal or a log; none when the
+// launcher marks them already.
 std::string ShardPrefix(const TrainerConfig& config) {
-  return config.num_shards > 1 ? fmt::format("shard {}: ", config.shard_id) : "";
+  if (config.num_shards == 1 || LinesPrefixedByLauncher()) return "";
+  return fmt::format("shard {}: ", config.shard_id);
 }
 
 // The data a shard trains and tests on.
@@ -571,8 +580,12 @@ TrainerResult Train(const TrainerConfig& given_config) {
   try {
     if (gloo) {
       gloo->Connect(rendezvous);
-      fmt::print("shard {} of {}: joined {}\n", config.shard_id, config.num_shards,
-                 rendezvous->description());
+      if (LinesPrefixedByLauncher())  // the line starts "[shard i] " already
+        fmt::print("joined {} as shard {} of {}\n", rendezvous->description(), config.shard_id,
+                   config.num_shards);
+      else
+        fmt::print("shard {} of {}: joined {}\n", config.shard_id, config.num_shards,
+                   rendezvous->description());
     }
     return TrainShard(config, gloo, rendezvous.get());
   } catch (const Error& e) {

@@ -9,6 +9,10 @@
 
 namespace lockstep {
 
+// `lockstep launch` sets this variable to 1 for the shards it starts: it puts "[shard i] " before every line
+// they write, so the trainer leaves out the "shard i: " that marks its lines under mpirun, srun or by hand.
+inline constexpr char kLinesPrefixedVariable[] = "LOCKSTEP_LINES_PREFIXED";
+
 struct TrainerResult {
   bool complete = false;  // the checkpoint resumed from had all --num_epochs: nothing was trained or logged
   std::string log_path;
