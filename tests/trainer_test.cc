@@ -392,6 +392,25 @@ TEST(TrainerCli, WarnsWhenScaleEnlargesEveryImage) {
   EXPECT_EQ(native.err, "");
 }
 
+// A database that make-db did not write records no sizes: the images of the first batch show them, and the
+// warning comes once, over two devices, two decoding threads and two epochs.
+TEST(TrainerCli, WarnsFromTheFirstBatchWhenNoSizesAreRecorded) {
+  fs::path dir = FreshDir("scale_warning_first_batch");
+  std::string db = WriteJpegLmdb(dir, 16);
+  const std::string flags = "train --use_cpu --model lenet --train_data " + db +
+                            " --num_channels 3 --image_size 28 --num_labels 10 --num_gpus 2 --batch_size 8 "
+                            "--epoch_size 16 --num_epochs 2 --threads 2 --decode_threads 2 --log_dir " +
+                            dir.string();
+  CliOutput enlarged = RunCliWithFiles(dir, flags);
+  ASSERT_EQ(enlarged.code, 0) << enlarged.err;
+  EXPECT_EQ(enlarged.err, "lockstep: warning: --scale 256 enlarges the images of the first batch of " + db +
+                              " (36x40) to a shortest side of 256 before the 28x28 crop, so the network sees "
+                              "a small part of each; pass --scale 36 to crop them at their own size\n");
+  CliOutput native = RunCliWithFiles(dir, flags + " --scale 36");
+  ASSERT_EQ(native.code, 0) << native.err;
+  EXPECT_EQ(native.err, "");
+}
+
 // A folder of images is not a database: the error says how to make one.
 TEST(TrainerCli, AFolderOfImagesPointsToMakeDb) {
   fs::path dir = FreshDir("image_folder");

@@ -2,7 +2,9 @@
 
 #include <omp.h>
 
+#include <cstdio>
 #include <exception>
+#include <optional>
 
 #include "lockstep/core/enforce.h"
 #include "lockstep/data/image.h"
@@ -21,12 +23,19 @@ std::mt19937 GeneratorFor(uint64_t seed, int64_t position) {
 
 constexpr size_t kMaxCursors = 16;
 
+// A warning, not a refusal: enlarging may be meant; but small images at the default --scale 256 are a mistake
+// that trains badly without failing.
+void WarnIfAny(const std::string& warning) {
+  if (!warning.empty()) std::fprintf(stderr, "lockstep: warning: %s\n", warning.c_str());
+}
+
 }  // namespace
 
 DbSource::DbSource(const std::string& path, DbSourceOptions options)
     : db_(OpenDB(options.db_type, path, DbMode::kRead)),
       options_(std::move(options)),
-      name_(fmt::format("{} {}", db_->type(), path)) {
+      name_(fmt::format("{} {}", db_->type(), path)),
+      path_(path) {
   size_ = db_->Count();
   if (size_ == 0) throw InvalidInput(fmt::format("{} holds no records", name_));
   if (options_.decode_threads < 1)
@@ -39,6 +48,15 @@ DbSource::DbSource(const std::string& path, DbSourceOptions options)
   for (int t = 0; t < options_.decode_threads; ++t) {
     transforms_.push_back(std::make_unique<ImageTransform>(options_.channels, options_.transform));
     records_.emplace_back();
+  }
+  if (options_.warn_when_scale_enlarges) {
+    if (std::optional<ImageGeometry> recorded = ReadImageGeometry(path)) {
+      WarnIfAny(ScaleWarning(*recorded, "every image of " + path, options_.transform.scale,
+                             options_.transform.crop));
+    } else {
+      check_first_batch_ = true;
+      first_batch_sizes_.resize(options_.decode_threads);
+    }
   }
 }
 
@@ -85,11 +103,13 @@ int32_t DbSource::Decode(const std::string& key, const std::string& value, int64
     if (record.encoded) {
       Image image = DecodeImage(reinterpret_cast<const uint8_t*>(record.bytes.data()), record.bytes.size(),
                                 options_.channels);
+      if (check_first_batch_) first_batch_sizes_[worker].Add(image.height, image.width, image.channels);
       transform.Apply(image, kDecodedColorOrder, &rng, out);
     } else {
       if (record.channels != options_.channels)
         throw InvalidInput(fmt::format("{} channels where --num_channels is {}", record.channels,
                                        options_.channels));
+      if (check_first_batch_) first_batch_sizes_[worker].Add(record.height, record.width, record.channels);
       const auto* pixels = reinterpret_cast<const uint8_t*>(record.bytes.data());
       if (record.layout == PixelLayout::kCHW)
         transform.ApplyChw(pixels, record.height, record.width, kRawColorOrder, &rng, out);
@@ -149,6 +169,14 @@ void DbSource::Fill(int64_t first, int64_t count, Tensor* data, Tensor* label) {
       }
       ++spare;
     }
+  }
+
+  if (check_first_batch_) {
+    check_first_batch_ = false;
+    ImageGeometry seen;
+    for (const ImageGeometry& sizes : first_batch_sizes_) seen.Merge(sizes);
+    WarnIfAny(
+        ScaleWarning(seen, "the images of the first batch of " + path_, options_.transform.scale, crop));
   }
 }
 

@@ -14,6 +14,7 @@
 
 #include "lockstep/data/batch_source.h"
 #include "lockstep/data/db.h"
+#include "lockstep/data/image_geometry.h"
 #include "lockstep/data/image_record.h"
 #include "lockstep/data/image_transform.h"
 
@@ -30,6 +31,9 @@ struct DbSourceOptions {
   int decode_threads = 1;
   bool skip_bad_records = false;  // skip records that do not parse or decode (and count them) instead of failing
   uint64_t seed = 1;              // of the random crops and mirrors: position p always gets the same draws
+  // Warn once on stderr when transform.scale enlarges every image before the crop (ScaleWarning): on opening,
+  // from the sizes make-db recorded in the database, or else from the images of the first batch.
+  bool warn_when_scale_enlarges = false;
 };
 
 class DbSource : public BatchSource {
@@ -61,6 +65,10 @@ class DbSource : public BatchSource {
   std::vector<ImageRecord> records_;                                   // one per decoding thread
   std::vector<std::string> keys_, values_;                             // the records of one Fill
   std::atomic<int64_t> skipped_{0};
+  std::string path_;
+  // While the first batch is decoded for warn_when_scale_enlarges: the sizes each decoding thread saw.
+  bool check_first_batch_ = false;
+  std::vector<ImageGeometry> first_batch_sizes_;
 };
 
 }  // namespace lockstep

@@ -1,4 +1,4 @@
-// The image geometry file of a database and the check of --scale against it.
+// The image geometry file of a database and the check of --scale against the sizes of images.
 #include "lockstep/data/image_geometry.h"
 
 #include <fmt/format.h>
@@ -74,16 +74,15 @@ std::optional<ImageGeometry> ReadImageGeometry(const std::string& db_path) {
   }
 }
 
-std::string ScaleWarning(const std::string& db_path, int scale, int crop) {
-  std::optional<ImageGeometry> geometry = ReadImageGeometry(db_path);
-  if (!geometry || geometry->empty()) return "";
+std::string ScaleWarning(const ImageGeometry& geometry, const std::string& images, int scale, int crop) {
+  if (geometry.empty()) return "";
   const int resized = std::max(scale, crop);  // the shortest side after resizing, as ImageTransform takes it
-  const int native = std::max(geometry->max_shortest_side, crop);
+  const int native = std::max(geometry.max_shortest_side, crop);
   if (resized <= native) return "";
   return fmt::format(
-      "--scale {} enlarges every image of {} ({}) to a shortest side of {} before the {}x{} crop, so the "
-      "network sees a small part of each; pass --scale {} to crop them at their own size",
-      scale, db_path, geometry->SizeText(), resized, crop, crop, native);
+      "--scale {} enlarges {} ({}) to a shortest side of {} before the {}x{} crop, so the network sees a "
+      "small part of each; pass --scale {} to crop them at their own size",
+      scale, images, geometry.SizeText(), resized, crop, crop, native);
 }
 
 }  // namespace lockstep

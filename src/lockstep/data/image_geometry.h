@@ -1,6 +1,7 @@
 // The sizes of a database's images. make-db keeps them in a file inside the database directory (LMDB and
 // LevelDB ignore files they did not write, and so do the readers of Caffe and Caffe2), so that the trainer
-// can tell before the first step that --scale would enlarge every image.
+// can tell before the first step that --scale would enlarge every image (for another database it tells from
+// the images of the first batch).
 #pragma once
 
 #include <optional>
@@ -27,9 +28,9 @@ void WriteImageGeometry(const std::string& db_path, const ImageGeometry& geometr
 // What make-db wrote into `db_path`, or nothing for a database made elsewhere.
 std::optional<ImageGeometry> ReadImageGeometry(const std::string& db_path);
 
-// A one-line warning when resizing to `scale` (the shortest side, at least `crop`) enlarges every image of
-// the database `db_path` before the crop, naming the --scale to pass instead; "" when it does not or when
-// the database has no recorded geometry.
-std::string ScaleWarning(const std::string& db_path, int scale, int crop);
+// A one-line warning when resizing to `scale` (the shortest side, at least `crop`) enlarges all of `images`
+// (e.g. "every image of fashion_train_lmdb", whose sizes `geometry` holds) before the crop, naming the
+// --scale to pass instead; "" when it does not.
+std::string ScaleWarning(const ImageGeometry& geometry, const std::string& images, int scale, int crop);
 
 }  // namespace lockstep

@@ -2,11 +2,9 @@
 #include "lockstep/data/open_batch_source.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "lockstep/data/db_source.h"
 #include "lockstep/data/image.h"
-#include "lockstep/data/image_geometry.h"
 
 namespace lockstep {
 
@@ -32,12 +30,8 @@ std::unique_ptr<BatchSource> OpenBatchSource(const SourceSpec& spec) {
   options.decode_threads = spec.decode_threads;
   options.skip_bad_records = spec.skip_bad_records;
   options.seed = spec.seed;
-  auto source = std::make_unique<DbSource>(spec.name, options);
-  // A warning, not a refusal: enlarging may be meant; but small images at the default --scale 256 are a
-  // mistake that trains badly without failing.
-  const std::string warning = ScaleWarning(spec.name, spec.scale, spec.image_size);
-  if (!warning.empty()) std::fprintf(stderr, "lockstep: warning: %s\n", warning.c_str());
-  return source;
+  options.warn_when_scale_enlarges = true;
+  return std::make_unique<DbSource>(spec.name, options);
 }
 
 bool IsDatabase(const std::string& name) { return name != "null" && name != "fashion-mnist"; }
