@@ -2,11 +2,12 @@
 """The documentation as a test: every ```sh command and ```python snippet of README.md (and of docs/*.md), run
 in order in a scratch folder as a newcomer would run them, and the files and lines the text promises checked.
 
-The scratch folder links `build` and `examples` to the build and the repository, so the commands run as
-written. LOCKSTEP_MAX_STEPS (2) caps every epoch, the one knob that shortens them. Commands that need what a
-test machine has not (GPUs, several machines, ImageNet, your own images) or that the suite itself stands for
-(setup, build, the test scripts) are skipped with their reason. Prints each command's outcome and the counts
-run / skipped / failed; exits 1 when one failed.
+The scratch folder is made in the build folder, not in /tmp (which other programs on a shared machine may clean
+while the commands run), and removed at the end; it links `build` and `examples` to the build and the
+repository, so the commands run as written. LOCKSTEP_MAX_STEPS (2) caps every epoch, the one knob that shortens
+them. Commands that need what a test machine has not (GPUs, several machines, ImageNet, your own images) or that
+the suite itself stands for (setup, build, the test scripts) are skipped with their reason. Prints each
+command's outcome and the counts run / skipped / failed; exits 1 when one failed.
 
     /usr/bin/python3 tests/readme_commands.py --build build [--keep]
 """
@@ -168,9 +169,22 @@ def main():
         ["nvidia-smi", "-L"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
     documents = [os.path.join(REPO, "README.md")] + sorted(glob.glob(os.path.join(REPO, "docs", "**", "*.md"),
                                                                       recursive=True))
-    scratch = tempfile.mkdtemp(prefix="lockstep_readme_")
-    os.symlink(build, os.path.join(scratch, "build"))
-    os.symlink(os.path.join(REPO, "examples"), os.path.join(scratch, "examples"))
+    scratch = tempfile.mkdtemp(prefix="readme_commands_", dir=build)
+    try:
+        os.symlink(build, os.path.join(scratch, "build"))
+        os.symlink(os.path.join(REPO, "examples"), os.path.join(scratch, "examples"))
+        counts = check_documents(documents, scratch, build, have_gpu)
+    finally:
+        if args.keep:
+            print(f"scratch folder: {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return 1 if counts["failed"] else 0
+
+
+def check_documents(documents, scratch, build, have_gpu):
+    """Runs the commands and snippets of `documents` in `scratch` and checks their promises; prints each outcome
+    and returns the counts."""
     env = environment()
     python_env = dict(env, PYTHONPATH=os.path.join(build, "python"))
     kept = set()  # the PROMISES whose command ran
@@ -222,11 +236,7 @@ def main():
           f"in {time.monotonic() - started:.0f} s (LOCKSTEP_MAX_STEPS={MAX_STEPS})")
     for reason, count in sorted(reasons.items()):
         print(f"  skipped {count}: {reason}")
-    if args.keep:
-        print(f"scratch folder: {scratch}")
-    else:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return 1 if counts["failed"] else 0
+    return counts
 
 
 if __name__ == "__main__":
