@@ -1,7 +1,7 @@
 """The lockstep Python package as a wheel: CMake builds the library and the _lockstep extension, installs
 the package (component `python`) and the wheel bundles liblockstep next to the extension.
 
-    pip wheel --no-build-isolation --no-deps -w dist .
+    python3 -m pip wheel --no-build-isolation --no-deps -w dist .
 
 builds in build-wheel/ (CUDA off unless LOCKSTEP_CUDA=ON); LOCKSTEP_BUILD_DIR=build packs an existing build
 instead. The version is the project's (CMakeLists.txt), as everywhere else.
