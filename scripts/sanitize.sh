@@ -2,8 +2,8 @@
 # Builds lockstep's CPU code with AddressSanitizer + UndefinedBehaviorSanitizer (clang) into build-asan/ and
 # runs the test suite there; any report fails the run. build-asan/ is configured with LOCKSTEP_FUZZ=ON as
 # well, so scripts/fuzz.sh reuses the same objects. Extra arguments go to ctest (e.g. -R Safetensors).
-# Every test runs, none is left out: about 5 minutes on 2 cores once built (the build from scratch takes about
-# 20). Leak reports inside third-party libraries we do not own are suppressed by scripts/lsan.supp.
+# Every test runs, none is left out: about 7 minutes on 2 cores once built (the build from scratch takes about
+# 15). Leak reports inside third-party libraries we do not own are suppressed by scripts/lsan.supp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
