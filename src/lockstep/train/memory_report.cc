@@ -130,4 +130,17 @@ void ReportMemoryPlan(const TrainerConfig& config, const MemoryPlan& plan,
   }
 }
 
+void PlanEvaluationNet(const TrainerConfig& config, const std::vector<std::string>& scopes,
+                       const std::vector<TestReplica>& replicas, const NetDef& init_net, NetDef* net) {
+  if (!config.share_buffers) return;
+  MemoryPlanOptions plan;
+  plan.scopes = scopes;
+  const int64_t slice = config.batch_size / static_cast<int64_t>(replicas.size());
+  for (const auto& replica : replicas) {
+    plan.keep.insert(replica.logits);
+    plan.given[replica.data] = {{slice, config.num_channels, config.image_size, config.image_size}};
+  }
+  PlanMemory(net, init_net, plan);
+}
+
 }  // namespace lockstep

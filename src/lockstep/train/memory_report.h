@@ -5,8 +5,10 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "lockstep/parallel/memory_plan.h"
+#include "lockstep/train/evaluate.h"
 #include "lockstep/train/trainer_config.h"
 
 namespace lockstep {
@@ -21,5 +23,10 @@ std::map<std::string, TensorShape> TrainingInputShapes(const TrainerConfig& conf
 // --memory_limit_gb, else the machine's memory for the host and a GPU's own.
 void ReportMemoryPlan(const TrainerConfig& config, const MemoryPlan& plan,
                       const std::function<MemoryPlan(int batch_size)>& plan_at);
+
+// With --share_buffers, plans the evaluation net's memory too: every blob but the replicas' logits, which
+// Evaluate reads, may share (init_net makes the parameters it reads).
+void PlanEvaluationNet(const TrainerConfig& config, const std::vector<std::string>& scopes,
+                       const std::vector<TestReplica>& replicas, const NetDef& init_net, NetDef* net);
 
 }  // namespace lockstep

@@ -1,9 +1,32 @@
-// One rule for every output folder of a run, for one process as for many shards.
+// One rule for every output folder of a run, for one process as for many shards, and for the names and line
+// prefixes of a shard's outputs.
 #include "lockstep/train/run_outputs.h"
 
+#include <cstdlib>
+
 #include "lockstep/core/output_directory.h"
+#include "lockstep/train/trainer.h"
 
 namespace lockstep {
+
+std::string ShardFileName(const std::string& path, int shard_id) {
+  if (shard_id == 0) return path;
+  const size_t dot = path.rfind('.');
+  const bool has_extension = dot != std::string::npos && path.find('/', dot) == std::string::npos;
+  std::string named = path;
+  named.insert(has_extension ? dot : path.size(), fmt::format("_shard{}", shard_id));
+  return named;
+}
+
+bool LinesPrefixedByLauncher() {
+  const char* value = std::getenv(kLinesPrefixedVariable);
+  return value && std::string(value) == "1";
+}
+
+std::string ShardPrefix(const TrainerConfig& config) {
+  if (config.num_shards == 1 || LinesPrefixedByLauncher()) return "";
+  return fmt::format("shard {}: ", config.shard_id);
+}
 
 void PrepareRunOutputs(const TrainerConfig& config) {
   PrepareOutputDirectory(config.log_dir.empty() ? "." : config.log_dir, "--log_dir", IfMissing::kCreate);

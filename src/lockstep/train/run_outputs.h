@@ -1,5 +1,8 @@
-// The folders a training run writes into, made ready before its first step.
+// The folders a training run writes into, made ready before its first step, and the names and line prefixes
+// of a shard's outputs.
 #pragma once
+
+#include <string>
 
 #include "lockstep/train/trainer_config.h"
 
@@ -9,5 +12,16 @@ namespace lockstep {
 // with --save_model_name on shard 0, --file_store_path. Throws IoError, one line naming the flag, when one
 // cannot be written. A --file_store_path where several shards meet is only checked, by the rendezvous.
 void PrepareRunOutputs(const TrainerConfig& config);
+
+// A file of shard k > 0 gets "_shard{k}" before its extension: shards may share a directory, and shard 0
+// keeps the plain name.
+std::string ShardFileName(const std::string& path, int shard_id);
+
+// Whether `lockstep launch` marks this process's lines (kLinesPrefixedVariable).
+bool LinesPrefixedByLauncher();
+
+// "shard k: " before the lines of a shard of several, which may share a terminal or a log; none when the
+// launcher marks them already.
+std::string ShardPrefix(const TrainerConfig& config);
 
 }  // namespace lockstep

@@ -177,16 +177,7 @@ void BuildModels(const TrainerConfig& config, const std::string& shard_communica
   for (const auto& arg : m->train.net().arg())  // the executor's settings, not the training net's placement
     if (!IsBufferPlacementArgument(arg)) *m->test.net().add_arg() = arg;
   if (config.device_type == DeviceType::kCuda) SetGpuOptions(config, &m->test.net());
-  if (config.share_buffers) {  // the evaluation net's activations share memory too; Evaluate reads the logits
-    MemoryPlanOptions plan;
-    plan.scopes = m->parallel.scopes;
-    const int64_t slice = config.batch_size / Replicas(config);
-    for (const auto& replica : m->test_replicas) {
-      plan.keep.insert(replica.logits);
-      plan.given[replica.data] = {{slice, config.num_channels, config.image_size, config.image_size}};
-    }
-    PlanMemory(&m->test.net(), m->train.param_init_net(), plan);
-  }
+  PlanEvaluationNet(config, m->parallel.scopes, m->test_replicas, m->train.param_init_net(), &m->test.net());
 }
 
 // What opening --train_data (train) or --test_data needs of the configuration.
@@ -270,30 +261,6 @@ Fingerprint TrainingFingerprint(const TrainerConfig& c, const Models& m) {
   }
   fingerprint.emplace_back("training starts from", start);
   return fingerprint;
-}
-
-// A file of shard k > 0 gets "_shard{k}" before its extension: shards may share a directory, and shard 0
-// keeps the plain name.
-std::string ShardFileName(const std::string& path, int shard_id) {
-  if (shard_id == 0) return path;
-  const size_t dot = path.rfind('.');
-  const bool has_extension = dot != std::string::npos && path.find('/', dot) == std::string::npos;
-  std::string named = path;
-  named.insert(has_extension ? dot : path.size(), fmt::format("_shard{}", shard_id));
-  return named;
-}
-
-// Whether `lockstep launch` marks this process's lines (kLinesPrefixedVariable).
-bool LinesPrefixedByLauncher() {
-  const char* value = std::getenv(kLinesPrefixedVariable);
-  return value && std::string(value) == "1";
-}
-
-// "shard k: " before the lines of a shard of several, which may share a terminal or a log; none when the
-// launcher marks them already.
-std::string ShardPrefix(const TrainerConfig& config) {
-  if (config.num_shards == 1 || LinesPrefixedByLauncher()) return "";
-  return fmt::format("shard {}: ", config.shard_id);
 }
 
 // The data a shard trains and tests on.
