@@ -372,24 +372,31 @@ TEST(TrainerCli, TrainsFromAnImageDatabase) {
 
 // Small images at the default --scale 256 would train on a small enlarged piece of each: a warning names the
 // scale to pass.
+// Trains on `db` (16 JPEGs of 36x40) with `flags`: stderr is exactly `warning` at the default --scale, and
+// empty with --scale 36.
+void ExpectScaleWarning(const fs::path& dir, const std::string& db, const std::string& flags,
+                        const std::string& warning) {
+  const std::string command =
+      "train --use_cpu --model lenet --train_data " + db +
+      " --num_channels 3 --image_size 28 --num_labels 10 --batch_size 8 --epoch_size 16 " + flags +
+      " --log_dir " + dir.string();
+  CliOutput enlarged = RunCliWithFiles(dir, command);
+  ASSERT_EQ(enlarged.code, 0) << enlarged.err;
+  EXPECT_EQ(enlarged.err, "lockstep: warning: --scale 256 enlarges " + warning +
+                              " (36x40) to a shortest side of 256 before the 28x28 crop, so the network sees "
+                              "a small part of each; pass --scale 36 to crop them at their own size\n");
+  CliOutput native = RunCliWithFiles(dir, command + " --scale 36");
+  ASSERT_EQ(native.code, 0) << native.err;
+  EXPECT_EQ(native.err, "");
+}
+
 TEST(TrainerCli, WarnsWhenScaleEnlargesEveryImage) {
   fs::path dir = FreshDir("scale_warning");
   std::string db = WriteJpegLmdb(dir, 16);
   ImageGeometry geometry;
   geometry.Add(36, 40, 3);  // what make-db would have recorded for these images
   WriteImageGeometry(db, geometry);
-  const std::string flags = "train --use_cpu --model lenet --train_data " + db +
-                            " --num_channels 3 --image_size 28 --num_labels 10 --batch_size 8 --epoch_size "
-                            "16 --threads 1 --log_dir " +
-                            dir.string();
-  CliOutput enlarged = RunCliWithFiles(dir, flags);
-  ASSERT_EQ(enlarged.code, 0) << enlarged.err;
-  EXPECT_EQ(enlarged.err, "lockstep: warning: --scale 256 enlarges every image of " + db +
-                              " (36x40) to a shortest side of 256 before the 28x28 crop, so the network sees "
-                              "a small part of each; pass --scale 36 to crop them at their own size\n");
-  CliOutput native = RunCliWithFiles(dir, flags + " --scale 36");
-  ASSERT_EQ(native.code, 0) << native.err;
-  EXPECT_EQ(native.err, "");
+  ExpectScaleWarning(dir, db, "--threads 1", "every image of " + db);
 }
 
 // A database that make-db did not write records no sizes: the images of the first batch show them, and the
@@ -397,18 +404,8 @@ TEST(TrainerCli, WarnsWhenScaleEnlargesEveryImage) {
 TEST(TrainerCli, WarnsFromTheFirstBatchWhenNoSizesAreRecorded) {
   fs::path dir = FreshDir("scale_warning_first_batch");
   std::string db = WriteJpegLmdb(dir, 16);
-  const std::string flags = "train --use_cpu --model lenet --train_data " + db +
-                            " --num_channels 3 --image_size 28 --num_labels 10 --num_gpus 2 --batch_size 8 "
-                            "--epoch_size 16 --num_epochs 2 --threads 2 --decode_threads 2 --log_dir " +
-                            dir.string();
-  CliOutput enlarged = RunCliWithFiles(dir, flags);
-  ASSERT_EQ(enlarged.code, 0) << enlarged.err;
-  EXPECT_EQ(enlarged.err, "lockstep: warning: --scale 256 enlarges the images of the first batch of " + db +
-                              " (36x40) to a shortest side of 256 before the 28x28 crop, so the network sees "
-                              "a small part of each; pass --scale 36 to crop them at their own size\n");
-  CliOutput native = RunCliWithFiles(dir, flags + " --scale 36");
-  ASSERT_EQ(native.code, 0) << native.err;
-  EXPECT_EQ(native.err, "");
+  ExpectScaleWarning(dir, db, "--num_gpus 2 --num_epochs 2 --threads 2 --decode_threads 2",
+                     "the images of the first batch of " + db);
 }
 
 // A folder of images is not a database: the error says how to make one.

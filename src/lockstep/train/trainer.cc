@@ -302,17 +302,16 @@ struct Session {
   std::unique_ptr<CheckpointWriter> checkpoints;  // shard 0's, with --save_model_name
 };
 
-// The memory plan of the same run at another --batch_size.
-MemoryPlan PlanAt(TrainerConfig config, int batch_size) {
-  config.batch_size = batch_size;
-  Models models;
-  BuildModels(config, "", &models);
-  return models.parallel.memory_plan;
-}
-
+// Prints the memory plan and checks it against the limits; the plan at another --batch_size is built on
+// request.
 void ReportMemoryPlan(const TrainerConfig& config, const Models& models) {
-  ReportMemoryPlan(config, models.parallel.memory_plan,
-                   [&](int batch_size) { return PlanAt(config, batch_size); });
+  ReportMemoryPlan(config, models.parallel.memory_plan, [&](int batch_size) {
+    TrainerConfig other = config;
+    other.batch_size = batch_size;
+    Models at;
+    BuildModels(other, "", &at);
+    return at.parallel.memory_plan;
+  });
 }
 
 // Builds the models, checks that every shard built the same, puts the shards' communicator and the training
