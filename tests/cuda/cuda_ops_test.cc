@@ -1,4 +1,4 @@
-// Every operator on a CUDA device against the CPU (the table in cuda_op_cases.cc), the registered gradients
+// Every operator on a CUDA device against the CPU (the table in tests/op_cases.cc), the registered gradients
 // of the trainable operators against finite differences on the device, and two checks that keep the table
 // and the CUDA registrations complete as operators are added. The comparisons skip without a GPU.
 //
@@ -11,14 +11,10 @@
 #include <optional>
 #include <set>
 
-#include "cuda/cuda_op_cases.h"
+#include "op_cases.h"
 #include "lockstep/core/device_backend.h"
 
 namespace lockstep::testing {
-
-// Prints a case by name in gtest's messages.
-void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
-void PrintTo(const GradientCase& c, std::ostream* os) { *os << c.name; }
 
 namespace {
 
@@ -33,76 +29,6 @@ bool HaveGpu() {
 bool CpuOnly() {
   const char* value = std::getenv("LOCKSTEP_TABLE_CPU_ONLY");
   return value != nullptr && std::strcmp(value, "1") == 0;
-}
-
-std::vector<std::string> Compared(const OpCase& c) {
-  if (!c.compare.empty()) return c.compare;
-  return {c.op.output().begin(), c.op.output().end()};
-}
-
-// Runs the case on `device` in a fresh workspace and returns the compared blobs in host memory, plain;
-// nullopt (with a failure recorded) when an operator throws. The inputs start in the device's memory, where
-// the operators before it in a net would have left them.
-std::optional<Blobs> RunOn(const OpCase& c, const Device& device) {
-  Workspace ws;
-  try {
-    if (c.prepare) c.prepare(&ws);
-    const bool narrow = device.type != DeviceType::kCpu;
-    for (const auto& [name, value] : c.inputs) {
-      Tensor* blob = ws.CreateBlob(name);
-      blob->PlaceOn(device);
-      const bool narrowed = narrow && std::count(c.narrowed.begin(), c.narrowed.end(), name);
-      blob->CopyFrom(narrowed ? Narrowed(value, c.narrow_to) : value);
-    }
-    for (OperatorDef setup : c.setup) {
-      SetDevice(&setup, device);
-      RunOp(&ws, setup);
-    }
-    OperatorDef def = c.op;
-    SetDevice(&def, device);  // keeps the device option's random_seed
-    auto op = CreateOperator(def, &ws);
-    for (int run = 0; run < c.runs; ++run) op->Run();
-    Blobs outputs;
-    for (const auto& name : Compared(c)) {
-      Tensor host;
-      host.CopyFrom(ws.Blob(name));
-      outputs[name] = Widened(Plain(host));
-    }
-    return outputs;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "on " << device.ToString() << ": " << e.what();
-    return std::nullopt;
-  }
-}
-
-// Within the tolerance for float blobs; bit for bit with tolerance 0 (where infinities must match too) and
-// for every other dtype.
-void ExpectSameBlob(const std::string& name, const Tensor& device, const Tensor& cpu, float tolerance) {
-  SCOPED_TRACE("blob '" + name + "' (the device's first, the CPU's second)");
-  ASSERT_EQ(DataTypeName(device.dtype()), std::string(DataTypeName(cpu.dtype())));
-  ASSERT_EQ(ShapeToString(device.shape()), ShapeToString(cpu.shape()));
-  const bool is_float = device.dtype() == DataType::kFloat;
-  if (is_float && tolerance > 0) return ExpectNear(device, cpu, tolerance);
-  const auto* a = static_cast<const uint8_t*>(device.raw_data());
-  const auto* b = static_cast<const uint8_t*>(cpu.raw_data());
-  const size_t element = ElementSize(device.dtype());
-  for (int64_t i = 0; i < device.numel(); ++i)
-    ASSERT_EQ(std::memcmp(a + i * element, b + i * element, element), 0)
-        << "element " << i << " differs"
-        << (is_float ? fmt::format(": {} vs {}", device.data<float>()[i], cpu.data<float>()[i]) : "");
-}
-
-// Runs the case on the CPU and on `device` and compares them (or checks each, for random outputs).
-void ExpectSameOnCpuAnd(const OpCase& c, const Device& device) {
-  auto cpu = RunOn(c, kCpu);
-  auto other = RunOn(c, device);
-  if (!cpu || !other) return;
-  if (c.check) {
-    c.check(c.inputs, *cpu);
-    c.check(c.inputs, *other);
-    return;
-  }
-  for (const auto& name : Compared(c)) ExpectSameBlob(name, other->at(name), cpu->at(name), c.tolerance);
 }
 
 class CudaOpTable : public ::testing::TestWithParam<OpCase> {};
@@ -129,10 +55,10 @@ INSTANTIATE_TEST_SUITE_P(CudaOps, CudaOpTable, ::testing::ValuesIn(OpCases()),
 
 class CudaLowPrecisionOpTable : public ::testing::TestWithParam<OpCase> {};
 
-// The operators of a float16 or bfloat16 pass against the CPU in float32 on the same (16-bit) values. The
-// CPU computes in float32 only, so these run on a GPU alone.
+// The operators of a float16 or bfloat16 pass against the CPU in float32 on the same (16-bit) values
+// (low_precision_ops_test.cc runs the bfloat16 cases on the CPU).
 TEST_P(CudaLowPrecisionOpTable, MatchesTheCpuInFloat32) {
-  if (!HaveGpu()) GTEST_SKIP() << "no GPU (16-bit operators run on CUDA devices only)";
+  if (!HaveGpu()) GTEST_SKIP() << "no GPU";
   ExpectSameOnCpuAnd(GetParam(), kGpu);
 }
 
@@ -199,7 +125,7 @@ TEST(CudaOps, EveryCpuOperatorHasACase) {
   std::vector<std::string> missing;
   for (const auto& type : cpu_types)
     if (!covered.count(type) && !excluded.count(type)) missing.push_back(type);
-  EXPECT_TRUE(missing.empty()) << "CPU operators without a case in cuda_op_cases.cc: "
+  EXPECT_TRUE(missing.empty()) << "CPU operators without a case in op_cases.cc: "
                                << fmt::format("{}", fmt::join(missing, ", "));
   // An exclusion outlives its reason when the operator is gone or has gained a case.
   for (const auto& [type, reason] : excluded) {

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "lockstep/core/cpu_isa.h"
 #include "lockstep_git_commit.h"  // written at build time by cmake/git_commit.cmake
 #include "oneapi/dnnl/dnnl.h"
 
@@ -25,6 +26,7 @@ std::string BuildDescription() {
   std::string text = fmt::format("{}\noneDNN {}.{}.{}", VersionLine(), dnnl->major, dnnl->minor, dnnl->patch);
   if (std::string(dnnl->hash) != "N/A")
     text += fmt::format(" (git {})", dnnl->hash);  // distributions give none
+  text += fmt::format(", CPU kernels for {}", CpuIsaName());
 #ifdef LOCKSTEP_WITH_CUDA
   text += "\n" + CudaLibraryVersions();
 #endif

@@ -10,7 +10,8 @@ const char* Version();    // "0.1.0"
 const char* GitCommit();  // the source tree's commit, "-dirty" with uncommitted changes, or "unknown"
 // "lockstep 0.1.0 (git 0123456789ab)"
 std::string VersionLine();
-// VersionLine, then one line per library lockstep runs on: oneDNN, and CUDA, cuDNN and NCCL when built in.
+// VersionLine, then one line per library lockstep runs on: oneDNN (with the CPU instruction set its kernels
+// use), and CUDA, cuDNN and NCCL when built in.
 std::string BuildDescription();
 
 }  // namespace lockstep

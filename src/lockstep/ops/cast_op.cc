@@ -1,10 +1,11 @@
 // Cast: y = x converted to the dtype of arg `to` (a TensorProto.DataType value) or, with a second input, to
-// that input's dtype. float32 <-> float16 / bfloat16 (rounding to nearest even) and same-type copies. Its
-// gradient casts dy back to x's dtype, which is how float32 master parameters receive float32 gradients
-// from a network that computes in 16 bits.
+// that input's dtype. float32 <-> float16 / bfloat16 (rounding to nearest even; float32 <-> bfloat16 with
+// oneDNN's reorder) and same-type copies. Its gradient casts dy back to x's dtype, which is how float32
+// master parameters receive float32 gradients from a network that computes in 16 bits.
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/half.h"
 #include "lockstep/core/operator.h"
+#include "lockstep/ops/dnnl_utils.h"
 #include "lockstep/ops/op_defs.h"
 
 namespace lockstep {
@@ -66,6 +67,12 @@ class CastOp : public Operator {
     if (to == x.dtype()) return y->CopyFrom(x);
     LOCKSTEP_ENFORCE(!IsInplace(0, 0), "Cast between dtypes cannot run in place");
     y->Resize(x.shape(), to);
+    if (x.numel() == 0) return;
+    if (x.dtype() != DataType::kFloat16 && to != DataType::kFloat16) {  // oneDNN's threaded, vectorized reorder
+      const Shape flat{x.numel()};
+      ReorderInto(ToMemory(x, PlainDesc(flat, x.dtype())), ToMemory(*y, PlainDesc(flat, to)));
+      return;
+    }
     for (int64_t i = 0; i < x.numel(); ++i) Store(y, i, Load(x, i));
   }
 };

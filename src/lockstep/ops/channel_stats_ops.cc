@@ -2,12 +2,16 @@
 // SpatialBN's 7-input form. Each replica sums per channel X and X^2 (ChannelStats) and, backward, dY and
 // dY * xhat (ChannelBackpropStats); an Allreduce sums those over the replicas; SpatialBN and
 // SpatialBNCombinedGradient then normalize and differentiate with the whole batch's numbers. X and dY are
-// read in their plain or channel-blocked layout without conversion, and dX keeps X's layout.
+// read in their plain or channel-blocked layout without conversion, and dX keeps X's layout and dtype (float32,
+// or bfloat16 in a bfloat16 pass; the sums are float32 either way).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "lockstep/core/gradient.h"
+#include "lockstep/core/half.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/batch_norm_channels.h"
 #include "lockstep/ops/dnnl_utils.h"
@@ -16,6 +20,28 @@ namespace lockstep {
 namespace {
 
 constexpr int64_t kMaxBlock = ChannelView::kMaxBlock;
+
+// Elements of X, dY and dX as float32, inline so that the loops below vectorize for both element types.
+inline float Widen(float value) { return value; }
+inline float Widen(BFloat16 value) {
+  const uint32_t bits = uint32_t{value.bits} << 16;
+  float widened;
+  std::memcpy(&widened, &bits, sizeof widened);
+  return widened;
+}
+inline void Narrow(float value, float* out) { *out = value; }
+inline void Narrow(float value, BFloat16* out) { *out = ToBFloat16(value); }
+
+// Calls body(elements) with X's buffer seen as its element type: float or BFloat16.
+template <typename Body>
+void WithElements(const OperatorDef& def, const Tensor& x, Body body) {
+  if (x.dtype() == DataType::kFloat) return body(static_cast<const float*>(x.raw_data()));
+  if (x.dtype() == DataType::kBFloat16) return body(static_cast<const BFloat16*>(x.raw_data()));
+  FailOperator(def, fmt::format("X is {}; use float32 or bfloat16", DataTypeName(x.dtype())));
+}
+
+template <typename Pointer>
+using ElementOf = std::remove_cv_t<std::remove_pointer_t<Pointer>>;
 constexpr int64_t kRun = 64;  // spatial positions summed in float before a double takes the sum
 
 // Per-channel sums, over N and the spatial dims of an (N, C, spatial...) tensor, of two terms of each
@@ -87,10 +113,12 @@ class ChannelStatsOp : public Operator {
     Tensor* sum_sq = Output(1);  // sum_sq is (C): x^2 summed over N, H, W
     sum->Resize({channels});
     sum_sq->Resize({channels});
-    const float* data = static_cast<const float*>(x.raw_data());
-    sums_.Compute(view, [data](int64_t i, int64_t, float& total, float& total_sq) {
-      total += data[i];
-      total_sq += data[i] * data[i];
+    WithElements(def_, x, [&](const auto* data) {
+      sums_.Compute(view, [data](int64_t i, int64_t, float& total, float& total_sq) {
+        const float value = Widen(data[i]);
+        total += value;
+        total_sq += value * value;
+      });
     });
     float *sums = sum->data<float>(), *sums_sq = sum_sq->data<float>();
     for (int64_t c = 0; c < channels; ++c) {
@@ -104,12 +132,13 @@ class ChannelStatsOp : public Operator {
   ChannelSums sums_;
 };
 
-// dY in X's layout (reordered into scratch when it differs), after checking their shapes match.
-const float* GradientInLayoutOf(const OperatorDef& def, const Tensor& x, const Tensor& dy) {
+// dY in X's layout and dtype (reordered into scratch when either differs), after checking their shapes
+// match.
+const void* GradientInLayoutOf(const OperatorDef& def, const Tensor& x, const Tensor& dy) {
   if (dy.shape() != x.shape())
     FailOperator(def, fmt::format("dY {} must have X's shape {}", ShapeToString(dy.shape()),
                                   ShapeToString(x.shape())));
-  return static_cast<const float*>(ReorderIfNeeded(AsMemory(dy), DescOf(x), 0).get_data_handle());
+  return ReorderIfNeeded(AsMemory(dy), DescOf(x), 0).get_data_handle();
 }
 
 // This replica's dscale = sum(dY * xhat) and dbias = sum(dY): its gradients of SpatialBN's scale and bias,
@@ -127,18 +156,21 @@ class ChannelBackpropStatsOp : public Operator {
     int64_t channels = ChannelCount(def_, Input(0).shape(), {{1, &mean.shape()}, {2, &var.shape()}});
     ChannelView view;
     const Tensor& x = ChannelAddressable(Input(0), &x_plain_, &view);  // x is (N, C, H, W) or (N, C)
-    const float* dy = GradientInLayoutOf(def_, x, Input(3));           // dy has x's shape
+    const void* dy_data = GradientInLayoutOf(def_, x, Input(3));       // dy has x's shape and dtype
     Tensor* dscale = Output(0);  // dscale is (C): sum(dy * xhat), xhat = (x - mean) / sqrt(var + epsilon)
     Tensor* dbias = Output(1);   // dbias is (C): sum(dy)
     dscale->Resize({channels});
     dbias->Resize({channels});
     padded_mean_.assign(view.NumBlocks() * view.block, 0.f);
     std::copy(mean.data<float>(), mean.data<float>() + channels, padded_mean_.begin());
-    const float* data = static_cast<const float*>(x.raw_data());
     const float* centre = padded_mean_.data();
-    sums_.Compute(view, [data, dy, centre](int64_t i, int64_t c, float& total_dy, float& total_dy_centred) {
-      total_dy += dy[i];
-      total_dy_centred += dy[i] * (data[i] - centre[c]);
+    WithElements(def_, x, [&](const auto* data) {
+      const auto* dy = static_cast<const ElementOf<decltype(data)>*>(dy_data);
+      sums_.Compute(view, [data, dy, centre](int64_t i, int64_t c, float& total_dy, float& total_dy_centred) {
+        const float gradient = Widen(dy[i]);
+        total_dy += gradient;
+        total_dy_centred += gradient * (Widen(data[i]) - centre[c]);
+      });
     });
     const float* variance = var.data<float>();
     float *dgamma = dscale->data<float>(), *dbeta = dbias->data<float>();
@@ -181,8 +213,8 @@ class SpatialBNCombinedGradientOp : public Operator {
                                      {6, &dbias_all.shape()}});
     ChannelView view;
     const Tensor& x = ChannelAddressable(Input(0), &x_plain_, &view);  // x is (N, C, H, W) or (N, C)
-    const float* dy = GradientInLayoutOf(def_, x, Input(2));           // dy has x's shape
-    Tensor* dx = Output(0);                                            // dx has x's shape and layout
+    const void* dy = GradientInLayoutOf(def_, x, Input(2));            // dy has x's shape and dtype
+    Tensor* dx = Output(0);  // dx has x's shape, layout and dtype
     ResizeForDesc(dx, x.shape(), DescOf(x));
     if (x.numel() == 0) return;
 
@@ -202,12 +234,16 @@ class SpatialBNCombinedGradientOp : public Operator {
       x_factor_[c] = static_cast<float>(x_factor);
       constant_[c] = static_cast<float>(-dy_factor * dbeta[c] / count - x_factor * mu[c]);
     }
-    Apply(static_cast<const float*>(x.raw_data()), dy, view, static_cast<float*>(dx->raw_data()));
+    WithElements(def_, x, [&](const auto* data) {
+      using T = ElementOf<decltype(data)>;
+      Apply(data, static_cast<const T*>(dy), view, static_cast<T*>(dx->raw_data()));
+    });
   }
 
  private:
   // x, dy and dx are (N, C, spatial...) laid out as `view` says.
-  void Apply(const float* x, const float* dy, const ChannelView& view, float* dx) const {
+  template <typename T>
+  void Apply(const T* x, const T* dy, const ChannelView& view, T* dx) const {
     const int64_t batch = view.batch, num_blocks = view.NumBlocks(), block = view.block;
 #pragma omp parallel for collapse(2)
     for (int64_t n = 0; n < batch; ++n) {
@@ -219,7 +255,8 @@ class SpatialBNCombinedGradientOp : public Operator {
           const int64_t offset = view.Offset(n, b, s);
 #pragma omp simd
           for (int64_t l = 0; l < block; ++l)
-            dx[offset + l] = dy_factor[l] * dy[offset + l] + x_factor[l] * x[offset + l] + constant[l];
+            Narrow(dy_factor[l] * Widen(dy[offset + l]) + x_factor[l] * Widen(x[offset + l]) + constant[l],
+                   dx + offset + l);
         }
       }
     }

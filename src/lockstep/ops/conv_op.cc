@@ -15,7 +15,9 @@ namespace {
 using dnnl::memory;
 
 // One convolution shape in oneDNN's terms: the plain layouts of the parameters, the geometry, and the
-// forward primitive descriptor (the gradient primitives take it as a hint).
+// forward primitive descriptor (the gradient primitives take it as a hint). The convolution computes in X's
+// dtype (float32, or bfloat16 with float32 accumulation); the parameters come in their own dtypes and are
+// converted where they differ.
 struct ConvSetup {
   memory::desc filter, bias;  // plain; a grouped filter is (group, M/group, C/group, kh, kw)
   memory::desc x_any, filter_any, y_any;
@@ -23,21 +25,23 @@ struct ConvSetup {
   dnnl::convolution_forward::primitive_desc forward;
 };
 
-ConvSetup MakeConvSetup(const ConvPoolArgs& args, int64_t group, const Shape& x, const Shape& filter,
-                        const Shape& y, bool with_bias) {
+ConvSetup MakeConvSetup(const ConvPoolArgs& args, int64_t group, const TensorShape& x, const TensorShape& filter,
+                        const Shape& y, DataType bias_type) {
   ConvSetup s;
-  s.bias = PlainDesc({filter[0]});
-  s.filter =
-      group == 1 ? PlainDesc(filter) : PlainDesc({group, filter[0] / group, filter[1], filter[2], filter[3]});
-  s.x_any = AnyLayout(PlainDesc(x));
-  s.filter_any = AnyLayout(s.filter);
-  s.y_any = AnyLayout(PlainDesc(y));
+  const Shape& w = filter.dims;
+  const Shape grouped = group == 1 ? w : Shape{group, w[0] / group, w[1], w[2], w[3]};
+  s.bias = PlainDesc({w[0]}, bias_type == DataType::kUndefined ? DataType::kFloat : bias_type);
+  s.filter = PlainDesc(grouped, filter.dtype);
+  s.x_any = AnyLayout(PlainDesc(x.dims, x.dtype));
+  s.filter_any = AnyLayout(PlainDesc(grouped, x.dtype));
+  s.y_any = AnyLayout(PlainDesc(y, x.dtype));
   s.strides = {args.stride_h, args.stride_w};
   s.dilates = {args.dilation_h - 1, args.dilation_w - 1};  // oneDNN counts the gaps between taps
   s.pad_l = {args.pad_t, args.pad_l};
   s.pad_r = {args.pad_b, args.pad_r};
   auto kind = dnnl::prop_kind::forward_training;
   auto algorithm = dnnl::algorithm::convolution_direct;
+  const bool with_bias = bias_type != DataType::kUndefined;
   auto desc = with_bias ? dnnl::convolution_forward::desc(kind, algorithm, s.x_any, s.filter_any, s.bias,
                                                           s.y_any, s.strides, s.dilates, s.pad_l, s.pad_r)
                         : dnnl::convolution_forward::desc(kind, algorithm, s.x_any, s.filter_any, s.y_any,
@@ -57,11 +61,11 @@ class ConvOp : public Operator {
     const Tensor& x = Input(0);                                       // x is (N, C, H, W), any layout
     const Tensor& filter = PlainParameter(Input(1), &filter_plain_);  // filter is (M, C/group, kh, kw)
     const Tensor* bias = InputSize() == 3 ? &PlainParameter(Input(2), &bias_plain_) : nullptr;  // bias is (M)
-    Tensor* y = Output(0);  // y is (N, M, OH, OW) in the primitive's layout
-    if (x.shape() != x_shape_ || filter.shape() != filter_shape_ || (bias && bias->shape() != bias_shape_))
-      Setup(x.shape(), filter.shape(), bias);
+    Tensor* y = Output(0);  // y is (N, M, OH, OW) in the primitive's layout, in x's dtype
+    Signature signature = SignatureOf({&x, &filter, bias});
+    if (signature != signature_) Setup(x, filter, bias, std::move(signature));
     if (NumElements(y_shape_) == 0) {
-      y->Resize(y_shape_);
+      y->Resize(y_shape_, x.dtype());
       return;
     }
     memory dst = ResizeForDesc(y, y_shape_, setup_.forward.dst_desc());
@@ -74,19 +78,19 @@ class ConvOp : public Operator {
   }
 
  private:
-  void Setup(const Shape& x, const Shape& filter, const Tensor* bias) {
-    y_shape_ = ConvOutputShape(def_, args_, group_, x, filter, bias ? &bias->shape() : nullptr);
-    x_shape_ = x;
-    filter_shape_ = filter;
-    bias_shape_ = bias ? bias->shape() : Shape();
+  void Setup(const Tensor& x, const Tensor& filter, const Tensor* bias, Signature signature) {
+    signature_ = std::move(signature);
+    y_shape_ = ConvOutputShape(def_, args_, group_, x.shape(), filter.shape(), bias ? &bias->shape() : nullptr);
     if (NumElements(y_shape_) == 0) return;
-    setup_ = MakeConvSetup(args_, group_, x, filter, y_shape_, bias != nullptr);
+    setup_ = MakeConvSetup(args_, group_, {x.shape(), x.dtype()}, {filter.shape(), filter.dtype()}, y_shape_,
+                           bias ? bias->dtype() : DataType::kUndefined);
     primitive_ = dnnl::convolution_forward(setup_.forward);
   }
 
   const ConvPoolArgs args_;
   const int64_t group_;
-  Shape x_shape_, filter_shape_, bias_shape_, y_shape_;
+  Signature signature_;
+  Shape y_shape_;
   ConvSetup setup_;
   dnnl::convolution_forward primitive_;
   Tensor filter_plain_, bias_plain_;
@@ -107,18 +111,18 @@ class ConvGradientOp : public Operator {
     const Tensor& filter = PlainParameter(Input(1), &filter_plain_);  // filter is (M, C/group, kh, kw)
     const Tensor& dy = Input(2);                                      // dy is (N, M, OH, OW), any layout
     int next = 0;
-    Tensor* dfilter = wants_.dweight ? Output(next++) : nullptr;  // dfilter has filter's shape, plain
-    Tensor* dbias = wants_.dbias ? Output(next++) : nullptr;      // dbias is (M)
-    Tensor* dx = wants_.dx ? Output(next++) : nullptr;  // dx has x's shape, in the primitive's layout
-    if (x.shape() != x_shape_ || filter.shape() != filter_shape_ || dy.shape() != dy_shape_)
-      Setup(x.shape(), filter.shape(), dy.shape());
-    if (dfilter) dfilter->Resize(filter.shape());
+    Tensor* dfilter = wants_.dweight ? Output(next++) : nullptr;  // dfilter has filter's shape and dtype, plain
+    Tensor* dbias = wants_.dbias ? Output(next++) : nullptr;      // dbias is (M), float32
+    Tensor* dx = wants_.dx ? Output(next++) : nullptr;  // dx has x's shape and dtype, in the primitive's layout
+    Signature signature = SignatureOf({&x, &filter, &dy});
+    if (signature != signature_) Setup(x, filter, dy.shape(), std::move(signature));
+    if (dfilter) dfilter->Resize(filter.shape(), filter.dtype());
     if (dbias) dbias->Resize({filter.dim(0)});
     if (dy.numel() == 0) {  // an empty batch, or no filters, contributes nothing
       if (dfilter) dfilter->Zero();
       if (dbias) dbias->Zero();
       if (dx) {
-        dx->Resize(x.shape());
+        dx->Resize(x.shape(), x.dtype());
         dx->Zero();
       }
       return;
@@ -149,16 +153,15 @@ class ConvGradientOp : public Operator {
   }
 
  private:
-  void Setup(const Shape& x, const Shape& filter, const Shape& dy) {
-    Shape y = ConvOutputShape(def_, args_, group_, x, filter, nullptr);
+  void Setup(const Tensor& x, const Tensor& filter, const Shape& dy, Signature signature) {
+    Shape y = ConvOutputShape(def_, args_, group_, x.shape(), filter.shape(), nullptr);
     if (dy != y)
       FailOperator(def_, fmt::format("dY is {} but the convolution output is {}", ShapeToString(dy),
                                      ShapeToString(y)));
-    x_shape_ = x;
-    filter_shape_ = filter;
-    dy_shape_ = dy;
+    signature_ = std::move(signature);
     if (NumElements(dy) == 0) return;
-    setup_ = MakeConvSetup(args_, group_, x, filter, y, wants_.dbias);
+    setup_ = MakeConvSetup(args_, group_, {x.shape(), x.dtype()}, {filter.shape(), filter.dtype()}, y,
+                           wants_.dbias ? DataType::kFloat : DataType::kUndefined);
     const ConvSetup& s = setup_;
     auto algorithm = dnnl::algorithm::convolution_direct;
     if (wants_.dweight || wants_.dbias) {
@@ -191,7 +194,7 @@ class ConvGradientOp : public Operator {
   const ConvPoolArgs args_;
   const int64_t group_;
   const WeightGradientOutputs wants_;
-  Shape x_shape_, filter_shape_, dy_shape_;
+  Signature signature_;
   ConvSetup setup_;
   dnnl::convolution_backward_weights weights_primitive_;
   dnnl::convolution_backward_data data_primitive_;
@@ -203,7 +206,8 @@ class ConvGradientOp : public Operator {
 
 std::vector<TensorShape> ConvShape(const OperatorDef& def, const std::vector<TensorShape>& in) {
   const Shape* bias = in.size() == 3 ? &in[2].dims : nullptr;
-  return {{ConvOutputShape(def, ParseConvPoolArgs(def), IntArg(def, "group"), in[0].dims, in[1].dims, bias)}};
+  return {{ConvOutputShape(def, ParseConvPoolArgs(def), IntArg(def, "group"), in[0].dims, in[1].dims, bias),
+           in[0].dtype}};
 }
 
 std::vector<OperatorDef> ConvGradient(const GradientContext& g) {

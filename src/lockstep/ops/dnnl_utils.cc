@@ -22,6 +22,36 @@ dnnl::stream& ThreadStream() {
 
 dnnl::memory::dims ToDims(const Shape& shape) { return dnnl::memory::dims(shape.begin(), shape.end()); }
 
+dnnl::memory::data_type DnnlType(DataType type) {
+  switch (type) {
+    case DataType::kFloat:
+      return dnnl::memory::data_type::f32;
+    case DataType::kBFloat16:
+      return dnnl::memory::data_type::bf16;
+    default:
+      throw InvalidInput(fmt::format("CPU operators compute in float32 or bfloat16, not {}", DataTypeName(type)));
+  }
+}
+
+DataType DataTypeOf(dnnl::memory::data_type type) {
+  switch (type) {
+    case dnnl::memory::data_type::f32:
+      return DataType::kFloat;
+    case dnnl::memory::data_type::bf16:
+      return DataType::kBFloat16;
+    default:
+      LOCKSTEP_ENFORCE(false, "no lockstep dtype for oneDNN data type {}", static_cast<int>(type));
+      return DataType::kUndefined;
+  }
+}
+
+Signature SignatureOf(std::initializer_list<const Tensor*> tensors) {
+  Signature signature;
+  for (const Tensor* tensor : tensors)
+    signature.emplace_back(tensor ? tensor->shape() : Shape{-1}, tensor ? tensor->dtype() : DataType::kUndefined);
+  return signature;
+}
+
 dnnl::memory::format_tag PlainTag(int rank) {
   using tag = dnnl::memory::format_tag;
   switch (rank) {
@@ -40,12 +70,11 @@ dnnl::memory::format_tag PlainTag(int rank) {
   return tag::undef;
 }
 
-dnnl::memory::desc PlainDesc(const Shape& shape) {
-  return dnnl::memory::desc(ToDims(shape), dnnl::memory::data_type::f32,
-                            PlainTag(static_cast<int>(shape.size())));
+dnnl::memory::desc PlainDesc(const Shape& shape, DataType type) {
+  return dnnl::memory::desc(ToDims(shape), DnnlType(type), PlainTag(static_cast<int>(shape.size())));
 }
 
-dnnl::memory ToMemory(const Tensor& tensor) { return ToMemory(tensor, PlainDesc(tensor.shape())); }
+dnnl::memory ToMemory(const Tensor& tensor) { return ToMemory(tensor, PlainDesc(tensor.shape(), tensor.dtype())); }
 
 dnnl::memory ToMemory(const Tensor& tensor, const dnnl::memory::desc& desc) {
   return dnnl::memory(desc, CpuEngine(), const_cast<void*>(tensor.raw_data()));
@@ -57,23 +86,23 @@ void Execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnn
 }
 
 dnnl::memory::desc DescOf(const Tensor& tensor) {
-  return tensor.is_plain() ? PlainDesc(tensor.shape()) : tensor.layout()->desc;
+  return tensor.is_plain() ? PlainDesc(tensor.shape(), tensor.dtype()) : tensor.layout()->desc;
 }
 
 dnnl::memory AsMemory(const Tensor& tensor) { return ToMemory(tensor, DescOf(tensor)); }
 
 dnnl::memory ResizeForDesc(Tensor* tensor, const Shape& shape, const dnnl::memory::desc& desc) {
-  if (desc == PlainDesc(shape)) {
-    tensor->Resize(shape);
+  const DataType type = DataTypeOf(desc.data_type());
+  if (desc == PlainDesc(shape, type)) {
+    tensor->Resize(shape, type);
   } else if (tensor->is_plain() || tensor->layout()->desc != desc || tensor->shape() != shape) {
-    tensor->ResizeWithLayout(shape, DataType::kFloat, std::make_shared<TensorLayout>(TensorLayout{desc}),
-                             desc.get_size());
+    tensor->ResizeWithLayout(shape, type, std::make_shared<TensorLayout>(TensorLayout{desc}), desc.get_size());
   }
   return dnnl::memory(desc, CpuEngine(), tensor->raw_data());
 }
 
 dnnl::memory::desc AnyLayout(const dnnl::memory::desc& desc) {
-  return dnnl::memory::desc(desc.dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+  return dnnl::memory::desc(desc.dims(), desc.data_type(), dnnl::memory::format_tag::any);
 }
 
 namespace {

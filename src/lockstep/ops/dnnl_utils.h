@@ -2,6 +2,10 @@
 // wrap tensor buffers without copying.
 #pragma once
 
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "lockstep/core/tensor.h"
@@ -12,10 +16,17 @@ dnnl::engine& CpuEngine();
 dnnl::stream& ThreadStream();  // one per thread: replicas run concurrently
 
 dnnl::memory::dims ToDims(const Shape& shape);
+// oneDNN's name for a dtype the CPU operators compute in (float32 or bfloat16), and back.
+dnnl::memory::data_type DnnlType(DataType type);
+DataType DataTypeOf(dnnl::memory::data_type type);
+// The shapes and dtypes of some tensors (absent ones as nullptr): what a primitive built for them depends on,
+// apart from layouts, which reorders take care of.
+using Signature = std::vector<std::pair<Shape, DataType>>;
+Signature SignatureOf(std::initializer_list<const Tensor*> tensors);
 // Plain row-major layout of the given rank (a, ab, abc, abcd, abcde).
 dnnl::memory::format_tag PlainTag(int rank);
-dnnl::memory::desc PlainDesc(const Shape& shape);
-// Wraps the tensor's buffer (float32, plain layout).
+dnnl::memory::desc PlainDesc(const Shape& shape, DataType type = DataType::kFloat);
+// Wraps the tensor's buffer (plain layout, its dtype).
 dnnl::memory ToMemory(const Tensor& tensor);
 dnnl::memory ToMemory(const Tensor& tensor, const dnnl::memory::desc& desc);
 
@@ -26,13 +37,14 @@ struct TensorLayout {
   dnnl::memory::desc desc;
 };
 
-// The tensor's descriptor: its backend layout, or plain row-major float32.
+// The tensor's descriptor: its backend layout, or plain row-major in its dtype.
 dnnl::memory::desc DescOf(const Tensor& tensor);
 // The tensor's buffer in its own layout.
 dnnl::memory AsMemory(const Tensor& tensor);
-// Sizes `tensor` to hold `shape` in `desc`'s layout (plain when desc is plain) and returns memory over it.
+// Sizes `tensor` to hold `shape` in `desc`'s layout and dtype (plain when desc is plain) and returns memory
+// over it.
 dnnl::memory ResizeForDesc(Tensor* tensor, const Shape& shape, const dnnl::memory::desc& desc);
-// `desc` with its layout left for the primitive to choose.
+// `desc` (its dims and dtype) with its layout left for the primitive to choose.
 dnnl::memory::desc AnyLayout(const dnnl::memory::desc& desc);
 
 // Channels per block of oneDNN's blocked activation layouts on this CPU (16 with AVX-512, else 8): a 4-D

@@ -45,7 +45,8 @@ namespace {
 // to 5 only, so plain tensors of other ranks (scalars included) are seen as flat vectors.
 dnnl::memory::desc ElementwiseDesc(const Tensor& tensor) {
   if (!tensor.is_plain()) return tensor.layout()->desc;
-  return tensor.ndim() >= 1 && tensor.ndim() <= 5 ? PlainDesc(tensor.shape()) : PlainDesc({tensor.numel()});
+  return PlainDesc(tensor.ndim() >= 1 && tensor.ndim() <= 5 ? tensor.shape() : Shape{tensor.numel()},
+                   tensor.dtype());
 }
 
 // `tensor` in `desc` (the ElementwiseDesc of a tensor of the same shape), reordered into `scratch` when its
@@ -58,7 +59,7 @@ dnnl::memory InLayout(const Tensor& tensor, const dnnl::memory::desc& desc, int 
 // `out` already has that shape and layout, so an output that is also an input is not lost.
 dnnl::memory ResizeElementwise(Tensor* out, const Shape& shape, const dnnl::memory::desc& desc) {
   if (shape.empty() || shape.size() > 5) {  // plain, seen as a flat vector
-    out->Resize(shape);
+    out->Resize(shape, DataTypeOf(desc.data_type()));
     return ToMemory(*out, desc);
   }
   return ResizeForDesc(out, shape, desc);
@@ -79,12 +80,12 @@ class AddOp : public Operator {
     CheckAddInPlace(def_, IsInplace(1, 0), a.shape(), b.shape());
     Tensor* c = Output(0);  // c has a's shape (and layout, without broadcast)
     if (broadcast_) {
-      c->Resize(shape);
+      c->Resize(shape, a.dtype());
       if (c->numel() == 0) return;
       // a is (outer, inner) and b is (1, inner) once flattened.
       int64_t inner = b.numel();
-      auto full = PlainDesc({a.numel() / inner, inner});
-      Compute(ToMemory(a, full), ToMemory(b, PlainDesc({1, inner})), ToMemory(*c, full));
+      auto full = PlainDesc({a.numel() / inner, inner}, a.dtype());
+      Compute(ToMemory(a, full), ToMemory(b, PlainDesc({1, inner}, b.dtype())), ToMemory(*c, full));
       return;
     }
     auto desc = ElementwiseDesc(a);
@@ -186,30 +187,28 @@ class SumReduceLikeOp : public Operator {
   void Run() override {
     const Tensor& dy = Input(0);  // dy is (outer, inner) once flattened
     const Tensor& b = Input(1);   // b's shape is a suffix of dy's: (inner)
-    Tensor* db = Output(0);       // db has b's shape
+    Tensor* db = Output(0);       // db has b's shape and dy's dtype
     CheckSumReduceLikeShapes(def_, dy.shape(), b.shape());
-    db->Resize(b.shape());
+    db->Resize(b.shape(), dy.dtype());
     if (db->numel() == 0) return;
     int64_t inner = b.numel();
     int64_t outer = dy.numel() / inner;
     if (outer == 1) {  // nothing to reduce; oneDNN's reduction wants at least one reduced dim
       db->CopyFrom(dy);
-      db->Resize(b.shape());
+      db->Resize(b.shape(), dy.dtype());
       return;
     }
-    if (dy.shape() != shape_ || b.shape() != b_shape_) {
-      shape_ = dy.shape();
-      b_shape_ = b.shape();
-      dnnl::reduction::desc desc(dnnl::algorithm::reduction_sum, PlainDesc({outer, inner}),
-                                 PlainDesc({1, inner}), 0.f, 0.f);
+    const auto src = PlainDesc({outer, inner}, dy.dtype()), dst = PlainDesc({1, inner}, dy.dtype());
+    if (src != src_) {
+      src_ = src;
+      dnnl::reduction::desc desc(dnnl::algorithm::reduction_sum, src, dst, 0.f, 0.f);
       primitive_ = dnnl::reduction(dnnl::reduction::primitive_desc(desc, CpuEngine()));
     }
-    Execute(primitive_, {{DNNL_ARG_SRC, ToMemory(dy, PlainDesc({outer, inner}))},
-                         {DNNL_ARG_DST, ToMemory(*db, PlainDesc({1, inner}))}});
+    Execute(primitive_, {{DNNL_ARG_SRC, ToMemory(dy, src)}, {DNNL_ARG_DST, ToMemory(*db, dst)}});
   }
 
  private:
-  Shape shape_, b_shape_;
+  dnnl::memory::desc src_;
   dnnl::reduction primitive_;
 };
 
@@ -273,7 +272,7 @@ LOCKSTEP_OPERATOR_SCHEMA(SumReduceLike)
     .NumInputs(2)
     .NumOutputs(1)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
-      return std::vector<TensorShape>{in[1]};
+      return std::vector<TensorShape>{{in[1].dims, in[0].dtype}};
     });
 LOCKSTEP_REGISTER_CPU_OPERATOR(Add, AddOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Sum, SumOp);

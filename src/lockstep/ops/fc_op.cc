@@ -43,20 +43,25 @@ namespace {
 
 using dnnl::memory;
 
-// Plain oneDNN descriptions of one FC shape: x (N, K), w (M, K), b (M), y (N, M).
+// Plain oneDNN descriptions of one FC shape: x (N, K), w (M, K), b (M), y (N, M). The product is in X's
+// dtype (float32, or bfloat16 with float32 accumulation), which W must share; b is float32 or X's dtype.
 struct FcSetup {
   FcShapes shapes;
   memory::desc x, w, b, y;
   dnnl::inner_product_forward::primitive_desc forward;
 };
 
-FcSetup MakeFcSetup(const FcShapes& shapes) {
+FcSetup MakeFcSetup(const OperatorDef& def, const FcShapes& shapes, DataType x_type, DataType w_type,
+                    DataType b_type) {
+  if (w_type != x_type)
+    FailOperator(def, fmt::format("W is {} but X is {}; give both the same dtype", DataTypeName(w_type),
+                                  DataTypeName(x_type)));
   FcSetup s;
   s.shapes = shapes;
-  s.x = PlainDesc({s.shapes.n, s.shapes.k});
-  s.w = PlainDesc({s.shapes.m, s.shapes.k});
-  s.b = PlainDesc({s.shapes.m});
-  s.y = PlainDesc({s.shapes.n, s.shapes.m});
+  s.x = PlainDesc({s.shapes.n, s.shapes.k}, x_type);
+  s.w = PlainDesc({s.shapes.m, s.shapes.k}, x_type);
+  s.b = PlainDesc({s.shapes.m}, b_type);
+  s.y = PlainDesc({s.shapes.n, s.shapes.m}, x_type);
   if (s.shapes.n > 0)
     s.forward = dnnl::inner_product_forward::primitive_desc(
         dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, s.x, s.w, s.b, s.y),
@@ -72,15 +77,15 @@ class FcOp : public Operator {
     const Tensor& x = Input(0);  // x is (N, K), or any shape that flattens to it at `axis`
     const Tensor& w = Input(1);  // w is (M, K)
     const Tensor& b = Input(2);  // b is (M)
-    Tensor* y = Output(0);       // y is x.shape[:axis] + (M)
-    if (x.shape() != x_shape_ || w.shape() != w_shape_ || b.shape() != b_shape_) {
-      setup_ = MakeFcSetup(FcOutputShape(def_, x.shape(), w.shape(), &b.shape()));
-      x_shape_ = x.shape();
-      w_shape_ = w.shape();
-      b_shape_ = b.shape();
+    Tensor* y = Output(0);       // y is x.shape[:axis] + (M), in x's dtype
+    Signature signature = SignatureOf({&x, &w, &b});
+    if (signature != signature_) {
+      setup_ = MakeFcSetup(def_, FcOutputShape(def_, x.shape(), w.shape(), &b.shape()), x.dtype(), w.dtype(),
+                           b.dtype());
+      signature_ = std::move(signature);
       if (setup_.shapes.n > 0) primitive_ = dnnl::inner_product_forward(setup_.forward);
     }
-    y->Resize(setup_.shapes.y);
+    y->Resize(setup_.shapes.y, x.dtype());
     if (setup_.shapes.n == 0) return;
     Execute(primitive_, {{DNNL_ARG_SRC, ToMemory(x, setup_.x)},
                          {DNNL_ARG_WEIGHTS, ToMemory(w, setup_.w)},
@@ -89,7 +94,7 @@ class FcOp : public Operator {
   }
 
  private:
-  Shape x_shape_, w_shape_, b_shape_;
+  Signature signature_;
   FcSetup setup_;
   dnnl::inner_product_forward primitive_;
 };
@@ -104,14 +109,14 @@ class FcGradientOp : public Operator {
     const Tensor& w = Input(1);   // w is (M, K)
     const Tensor& dy = Input(2);  // dy is x.shape[:axis] + (M)
     int next = 0;
-    Tensor* dw = wants_.dweight ? Output(next++) : nullptr;  // dw is (M, K)
-    Tensor* db = wants_.dbias ? Output(next++) : nullptr;    // db is (M)
-    Tensor* dx = wants_.dx ? Output(next++) : nullptr;       // dx has x's shape
-    if (x.shape() != x_shape_ || w.shape() != w_shape_ || dy.shape() != dy_shape_)
-      Setup(x.shape(), w.shape(), dy);
-    if (dw) dw->Resize(w.shape());
+    Tensor* dw = wants_.dweight ? Output(next++) : nullptr;  // dw is (M, K), in w's dtype
+    Tensor* db = wants_.dbias ? Output(next++) : nullptr;    // db is (M), float32
+    Tensor* dx = wants_.dx ? Output(next++) : nullptr;       // dx has x's shape and dtype
+    Signature signature = SignatureOf({&x, &w, &dy});
+    if (signature != signature_) Setup(x, w, dy, std::move(signature));
+    if (dw) dw->Resize(w.shape(), w.dtype());
     if (db) db->Resize({w.dim(0)});
-    if (dx) dx->Resize(x.shape());
+    if (dx) dx->Resize(x.shape(), x.dtype());
     if (setup_.shapes.n == 0) {  // an empty batch contributes nothing
       if (dw) dw->Zero();
       if (db) db->Zero();
@@ -134,11 +139,13 @@ class FcGradientOp : public Operator {
   }
 
  private:
-  void Setup(const Shape& x, const Shape& w, const Tensor& dy) {
-    setup_ = MakeFcSetup(FcGradientShapes(def_, x, w, dy.shape()));
-    x_shape_ = x;
-    w_shape_ = w;
-    dy_shape_ = dy.shape();
+  void Setup(const Tensor& x, const Tensor& w, const Tensor& dy, Signature signature) {
+    if (dy.dtype() != x.dtype())
+      FailOperator(def_, fmt::format("dY is {} but X is {}; give both the same dtype", DataTypeName(dy.dtype()),
+                                     DataTypeName(x.dtype())));
+    setup_ = MakeFcSetup(def_, FcGradientShapes(def_, x.shape(), w.shape(), dy.shape()), x.dtype(), w.dtype(),
+                         DataType::kFloat);
+    signature_ = std::move(signature);
     if (setup_.shapes.n == 0) return;
     if (wants_.dweight || wants_.dbias) {
       auto desc = wants_.dbias
@@ -155,14 +162,14 @@ class FcGradientOp : public Operator {
   }
 
   const WeightGradientOutputs wants_;
-  Shape x_shape_, w_shape_, dy_shape_;
+  Signature signature_;
   FcSetup setup_;
   dnnl::inner_product_backward_weights weights_primitive_;
   dnnl::inner_product_backward_data data_primitive_;
 };
 
 std::vector<TensorShape> FcShape(const OperatorDef& def, const std::vector<TensorShape>& in) {
-  return {{FcOutputShape(def, in[0].dims, in[1].dims, &in[2].dims).y}};
+  return {{FcOutputShape(def, in[0].dims, in[1].dims, &in[2].dims).y, in[0].dtype}};
 }
 
 std::vector<OperatorDef> FcGradient(const GradientContext& g) {

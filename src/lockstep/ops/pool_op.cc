@@ -23,8 +23,8 @@ struct PoolSetup {
 
   // Y in x's layout, which is what oneDNN picks for a pooling destination left to it.
   dnnl::pooling_forward::primitive_desc Forward(dnnl::prop_kind kind) const {
-    dnnl::pooling_forward::desc desc(kind, algorithm, x, AnyLayout(PlainDesc(y_shape)), strides, kernel,
-                                     pad_l, pad_r);
+    dnnl::pooling_forward::desc desc(kind, algorithm, x, AnyLayout(PlainDesc(y_shape, DataTypeOf(x.data_type()))),
+                                     strides, kernel, pad_l, pad_r);
     return dnnl::pooling_forward::primitive_desc(desc, CpuEngine());
   }
 };
@@ -64,7 +64,7 @@ class PoolOp : public Operator {
       }
     }
     if (x.numel() == 0) {
-      y->Resize(setup_.y_shape);
+      y->Resize(setup_.y_shape, x.dtype());
       return;
     }
     Execute(primitive_,
@@ -95,7 +95,7 @@ class PoolGradientOp : public Operator {
       FailOperator(def_, fmt::format("dY is {} but the pooling output is {}", ShapeToString(dy.shape()),
                                      ShapeToString(setup_.y_shape)));
     if (x.numel() == 0) {
-      dx->Resize(x.shape());
+      dx->Resize(x.shape(), x.dtype());
       return;
     }
     memory diff_dst = ReorderIfNeeded(AsMemory(dy), y_desc_, 0);
@@ -137,7 +137,7 @@ class PoolGradientOp : public Operator {
 };
 
 std::vector<TensorShape> PoolShape(const OperatorDef& def, const std::vector<TensorShape>& in) {
-  return {{PoolOutputShape(def, PoolWindow(def, ParsePoolArgs(def), in[0].dims), in[0].dims)}};
+  return {{PoolOutputShape(def, PoolWindow(def, ParsePoolArgs(def), in[0].dims), in[0].dims), in[0].dtype}};
 }
 
 std::vector<TensorShape> PoolGradientShape(const OperatorDef& def, const std::vector<TensorShape>& in) {

@@ -23,6 +23,9 @@ class SoftmaxWithLossOp : public Operator {
     const Tensor& logits = Input(0);  // logits is (N, D)
     const Tensor& labels = Input(1);  // labels is (N) or (N, 1), int32 in [0, D)
     CheckSoftmaxWithLossShapes(def_, logits.shape(), labels.shape(), labels.dtype());
+    if (logits.dtype() != DataType::kFloat)
+      FailOperator(def_, fmt::format("logits are {}; the loss is computed in float32, so Cast them first",
+                                     DataTypeName(logits.dtype())));
     Tensor* softmax = Output(0);  // softmax is (N, D)
     Tensor* loss = Output(1);     // loss is a scalar
     softmax->Resize(logits.shape());

@@ -101,7 +101,7 @@ std::vector<TensorShape> SpatialBNShapes(const OperatorDef& def, const std::vect
   for (int i = 1; i < std::min(num_outputs, 5); ++i) out.push_back({{channels}, DataType::kFloat});
   if (num_outputs == 6) {
     float epsilon = FloatArg(def, "epsilon");
-    auto forward = ForwardDesc(PlainDesc(in[0].dims), epsilon, false, true);
+    auto forward = ForwardDesc(PlainDesc(in[0].dims, in[0].dtype), epsilon, false, true);
     out.push_back({{static_cast<int64_t>(forward.workspace_desc().get_size())}, DataType::kUInt8});
   }
   return out;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "lockstep/comm/launcher.h"
+#include "lockstep/core/cpu_isa.h"
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/data/image.h"
@@ -132,9 +133,15 @@ void CheckDeviceSplit(const TrainerConfig& c) {
 void CheckPrecision(const TrainerConfig& c) {
   if (c.dtype != "float" && c.dtype != "float16" && c.dtype != "bfloat16")
     throw InvalidInput(fmt::format("--dtype '{}': use float, float16 or bfloat16", c.dtype));
-  if (c.device_type == DeviceType::kCpu && (c.dtype != "float" || c.float16_compute || c.enable_tensor_core))
+  if (c.device_type == DeviceType::kCpu && (c.dtype == "float16" || c.float16_compute || c.enable_tensor_core))
     throw InvalidInput(
-        "--dtype float16, --float16_compute and --enable_tensor_core need a GPU; CPU training is float");
+        "--dtype float16, --float16_compute and --enable_tensor_core need a GPU; CPUs train in float or "
+        "bfloat16");
+  if (c.device_type == DeviceType::kCpu && c.dtype == "bfloat16" && !CpuHasBFloat16Instructions())
+    throw InvalidInput(fmt::format(
+        "--dtype bfloat16 on CPU needs AVX512_BF16 or AMX instructions, and oneDNN uses {} here; train with "
+        "--dtype float",
+        CpuIsaName()));
   if (c.float16_compute && c.dtype != "float16")
     throw InvalidInput("--float16_compute needs --dtype float16");
 }

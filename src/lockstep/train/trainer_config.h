@@ -63,8 +63,9 @@ struct TrainerConfig {
   double timeout = 30, first_iter_timeout = 1200;  // seconds a shard waits for the others
   // CPU devices, or CUDA GPUs (the ids of `gpus`, else 0..num_devices-1).
   DeviceType device_type = DeviceType::kCpu;
-  // GPU precision and cuDNN options of the seed; CPU training is float32. dtype float16 / bfloat16 computes
-  // in 16 bits with float32 master parameters and a static loss scale (0: 128 for float16, else 1).
+  // Precision and the GPU's cuDNN options of the seed. dtype float16 (GPU) / bfloat16 (GPU, or CPU with
+  // bfloat16 instructions) computes in 16 bits with float32 master parameters and a static loss scale (0: 128
+  // for float16, else 1).
   std::string dtype = "float";
   bool float16_compute = false, enable_tensor_core = false;
   float loss_scale = 0;

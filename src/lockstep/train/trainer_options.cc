@@ -80,8 +80,8 @@ const std::vector<TrainerOption>& Table() {
        "Skip database records that do not parse or decode (counted on the console) instead of stopping",
        kNoRange, kNone, false},
       {"dtype", &C::dtype,
-       "Data type the GPU network computes in: float, float16 or bfloat16 (with float32 master parameters; "
-       "CPU training is float)",
+       "Data type the network computes in: float, float16 (GPU) or bfloat16 (GPU, or CPU with AVX512_BF16 or "
+       "AMX), with float32 master parameters",
        kNoRange, kSame, false},
       {"float16_compute", &C::float16_compute, "With --dtype float16: compute in float16 too (GPU)", kNoRange,
        kNone, false},

@@ -1,6 +1,7 @@
 // The cross-backend operator table (in the manner of ggml's test-backend-ops): each case runs one operator
-// on the CPU, the oracle, and on a CUDA device from the same inputs, and says which outputs must agree and
-// how closely. cuda_ops_test.cc runs the table.
+// on the CPU in float32, the oracle, and on a CUDA device (or on the CPU in bfloat16) from the same inputs,
+// and says which outputs must agree and how closely. cuda/cuda_ops_test.cc and low_precision_ops_test.cc run
+// the table.
 #pragma once
 
 #include <functional>
@@ -41,6 +42,13 @@ struct OpCase {
 
 std::vector<OpCase> OpCases();
 
+// Prints a case by name in gtest's messages.
+void PrintTo(const OpCase& c, std::ostream* os);
+
+// Runs the case on the CPU in float32 and on `device` with the narrowed inputs in 16 bits, and compares the
+// two (or, for random outputs, checks each). A failure is recorded as a gtest failure.
+void ExpectSameOnCpuAnd(const OpCase& c, const Device& device);
+
 // The float32 cases of the operators a float16 or bfloat16 pass runs (mixed precision: convolution, FC,
 // pooling, ReLU, batch normalization, the element-wise sums and the data movement between them, with their
 // gradients), once per 16-bit type: each input the operator's schema lets be 16-bit is rounded to that type.
@@ -65,5 +73,6 @@ struct GradientCase {
 };
 
 std::vector<GradientCase> GradientCases();
+void PrintTo(const GradientCase& c, std::ostream* os);
 
 }  // namespace lockstep::testing

@@ -1,11 +1,11 @@
 // What the two files of the operator table share: the tolerances, the table being filled, and the input
-// helpers of both. Internal to tests/cuda/.
+// helpers of both. Internal to op_cases.cc and op_layer_cases.cc.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "cuda/cuda_op_cases.h"
+#include "op_cases.h"
 
 namespace lockstep::testing {
 
@@ -49,7 +49,7 @@ Tensor Distinct(const Shape& shape, unsigned seed);
 // Output extent of a window sweep: floor((size + 2 * pad - kernel) / stride) + 1.
 int64_t Swept(int64_t size, int64_t kernel, int64_t stride, int64_t pad);
 
-// The cases of the network layers (cuda_layer_cases.cc).
+// The cases of the network layers (op_layer_cases.cc).
 void AddConv(Table& t);
 void AddFc(Table& t);
 void AddPooling(Table& t);

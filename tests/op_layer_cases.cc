@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/op_case_table.h"
+#include "op_case_table.h"
 
 namespace lockstep::testing {
 namespace {
