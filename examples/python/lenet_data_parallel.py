@@ -10,7 +10,8 @@ on CPU devices where the machine has no GPU. Example:
 import argparse
 import time
 
-from lockstep import brew, checkpoint, core, data_parallel_model, model_helper, optimizer, workspace
+from lockstep import (brew, checkpoint, core, data_parallel_model, mixed_precision, model_helper, optimizer,
+                      workspace)
 from lockstep._core import C
 
 GAUSSIAN = ("GaussianFill", {"std": 0.01})
@@ -40,6 +41,8 @@ def main():
     parser.add_argument("--steps", type=int, default=0, help="stop after this many steps (default: epochs)")
     parser.add_argument("--seed", type=int, default=1, help="initialisation and data order (default 1)")
     parser.add_argument("--save", default="", help="write a checkpoint here at the end")
+    parser.add_argument("--dtype", default="float", choices=("float", "bfloat16", "float16"),
+                        help="what the network computes in; parameters and updates stay float32 (default float)")
     args = parser.parse_args()
     devices = [int(d) for d in args.devices.split(",")]
     batch_per_device = args.batch_size // len(devices)
@@ -53,12 +56,16 @@ def main():
         brew.image_input(model, "train_reader", ["data", "label"])
 
     def create_lenet_ops(model, loss_scale):
-        softmax, loss = brew.softmax_with_loss(model, [lenet(model, "data"), "label"], ["softmax", "loss"])
+        if args.dtype == "float":
+            logits = lenet(model, "data")
+        else:
+            logits = mixed_precision.compute_in(model, args.dtype, "data", lambda: lenet(model, "data"))
+        softmax, loss = brew.softmax_with_loss(model, [logits, "label"], ["softmax", "loss"])
         brew.accuracy(model, [softmax, "label"], "accuracy")
         return [brew.scale(model, loss, "scaled_loss", scale=loss_scale)]
 
     def add_parameter_update_ops(model):
-        optimizer.build_sgd(model, base_learning_rate=args.lr, momentum=0.0, weight_decay=0.0)
+        optimizer.build_multi_precision_sgd(model, base_learning_rate=args.lr, momentum=0.0, weight_decay=0.0)
 
     data_parallel_model.Parallelize_GPU(
         train_model,

@@ -27,6 +27,7 @@ def build_sgd(model, base_learning_rate, momentum=0.0, nesterov=False, weight_de
 
 
 def build_multi_precision_sgd(model, base_learning_rate, **kwargs):
-    """build_sgd for models that compute in float16: lockstep keeps every parameter and its update in float32
-    (the float16 copies are cast from them in the forward pass), so this is build_sgd."""
+    """build_sgd for models that compute in float16 or bfloat16 (mixed_precision.compute_in): lockstep keeps
+    every parameter and its update in float32 (the 16-bit copies are cast from them in the forward pass), so
+    this is build_sgd."""
     return build_sgd(model, base_learning_rate, **kwargs)

@@ -7,10 +7,12 @@
 #include <optional>
 
 #include "bindings.h"
+#include "lockstep/core/cpu_isa.h"
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/model/layers.h"
+#include "lockstep/model/mixed_precision.h"
 #include "lockstep/model/optimizer.h"
 #include "lockstep/model/zoo.h"
 #include "lockstep/parallel/data_parallel.h"
@@ -91,6 +93,7 @@ void BindModelHelper(py::module_& m) {
       .def_property_readonly("init_net_name",
                              [](ModelHelper& model) { return model.param_init_net().name(); })
       .def("net_bytes", [](const ModelHelper& model) { return NetDefToBytes(model.net()); })
+      .def_property_readonly("op_count", [](const ModelHelper& model) { return model.net().op_size(); })
       .def("init_net_bytes", [](ModelHelper& model) { return NetDefToBytes(model.param_init_net()); })
       .def(
           "add_op",
@@ -177,6 +180,20 @@ void BindLayers(py::module_& m) {
     return BuildModel(name, model, data, ModelConfig{num_channels, image_size, num_labels, is_test});
   });
   m.def("known_models", &KnownModelsText);
+  m.def(
+      "compute_in_low_precision",
+      [](ModelHelper& model, int first_op, const std::string& input, const std::string& output,
+         const std::string& dtype) {
+        if (dtype != "float16" && dtype != "bfloat16")
+          throw InvalidInput(fmt::format("compute_in: dtype '{}'; use float16 or bfloat16", dtype));
+        if (model.device().type == DeviceType::kCpu) {
+          if (dtype == "float16") throw InvalidInput("compute_in: float16 needs a GPU; CPUs compute in bfloat16");
+          RequireCpuBFloat16("compute_in: bfloat16 on CPU");
+        }
+        return ComputeInLowPrecision(model, first_op, input, output,
+                                     dtype == "float16" ? DataType::kFloat16 : DataType::kBFloat16);
+      },
+      "model"_a, "first_op"_a, "input"_a, "output"_a, "dtype"_a);
   m.def("operator_types",
         [](int device) { return OperatorRegistry::Types(static_cast<DeviceType>(device)); });
 }

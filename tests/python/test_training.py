@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from lockstep import brew, checkpoint, data_parallel_model, model_helper, models, optimizer, workspace
+from lockstep._core import C
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLI = os.environ.get("LOCKSTEP_CLI_PATH", os.path.join(REPO, "build", "lockstep"))
@@ -80,6 +81,21 @@ def test_lenet_example_reaches_the_command_lines_parameters(tmp_path):
     assert largest_relative_difference(python, cli) <= 1e-6
     for key in ("model", "seed", "iteration", "reader_position"):
         assert python_meta[key] == cli_meta[key], key
+
+
+@pytest.mark.skipif(not C.cpu_has_bfloat16(), reason=f"no AVX512_BF16 or AMX on this CPU ({C.cpu_isa()})")
+def test_lenet_example_in_bfloat16_reaches_the_command_lines_parameters(tmp_path):
+    steps, batch = 10, 256
+    run([CLI, "train"] + LENET_FLAGS + ["--num_gpus", "2", "--batch_size", str(batch), "--num_epochs", "1",
+                                        "--epoch_size", str(steps * batch), "--dtype", "bfloat16",
+                                        "--save_model_name", "cli", "--file_store_path", ".", "--log_dir", "."],
+        tmp_path)
+    run([sys.executable, os.path.join(EXAMPLES, "lenet_data_parallel.py"), "--devices", "0,1", "--steps",
+         str(steps), "--dtype", "bfloat16", "--save", "python.safetensors"], tmp_path, python_env())
+    python, _ = read_safetensors(tmp_path / "python.safetensors")
+    cli, _ = read_safetensors(tmp_path / "cli_1.safetensors")
+    assert all(value.dtype == np.float32 for name, value in python.items() if "conv" in name or "fc" in name)
+    assert largest_relative_difference(python, cli) <= 1e-6
 
 
 def test_two_mpirun_shards_match_one_process_with_the_global_batch(tmp_path):

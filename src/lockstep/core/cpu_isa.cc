@@ -1,6 +1,9 @@
 // The CPU instruction set oneDNN uses.
 #include "lockstep/core/cpu_isa.h"
 
+#include <fmt/format.h>
+
+#include "lockstep/core/enforce.h"
 #include "oneapi/dnnl/dnnl.h"
 
 namespace lockstep {
@@ -35,6 +38,13 @@ std::string CpuIsaName() {
 bool CpuHasBFloat16Instructions() {
   const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
+}
+
+void RequireCpuBFloat16(const std::string& what) {
+  if (!CpuHasBFloat16Instructions())
+    throw InvalidInput(fmt::format(
+        "{} needs AVX512_BF16 or AMX instructions, and oneDNN uses {} here; compute in float instead", what,
+        CpuIsaName()));
 }
 
 }  // namespace lockstep

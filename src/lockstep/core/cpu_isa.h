@@ -13,4 +13,7 @@ std::string CpuIsaName();
 // oneDNN's bfloat16 kernels need to be faster than float32.
 bool CpuHasBFloat16Instructions();
 
+// Throws InvalidInput when the CPU lacks them: "<what> needs AVX512_BF16 or AMX instructions, ...".
+void RequireCpuBFloat16(const std::string& what);
+
 }  // namespace lockstep

@@ -137,11 +137,7 @@ void CheckPrecision(const TrainerConfig& c) {
     throw InvalidInput(
         "--dtype float16, --float16_compute and --enable_tensor_core need a GPU; CPUs train in float or "
         "bfloat16");
-  if (c.device_type == DeviceType::kCpu && c.dtype == "bfloat16" && !CpuHasBFloat16Instructions())
-    throw InvalidInput(fmt::format(
-        "--dtype bfloat16 on CPU needs AVX512_BF16 or AMX instructions, and oneDNN uses {} here; train with "
-        "--dtype float",
-        CpuIsaName()));
+  if (c.device_type == DeviceType::kCpu && c.dtype == "bfloat16") RequireCpuBFloat16("--dtype bfloat16 on CPU");
   if (c.float16_compute && c.dtype != "float16")
     throw InvalidInput("--float16_compute needs --dtype float16");
 }
