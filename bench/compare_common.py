@@ -125,11 +125,11 @@ def read_lockstep_log(log_dir, model):
     return lines[0][2:], rows
 
 
-def run_lockstep(binary, arguments, model, log_parent, run_name):
+def run_lockstep(binary, arguments, model, log_parent, run_name, tag="lockstep"):
     """Runs `lockstep train` with a fresh --log_dir and returns its log rows."""
     log_dir = os.path.join(log_parent, run_name)
     os.makedirs(log_dir)
-    run_streaming([binary, "train"] + arguments + ["--log_dir", log_dir], "lockstep")
+    run_streaming([binary, "train"] + arguments + ["--log_dir", log_dir], tag)
     _, rows = read_lockstep_log(log_dir, model)
     return rows
 
@@ -176,24 +176,30 @@ def mean(values):
     return sum(values) / len(values)
 
 
-def alternate_rounds(args, lockstep_arguments, model, peers, peer_script):
-    """Runs `args.rounds` rounds of lockstep then each PyTorch configuration of peers, a list of (name,
-    command); the configurations' order rotates from round to round. Applies `args.isa` first. Returns
-    lockstep's log rows per round, {name: the peer's JSON result per round}, and the peer outputs (for their
-    warnings). A failed run exits with one line."""
+def alternate_rounds(args, lockstep_runs, model, peers, peer_script):
+    """Runs `args.rounds` rounds of each lockstep configuration of lockstep_runs, a list of (name, `lockstep
+    train` arguments), and each PyTorch configuration of peers, a list of (name, command); the order of all
+    configurations rotates from round to round, so that none always runs first. Applies `args.isa` first.
+    Returns {name: lockstep's log rows per round}, {name: the peer's JSON result per round}, and the peer
+    outputs (for their warnings). A failed run exits with one line."""
     apply_isa(args.isa)
-    lockstep_rows, peer_results, peer_outputs = [], {name: [] for name, _ in peers}, []
+    lockstep_rows = {name: [] for name, _ in lockstep_runs}
+    peer_results, peer_outputs = {name: [] for name, _ in peers}, []
+    runs = lockstep_runs + peers
     try:
         with LogFolder(args.log_dir) as log_parent:
             for round_index in range(args.rounds):
                 print(f"\n=== round {round_index + 1}/{args.rounds} ===", flush=True)
-                lockstep_rows.append(run_lockstep(args.lockstep, lockstep_arguments, model, log_parent,
-                                                  f"{model}_round{round_index + 1}"))
-                shift = round_index % len(peers)
-                for name, command in peers[shift:] + peers[:shift]:
-                    output = run_streaming(command, name)
-                    peer_outputs.append(output)
-                    peer_results[name].append(last_json_line(output, peer_script))
+                shift = round_index % len(runs)
+                for name, arguments in runs[shift:] + runs[:shift]:
+                    if name in lockstep_rows:
+                        run_name = f"{model}_{name.replace(' ', '_')}_round{round_index + 1}"
+                        lockstep_rows[name].append(run_lockstep(args.lockstep, arguments, model, log_parent,
+                                                                run_name, name))
+                    else:
+                        output = run_streaming(arguments, name)
+                        peer_outputs.append(output)
+                        peer_results[name].append(last_json_line(output, peer_script))
     except BenchError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)

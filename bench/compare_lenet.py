@@ -48,9 +48,9 @@ def main():
         lockstep_arguments += ["--epoch_size", str(args.limit)]
         peer_command += ["--limit", str(args.limit)]
 
-    rows, results, peer_outputs = alternate_rounds(args, lockstep_arguments, "lenet", [("pytorch", peer_command)],
-                                                   "lenet_peer.py")
-    results = results["pytorch"]
+    rows, results, peer_outputs = alternate_rounds(args, [("lockstep", lockstep_arguments)], "lenet",
+                                                   [("pytorch", peer_command)], "lenet_peer.py")
+    rows, results = rows["lockstep"], results["pytorch"]
     # Per round: (mean seconds per epoch, final test accuracy, images per epoch).
     ours = [(mean([row["time_spent"] for row in r]), r[-1]["test_accuracy"], r[-1]["input_count"]) for r in rows]
     theirs = [(mean(r["seconds_per_epoch"]), r["test_accuracy"], r["images_per_epoch"]) for r in results]

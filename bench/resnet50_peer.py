@@ -6,6 +6,8 @@ decay 1e-4, lr 0.1, mean softmax cross-entropy, on one fixed batch of random ima
 lockstep's `--train_data null`). After --warmup untimed steps it times --chunks chunks of --iterations steps
 each and reports every chunk's images/sec and the best. --memory_format channels_last keeps the weights and the
 images in NHWC, which lets oneDNN skip the reorders it does around NCHW tensors (often faster on CPU).
+--autocast bfloat16 runs the forward pass and the loss under torch.autocast("cpu", dtype=torch.bfloat16), with
+float32 parameters and optimizer: PyTorch's recommended mixed precision on CPU.
 
 Run with the interpreter of bench/setup_torch.sh's environment (bench/.venv/bin/python, current PyTorch from
 PyPI) or with Debian's /usr/bin/python3 (python3-torch 1.13).
@@ -21,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_setup import describe_line, describe_torch, import_torch  # noqa: E402
 
 MEMORY_FORMATS = ("contiguous", "channels_last")
+AUTOCASTS = ("none", "bfloat16")
 
 
 def parse_args():
@@ -38,6 +41,9 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--memory_format", choices=MEMORY_FORMATS, default="contiguous",
                         help="layout of weights and images: contiguous (NCHW) or channels_last (NHWC)")
+    parser.add_argument("--autocast", choices=AUTOCASTS, default="none",
+                        help="none (float32), or bfloat16: forward pass and loss under CPU autocast, float32 "
+                             "parameters and optimizer")
     args = parser.parse_args()
     if min(args.threads, args.batch_size, args.image_size, args.num_labels, args.iterations, args.chunks) < 1:
         parser.error("--threads, --batch_size, --image_size, --num_labels, --iterations and --chunks "
@@ -109,7 +115,8 @@ def main():
     labels = torch.randint(0, args.num_labels, (args.batch_size,))
 
     def train_step():
-        loss = F.cross_entropy(model(images), labels)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bfloat16"):
+            loss = F.cross_entropy(model(images), labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -117,8 +124,8 @@ def main():
 
     description = describe_torch(torch)
     print(f"{describe_line(description)} resnet50: batch {args.batch_size}, {args.image_size}x{args.image_size}, "
-          f"{args.num_labels} labels, {args.memory_format}, {args.threads} threads, {args.warmup} warm-up steps, "
-          f"{args.chunks} x {args.iterations} timed steps", flush=True)
+          f"{args.num_labels} labels, {args.memory_format}, autocast {args.autocast}, {args.threads} threads, "
+          f"{args.warmup} warm-up steps, {args.chunks} x {args.iterations} timed steps", flush=True)
     for _ in range(args.warmup):
         train_step()
 
@@ -140,6 +147,7 @@ def main():
         "batch_size": args.batch_size,
         "image_size": args.image_size,
         "memory_format": args.memory_format,
+        "autocast": args.autocast,
         "torch": description,
         "images_per_sec": max(images_per_sec),
         "all": images_per_sec,
