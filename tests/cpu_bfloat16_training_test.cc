@@ -1,5 +1,5 @@
-// bfloat16 training on the CPU (--dtype bfloat16 --use_cpu): what the trainer refuses, and LeNet and ResNet-18
-// losses against float32 from the same initial parameters and data.
+// bfloat16 training on the CPU (--dtype bfloat16 --use_cpu): what the trainer refuses, and LeNet and
+// ResNet-18 losses against float32 from the same initial parameters and data.
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -32,15 +32,17 @@ TEST(CpuBFloat16Training, Float16AndCpusWithoutBFloat16InstructionsAreRefusedInO
   const std::string train = "train --use_cpu --model lenet --train_data null --num_epochs 1 ";
   CliOutput run = RunCliWithFiles(::testing::TempDir(), train + "--dtype float16");
   EXPECT_EQ(run.code, kExitNotRetryable);
-  EXPECT_EQ(run.err,
-            "lockstep: error: --dtype float16, --float16_compute and --enable_tensor_core need a GPU; CPUs train "
-            "in float or bfloat16\n");
+  EXPECT_EQ(
+      run.err,
+      "lockstep: error: --dtype float16, --float16_compute and --enable_tensor_core need a GPU; CPUs train "
+      "in float or bfloat16\n");
   ScopedEnvironment avx2("ONEDNN_MAX_CPU_ISA", "AVX2");
   run = RunCliWithFiles(::testing::TempDir(), train + "--dtype bfloat16");
   EXPECT_EQ(run.code, kExitNotRetryable);
-  EXPECT_EQ(run.err,
-            "lockstep: error: --dtype bfloat16 on CPU needs AVX512_BF16 or AMX instructions, and oneDNN uses avx2 "
-            "here; compute in float instead\n");
+  EXPECT_EQ(
+      run.err,
+      "lockstep: error: --dtype bfloat16 on CPU needs AVX512_BF16 or AMX instructions, and oneDNN uses avx2 "
+      "here; compute in float instead\n");
 }
 
 std::vector<std::string> SplitCsvLine(const std::string& line) {
@@ -80,7 +82,8 @@ double Mean(const std::vector<double>& values) {
 // within 3% of float32's. The updates then differ a little every step and the runs drift apart, but they
 // descend alike: the mean loss over the run stays within 5% (1% was measured for ResNet-18, 0.01% for LeNet).
 TEST(CpuBFloat16Training, LeNetAndResNet18LossesTrackFloat32) {
-  if (!CpuHasBFloat16Instructions()) GTEST_SKIP() << "no AVX512_BF16 or AMX (oneDNN uses " << CpuIsaName() << ")";
+  if (!CpuHasBFloat16Instructions())
+    GTEST_SKIP() << "no AVX512_BF16 or AMX (oneDNN uses " << CpuIsaName() << ")";
   TrainerConfig lenet = SyntheticLeNet(FreshDir("bf16_lenet").string());
   TrainerConfig resnet = SyntheticLeNet(FreshDir("bf16_resnet18").string());
   resnet.model = "resnet18";
@@ -92,7 +95,8 @@ TEST(CpuBFloat16Training, LeNetAndResNet18LossesTrackFloat32) {
   resnet.base_learning_rate = 0.001f;
   for (const TrainerConfig& config : {lenet, resnet}) {
     SCOPED_TRACE(config.model);
-    const std::vector<double> float32 = StepLosses(config, "float"), bfloat16 = StepLosses(config, "bfloat16");
+    const std::vector<double> float32 = StepLosses(config, "float"),
+                              bfloat16 = StepLosses(config, "bfloat16");
     ASSERT_EQ(bfloat16.size(), float32.size());
     EXPECT_NEAR(bfloat16.front(), float32.front(), 0.03 * float32.front());
     EXPECT_NEAR(Mean(bfloat16), Mean(float32), 0.05 * Mean(float32));

@@ -4,18 +4,18 @@
 #include "op_cases.h"
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <random>
 #include <set>
 
-#include "op_case_table.h"
 #include "lockstep/core/half.h"
 #include "lockstep/core/schema.h"
 #include "lockstep/data/batch_reader.h"
+#include "op_case_table.h"
 
 namespace lockstep::testing {
 namespace {

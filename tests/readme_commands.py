@@ -38,6 +38,7 @@ SKIPS = [
     (r"--image_folder photos", "needs a folder of your own images"),
 ]
 GPU_SKIP = "needs a CUDA GPU"
+BFLOAT16_SKIP = "needs a CPU with AVX512_BF16 or AMX"
 
 
 def expect_files(*patterns):
@@ -134,11 +135,13 @@ def commands(text):
     return result
 
 
-def skip_reason(command, have_gpu):
+def skip_reason(command, have_gpu, have_cpu_bfloat16):
     reasons = [reason for pattern, reason in SKIPS if re.search(pattern, command)]
     trains = re.search(r"\b(lockstep (train|eval)|resnet50_trainer(\.py)?)\b", command)
     if trains and "--use_cpu" not in command and not have_gpu:
         reasons.append(GPU_SKIP)
+    if trains and "--use_cpu" in command and "--dtype bfloat16" in command and not have_cpu_bfloat16:
+        reasons.append(BFLOAT16_SKIP)
     return "; ".join(reasons)
 
 
@@ -169,6 +172,8 @@ def main():
     build = os.path.abspath(args.build)
     have_gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
         ["nvidia-smi", "-L"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    version = subprocess.run([os.path.join(build, "lockstep"), "--version"], stdout=subprocess.PIPE, text=True)
+    have_cpu_bfloat16 = re.search(r"CPU kernels for avx512_core_(bf16|amx)", version.stdout) is not None
     documents = [os.path.join(REPO, "README.md")] + sorted(glob.glob(os.path.join(REPO, "docs", "**", "*.md"),
                                                                       recursive=True))
     scratch = tempfile.mkdtemp(prefix="readme_commands_", dir=build)
@@ -204,7 +209,7 @@ def check_documents(documents, scratch, build, have_gpu):
             for kind, item in items:
                 where = f"{name}:{line}"
                 shown = item if kind == "sh" else f"python snippet ({len(text.splitlines())} lines)"
-                reason = skip_reason(item, have_gpu) if kind == "sh" else ""
+                reason = skip_reason(item, have_gpu, have_cpu_bfloat16) if kind == "sh" else ""
                 if reason:
                     counts["skipped"] += 1
                     reasons[reason] = reasons.get(reason, 0) + 1

@@ -187,7 +187,8 @@ void BindLayers(py::module_& m) {
         if (dtype != "float16" && dtype != "bfloat16")
           throw InvalidInput(fmt::format("compute_in: dtype '{}'; use float16 or bfloat16", dtype));
         if (model.device().type == DeviceType::kCpu) {
-          if (dtype == "float16") throw InvalidInput("compute_in: float16 needs a GPU; CPUs compute in bfloat16");
+          if (dtype == "float16")
+            throw InvalidInput("compute_in: float16 needs a GPU; CPUs compute in bfloat16");
           RequireCpuBFloat16("compute_in: bfloat16 on CPU");
         }
         return ComputeInLowPrecision(model, first_op, input, output,

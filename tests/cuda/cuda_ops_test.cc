@@ -11,8 +11,8 @@
 #include <optional>
 #include <set>
 
-#include "op_cases.h"
 #include "lockstep/core/device_backend.h"
+#include "op_cases.h"
 
 namespace lockstep::testing {
 

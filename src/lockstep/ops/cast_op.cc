@@ -68,7 +68,8 @@ class CastOp : public Operator {
     LOCKSTEP_ENFORCE(!IsInplace(0, 0), "Cast between dtypes cannot run in place");
     y->Resize(x.shape(), to);
     if (x.numel() == 0) return;
-    if (x.dtype() != DataType::kFloat16 && to != DataType::kFloat16) {  // oneDNN's threaded, vectorized reorder
+    // float32 <-> bfloat16 with oneDNN's threaded, vectorized reorder.
+    if (x.dtype() != DataType::kFloat16 && to != DataType::kFloat16) {
       const Shape flat{x.numel()};
       ReorderInto(ToMemory(x, PlainDesc(flat, x.dtype())), ToMemory(*y, PlainDesc(flat, to)));
       return;

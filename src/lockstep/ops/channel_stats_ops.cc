@@ -2,8 +2,8 @@
 // SpatialBN's 7-input form. Each replica sums per channel X and X^2 (ChannelStats) and, backward, dY and
 // dY * xhat (ChannelBackpropStats); an Allreduce sums those over the replicas; SpatialBN and
 // SpatialBNCombinedGradient then normalize and differentiate with the whole batch's numbers. X and dY are
-// read in their plain or channel-blocked layout without conversion, and dX keeps X's layout and dtype (float32,
-// or bfloat16 in a bfloat16 pass; the sums are float32 either way).
+// read in their plain or channel-blocked layout without conversion, and dX keeps X's layout and dtype
+// (float32, or bfloat16 in a bfloat16 pass; the sums are float32 either way).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -214,7 +214,7 @@ class SpatialBNCombinedGradientOp : public Operator {
     ChannelView view;
     const Tensor& x = ChannelAddressable(Input(0), &x_plain_, &view);  // x is (N, C, H, W) or (N, C)
     const void* dy = GradientInLayoutOf(def_, x, Input(2));            // dy has x's shape and dtype
-    Tensor* dx = Output(0);  // dx has x's shape, layout and dtype
+    Tensor* dx = Output(0);                                            // dx has x's shape, layout and dtype
     ResizeForDesc(dx, x.shape(), DescOf(x));
     if (x.numel() == 0) return;
 

@@ -25,8 +25,8 @@ struct ConvSetup {
   dnnl::convolution_forward::primitive_desc forward;
 };
 
-ConvSetup MakeConvSetup(const ConvPoolArgs& args, int64_t group, const TensorShape& x, const TensorShape& filter,
-                        const Shape& y, DataType bias_type) {
+ConvSetup MakeConvSetup(const ConvPoolArgs& args, int64_t group, const TensorShape& x,
+                        const TensorShape& filter, const Shape& y, DataType bias_type) {
   ConvSetup s;
   const Shape& w = filter.dims;
   const Shape grouped = group == 1 ? w : Shape{group, w[0] / group, w[1], w[2], w[3]};
@@ -80,7 +80,8 @@ class ConvOp : public Operator {
  private:
   void Setup(const Tensor& x, const Tensor& filter, const Tensor* bias, Signature signature) {
     signature_ = std::move(signature);
-    y_shape_ = ConvOutputShape(def_, args_, group_, x.shape(), filter.shape(), bias ? &bias->shape() : nullptr);
+    y_shape_ =
+        ConvOutputShape(def_, args_, group_, x.shape(), filter.shape(), bias ? &bias->shape() : nullptr);
     if (NumElements(y_shape_) == 0) return;
     setup_ = MakeConvSetup(args_, group_, {x.shape(), x.dtype()}, {filter.shape(), filter.dtype()}, y_shape_,
                            bias ? bias->dtype() : DataType::kUndefined);
@@ -111,9 +112,11 @@ class ConvGradientOp : public Operator {
     const Tensor& filter = PlainParameter(Input(1), &filter_plain_);  // filter is (M, C/group, kh, kw)
     const Tensor& dy = Input(2);                                      // dy is (N, M, OH, OW), any layout
     int next = 0;
-    Tensor* dfilter = wants_.dweight ? Output(next++) : nullptr;  // dfilter has filter's shape and dtype, plain
-    Tensor* dbias = wants_.dbias ? Output(next++) : nullptr;      // dbias is (M), float32
-    Tensor* dx = wants_.dx ? Output(next++) : nullptr;  // dx has x's shape and dtype, in the primitive's layout
+    Tensor* dfilter =
+        wants_.dweight ? Output(next++) : nullptr;            // dfilter has filter's shape and dtype, plain
+    Tensor* dbias = wants_.dbias ? Output(next++) : nullptr;  // dbias is (M), float32
+    Tensor* dx =
+        wants_.dx ? Output(next++) : nullptr;  // dx has x's shape and dtype, in the primitive's layout
     Signature signature = SignatureOf({&x, &filter, &dy});
     if (signature != signature_) Setup(x, filter, dy.shape(), std::move(signature));
     if (dfilter) dfilter->Resize(filter.shape(), filter.dtype());

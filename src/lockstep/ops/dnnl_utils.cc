@@ -29,7 +29,8 @@ dnnl::memory::data_type DnnlType(DataType type) {
     case DataType::kBFloat16:
       return dnnl::memory::data_type::bf16;
     default:
-      throw InvalidInput(fmt::format("CPU operators compute in float32 or bfloat16, not {}", DataTypeName(type)));
+      throw InvalidInput(
+          fmt::format("CPU operators compute in float32 or bfloat16, not {}", DataTypeName(type)));
   }
 }
 
@@ -48,7 +49,8 @@ DataType DataTypeOf(dnnl::memory::data_type type) {
 Signature SignatureOf(std::initializer_list<const Tensor*> tensors) {
   Signature signature;
   for (const Tensor* tensor : tensors)
-    signature.emplace_back(tensor ? tensor->shape() : Shape{-1}, tensor ? tensor->dtype() : DataType::kUndefined);
+    signature.emplace_back(tensor ? tensor->shape() : Shape{-1},
+                           tensor ? tensor->dtype() : DataType::kUndefined);
   return signature;
 }
 
@@ -74,7 +76,9 @@ dnnl::memory::desc PlainDesc(const Shape& shape, DataType type) {
   return dnnl::memory::desc(ToDims(shape), DnnlType(type), PlainTag(static_cast<int>(shape.size())));
 }
 
-dnnl::memory ToMemory(const Tensor& tensor) { return ToMemory(tensor, PlainDesc(tensor.shape(), tensor.dtype())); }
+dnnl::memory ToMemory(const Tensor& tensor) {
+  return ToMemory(tensor, PlainDesc(tensor.shape(), tensor.dtype()));
+}
 
 dnnl::memory ToMemory(const Tensor& tensor, const dnnl::memory::desc& desc) {
   return dnnl::memory(desc, CpuEngine(), const_cast<void*>(tensor.raw_data()));
@@ -96,7 +100,8 @@ dnnl::memory ResizeForDesc(Tensor* tensor, const Shape& shape, const dnnl::memor
   if (desc == PlainDesc(shape, type)) {
     tensor->Resize(shape, type);
   } else if (tensor->is_plain() || tensor->layout()->desc != desc || tensor->shape() != shape) {
-    tensor->ResizeWithLayout(shape, type, std::make_shared<TensorLayout>(TensorLayout{desc}), desc.get_size());
+    tensor->ResizeWithLayout(shape, type, std::make_shared<TensorLayout>(TensorLayout{desc}),
+                             desc.get_size());
   }
   return dnnl::memory(desc, CpuEngine(), tensor->raw_data());
 }

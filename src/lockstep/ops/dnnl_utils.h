@@ -3,10 +3,9 @@
 #pragma once
 
 #include <initializer_list>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <utility>
 #include <vector>
-
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include "lockstep/core/tensor.h"
 

@@ -141,8 +141,8 @@ class FcGradientOp : public Operator {
  private:
   void Setup(const Tensor& x, const Tensor& w, const Tensor& dy, Signature signature) {
     if (dy.dtype() != x.dtype())
-      FailOperator(def_, fmt::format("dY is {} but X is {}; give both the same dtype", DataTypeName(dy.dtype()),
-                                     DataTypeName(x.dtype())));
+      FailOperator(def_, fmt::format("dY is {} but X is {}; give both the same dtype",
+                                     DataTypeName(dy.dtype()), DataTypeName(x.dtype())));
     setup_ = MakeFcSetup(def_, FcGradientShapes(def_, x.shape(), w.shape(), dy.shape()), x.dtype(), w.dtype(),
                          DataType::kFloat);
     signature_ = std::move(signature);

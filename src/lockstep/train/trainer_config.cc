@@ -133,11 +133,13 @@ void CheckDeviceSplit(const TrainerConfig& c) {
 void CheckPrecision(const TrainerConfig& c) {
   if (c.dtype != "float" && c.dtype != "float16" && c.dtype != "bfloat16")
     throw InvalidInput(fmt::format("--dtype '{}': use float, float16 or bfloat16", c.dtype));
-  if (c.device_type == DeviceType::kCpu && (c.dtype == "float16" || c.float16_compute || c.enable_tensor_core))
+  if (c.device_type == DeviceType::kCpu &&
+      (c.dtype == "float16" || c.float16_compute || c.enable_tensor_core))
     throw InvalidInput(
         "--dtype float16, --float16_compute and --enable_tensor_core need a GPU; CPUs train in float or "
         "bfloat16");
-  if (c.device_type == DeviceType::kCpu && c.dtype == "bfloat16") RequireCpuBFloat16("--dtype bfloat16 on CPU");
+  if (c.device_type == DeviceType::kCpu && c.dtype == "bfloat16")
+    RequireCpuBFloat16("--dtype bfloat16 on CPU");
   if (c.float16_compute && c.dtype != "float16")
     throw InvalidInput("--float16_compute needs --dtype float16");
 }

@@ -108,13 +108,15 @@ const std::vector<TrainerOption>& Table() {
        "before the first step (the same results; --share_buffers=false gives each blob its own)",
        kNoRange, kNone, false},
       {"optimize_gradient_memory", &C::optimize_gradient_memory,
-       "Accepted for Caffe2's scripts: buffers are shared by default (--share_buffers)", kNoRange, kNone, false},
+       "Accepted for Caffe2's scripts: buffers are shared by default (--share_buffers)", kNoRange, kNone,
+       false},
       {"plan_memory", &C::plan_memory,
        "Print the memory plan (tensor memory per device, and the largest --batch_size within the limit) and "
        "exit without training",
        kNoRange, kNone, false},
       {"memory_limit_gb", &C::memory_limit_gb,
-       "Memory the run may use, in GiB; a plan above it stops before the first step (0: the machine's memory)",
+       "Memory the run may use, in GiB; a plan above it stops before the first step (0: the machine's "
+       "memory)",
        Between(0, 1 << 20), kNone, false},
       {"epoch_size", &C::epoch_size,
        "Images per epoch over all shards; 0: one pass over the training data, the default with --train_data "
