@@ -9,6 +9,7 @@
 #include <regex>
 #include <sstream>
 
+#include "lockstep/core/cpu_isa.h"
 #include "lockstep/core/version.h"
 #include "test_util.h"
 
@@ -180,7 +181,10 @@ TEST(Version, PrintsVersionCommitAndLibraries) {
       lines[0], std::regex(R"(lockstep \d+\.\d+\.\d+ \(git ([0-9a-f]{12}(-dirty)?|unknown)\))")))
       << lines[0];
   EXPECT_EQ(lines[0], fmt::format("lockstep {} (git {})", LOCKSTEP_VERSION, GitCommit()));
-  EXPECT_TRUE(std::regex_match(lines[1], std::regex(R"(oneDNN \d+\.\d+\.\d+( \(git \w+\))?)"))) << lines[1];
+  EXPECT_TRUE(std::regex_match(
+      lines[1], std::regex(R"(oneDNN \d+\.\d+\.\d+( \(git \w+\))?, CPU kernels for [a-z0-9_]+)")))
+      << lines[1];
+  EXPECT_NE(lines[1].find(CpuIsaName()), std::string::npos) << lines[1];
 #ifdef LOCKSTEP_WITH_CUDA
   ASSERT_EQ(lines.size(), 5u) << run.out;
   EXPECT_TRUE(std::regex_match(lines[2], std::regex(R"(CUDA runtime \d+\.\d+ \(driver (\d+\.\d+|none)\))")))

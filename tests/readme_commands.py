@@ -180,7 +180,7 @@ def main():
     try:
         os.symlink(build, os.path.join(scratch, "build"))
         os.symlink(os.path.join(REPO, "examples"), os.path.join(scratch, "examples"))
-        counts = check_documents(documents, scratch, build, have_gpu)
+        counts = check_documents(documents, scratch, build, have_gpu, have_cpu_bfloat16)
     finally:
         if args.keep:
             print(f"scratch folder: {scratch}")
@@ -189,7 +189,7 @@ def main():
     return 1 if counts["failed"] else 0
 
 
-def check_documents(documents, scratch, build, have_gpu):
+def check_documents(documents, scratch, build, have_gpu, have_cpu_bfloat16):
     """Runs the commands and snippets of `documents` in `scratch` and checks their promises; prints each outcome
     and returns the counts."""
     env = environment()
