@@ -120,7 +120,7 @@ TEST(ImageTransformTest, ColorOrderNames) {
     ParseColorOrder("BGR");
     ADD_FAILURE() << "parsed BGR";
   } catch (const InvalidInput& e) {
-    EXPECT_STREQ(e.what(), "--color_order must be bgr or rgb, got 'BGR'");
+    EXPECT_STREQ(e.what(), "unknown color order 'BGR'; known orders: bgr, rgb");
   }
 }
 

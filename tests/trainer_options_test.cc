@@ -211,7 +211,7 @@ TEST(TrainerOptions, FashionMnistDefaultsToOnePassUnlessEpochSizeIsGiven) {
   EXPECT_EQ(given.epoch_size, 640);
   given.image_size = 32;
   EXPECT_EQ(ErrorOf([&] { ResolveDataDefaults("fashion-mnist", {"image_size"}, &given); }),
-            "--image_size 32 does not match fashion-mnist (28); drop the flag");
+            "--image_size 32 does not match fashion-mnist (28); leave it out");
 }
 
 // The hyper-parameters the shards compare before the first step, generated from the table.

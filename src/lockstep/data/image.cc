@@ -396,7 +396,7 @@ void ResampleColumns(const uint8_t* in, int in_height, size_t row_length, int ou
 ColorOrder ParseColorOrder(const std::string& name) {
   if (name == "bgr") return ColorOrder::kBgr;
   if (name == "rgb") return ColorOrder::kRgb;
-  throw InvalidInput(fmt::format("--color_order must be bgr or rgb, got '{}'", name));
+  throw InvalidInput(fmt::format("unknown color order '{}'; known orders: bgr, rgb", name));
 }
 
 const char* ColorOrderName(ColorOrder order) { return order == ColorOrder::kBgr ? "bgr" : "rgb"; }

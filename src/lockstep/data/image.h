@@ -19,7 +19,7 @@ struct Image {
 enum class ColorOrder { kBgr, kRgb };
 inline constexpr ColorOrder kDecodedColorOrder = ColorOrder::kRgb;
 
-// "bgr" or "rgb"; anything else is InvalidInput "--color_order must be bgr or rgb, got '...'".
+// "bgr" or "rgb"; anything else is InvalidInput listing those.
 ColorOrder ParseColorOrder(const std::string& name);
 const char* ColorOrderName(ColorOrder order);
 

@@ -20,12 +20,13 @@ struct SourceSpec {
   std::string db_type = "lmdb", record_format = "auto", color_order = "bgr";
   // The input geometry: synthetic data is made in it and database images are brought to it (resized so their
   // shortest side is max(scale, image_size), cropped to image_size, normalized with (x - 128) / 128).
-  // fashion-mnist has its own (kFashionMnist* below).
-  int channels = 3, image_size = 227, num_labels = 1000, scale = 256;
+  // fashion-mnist has its own (kFashionMnist* below). 64 bits, so that CheckSourceOptions refuses a value
+  // past int as given rather than a truncated one.
+  int64_t channels = 3, image_size = 227, num_labels = 1000, scale = 256;
   // Training: a shuffled stream (fashion-mnist's training set) and, for databases, random crops and mirrors.
   // Evaluation: records in file order (fashion-mnist's test set) and centre crops.
   bool train = true;
-  int decode_threads = 2;         // databases: threads that decode and augment images
+  int64_t decode_threads = 2;     // databases: threads that decode and augment images
   bool skip_bad_records = false;  // databases: skip records that do not parse or decode, and count them
   uint64_t seed = kDefaultSeed;   // data order and augmentation
 };
@@ -33,7 +34,8 @@ struct SourceSpec {
 // fashion-mnist's input geometry: 1 x 28 x 28 images of 10 classes, whatever a spec says.
 inline constexpr int kFashionMnistChannels = 1, kFashionMnistImageSize = 28, kFashionMnistLabels = 10;
 
-// Throws InvalidInput / IoError naming the database when it cannot be opened or its options are wrong.
+// Throws InvalidInput / IoError naming the database when it cannot be opened or its options are wrong
+// (CheckSourceOptions, in source_options.h, checks them first with the name of each option).
 std::unique_ptr<BatchSource> OpenBatchSource(const SourceSpec& spec);
 
 // True when `name` is a database path rather than "null" or "fashion-mnist".

@@ -3,23 +3,22 @@
 // CreateDB, which graph code adds to param_init_net). The output is an object, not a tensor. Each run opens
 // the data afresh and replaces the object, so the stream restarts at position 0 (ReadBatch looks its reader
 // up on every run). Another holder of the old reader keeps a LevelDB database open, and the rerun then fails.
-// Its arguments are declared in the schema below, with `lockstep train`'s defaults (from SourceSpec).
-#include <algorithm>
+// Its arguments are declared in the schema below, with `lockstep train`'s defaults (from SourceSpec); the
+// data source's arguments are checked as `lockstep train` checks its flags, by CheckSourceOptions.
 #include <limits>
-#include <utility>
+#include <set>
+#include <string>
 
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/data/batch_reader.h"
-#include "lockstep/data/db.h"
-#include "lockstep/data/image.h"
-#include "lockstep/data/image_record.h"
 #include "lockstep/data/open_batch_source.h"
+#include "lockstep/data/source_options.h"
 
 namespace lockstep {
 namespace {
 
-// The bound of the arguments that the reader keeps as ints.
+// The bound of num_replicas, which the reader keeps as an int.
 constexpr double kMaxInt = std::numeric_limits<int>::max();
 
 class CreateDBOp : public Operator {
@@ -29,37 +28,30 @@ class CreateDBOp : public Operator {
       FailOperator(def,
                    "argument db is required: \"fashion-mnist\", \"null\" (synthetic) or a database path");
     spec_.name = StringArg("db");
-    spec_.db_type = StringArg("db_type");
-    const std::vector<std::string> db_types = DbTypes();
-    if (std::find(db_types.begin(), db_types.end(), spec_.db_type) == db_types.end())
-      FailOperator(def, fmt::format("argument db_type '{}' is not a database type; use one of: {}",
-                                    spec_.db_type, fmt::join(db_types, ", ")));
-    spec_.record_format = StringArg("record_format");
-    try {
-      ParseRecordFormat(spec_.record_format);
-    } catch (const InvalidInput& e) {
-      FailOperator(def, fmt::format("argument record_format: {}", e.what()));
-    }
-    spec_.color_order = StringArg("color_order");
-    try {
-      ParseColorOrder(spec_.color_order);
-    } catch (const InvalidInput&) {
-      FailOperator(def, fmt::format("argument color_order must be bgr or rgb, got '{}'", spec_.color_order));
-    }
     if (!HasArgument(def, "batch_size"))
       FailOperator(def, "argument batch_size is required: the records each replica reads per step");
     batch_per_replica_ = IntArg("batch_size");
     replicas_ = static_cast<int>(IntArg("num_replicas"));
+    spec_.db_type = StringArg("db_type");
+    spec_.record_format = StringArg("record_format");
+    spec_.color_order = StringArg("color_order");
     spec_.train = IntArg("train") == 1;
     spec_.seed = static_cast<uint64_t>(IntArg("seed"));
-    spec_.channels = static_cast<int>(IntArg("num_channels"));
-    spec_.image_size = static_cast<int>(IntArg("image_size"));
-    spec_.scale = static_cast<int>(IntArg("scale"));
-    spec_.num_labels = static_cast<int>(IntArg("num_labels"));
-    spec_.decode_threads = static_cast<int>(IntArg("decode_threads"));
+    spec_.channels = IntArg("num_channels");
+    spec_.image_size = IntArg("image_size");
+    spec_.scale = IntArg("scale");
+    spec_.num_labels = IntArg("num_labels");
+    spec_.decode_threads = IntArg("decode_threads");
     spec_.skip_bad_records = IntArg("skip_bad_records") == 1;
-    if (spec_.name == "fashion-mnist") CheckFashionMnistGeometry();
-    prefetch_ = static_cast<int>(IntArg("prefetch"));
+    const int64_t prefetch = IntArg("prefetch");
+    std::set<std::string> given;
+    for (const Argument& arg : def.arg()) given.insert(arg.name());
+    try {
+      CheckSourceOptions(spec_, batch_per_replica_, prefetch, given, "argument ");
+    } catch (const InvalidInput& e) {
+      FailOperator(def, e.what());
+    }
+    prefetch_ = static_cast<int>(prefetch);
     // As in the trainer, only a database's reader reads ahead: its records take decoding.
     if (!IsDatabase(spec_.name)) prefetch_ = 0;
   }
@@ -78,17 +70,6 @@ class CreateDBOp : public Operator {
   }
 
  private:
-  // fashion-mnist has its own geometry; a given argument that contradicts it would be ignored silently.
-  void CheckFashionMnistGeometry() const {
-    const std::pair<const char*, int> geometry[] = {{"num_channels", kFashionMnistChannels},
-                                                    {"image_size", kFashionMnistImageSize},
-                                                    {"num_labels", kFashionMnistLabels}};
-    for (const auto& [name, expected] : geometry)
-      if (HasArgument(def_, name) && IntArg(name) != expected)
-        FailOperator(def_, fmt::format("argument {} {} does not match fashion-mnist ({}); drop the argument",
-                                       name, IntArg(name), expected));
-  }
-
   SourceSpec spec_;
   int64_t batch_per_replica_ = 0;
   int replicas_ = 1;
@@ -103,8 +84,8 @@ LOCKSTEP_OPERATOR_SCHEMA(CreateDB)
         "output names, for the ReadBatch ops with reader=<that name>; each run restarts the stream.")
     .Output(0, "reader", "a workspace object: the BatchReader")
     .Arg("db", ArgType::kString, "required: \"fashion-mnist\", \"null\" (synthetic data) or a database path")
-    .Arg("batch_size", ArgType::kInt, "required: records each replica reads per step")
-    .Min(1)
+    .Arg("batch_size", ArgType::kInt,
+         fmt::format("required: records each replica reads per step, in [1, {}]", kMaxBatchSize))
     .Arg("num_replicas", ArgType::kInt, 1,
          "the replicas of the whole job (devices x shards); replica r reads slice r of each global batch of "
          "batch_size x num_replicas records")
@@ -119,25 +100,22 @@ LOCKSTEP_OPERATOR_SCHEMA(CreateDB)
     .Arg("record_format", ArgType::kString, SourceSpec{}.record_format, "auto, datum or tensorprotos")
     .Arg("color_order", ArgType::kString, SourceSpec{}.color_order,
          "the channel order the network sees: bgr or rgb")
-    .Arg("num_channels", ArgType::kInt, SourceSpec{}.channels, "image channels (fashion-mnist: 1)")
-    .Range(1, kMaxInt)
+    .Arg("num_channels", ArgType::kInt, SourceSpec{}.channels,
+         fmt::format("image channels, in [1, {}] (fashion-mnist: 1)", kMaxChannels))
     .Arg("image_size", ArgType::kInt, SourceSpec{}.image_size,
-         "side of the square images (fashion-mnist: 28)")
-    .Range(1, kMaxInt)
+         fmt::format("side of the square images, in [1, {}] (fashion-mnist: 28)", kMaxImageSize))
     .Arg("scale", ArgType::kInt, SourceSpec{}.scale,
-         "images are resized so their shortest side is max(scale, image_size)")
-    .Range(0, kMaxInt)
-    .Arg("num_labels", ArgType::kInt, SourceSpec{}.num_labels, "classes (fashion-mnist: 10)")
-    .Range(1, kMaxInt)
+         fmt::format("images are resized so their shortest side is max(scale, image_size); in [0, {}]",
+                     kMaxImageSize))
+    .Arg("num_labels", ArgType::kInt, SourceSpec{}.num_labels,
+         fmt::format("classes, in [{}, {}] (fashion-mnist: 10)", kMinLabels, kMaxLabels))
     .Arg("decode_threads", ArgType::kInt, SourceSpec{}.decode_threads,
-         "databases: threads that decode and augment")
-    .Range(1, kMaxInt)
+         fmt::format("databases: threads that decode and augment, in [1, {}]", kMaxDecodeThreads))
     .Arg("skip_bad_records", ArgType::kInt, SourceSpec{}.skip_bad_records,
          "1: skip (and count) records that do not parse or decode")
     .Range(0, 1)
     .Arg("prefetch", ArgType::kInt, BatchReader::kDefaultPrefetch,
-         "databases: slices each replica's reader prepares ahead")
-    .Range(0, kMaxInt)
+         fmt::format("databases: slices each replica's reader prepares ahead, in [0, {}]", kMaxPrefetch))
     .NumInputs(0)
     .NumOutputs(1)
     .ObjectOutputs(1)

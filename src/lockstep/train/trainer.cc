@@ -180,24 +180,6 @@ void BuildModels(const TrainerConfig& config, const std::string& shard_communica
   PlanEvaluationNet(config, m->parallel.scopes, m->test_replicas, m->train.param_init_net(), &m->test.net());
 }
 
-// What opening --train_data (train) or --test_data needs of the configuration.
-SourceSpec DataSpec(const std::string& name, const TrainerConfig& config, bool train) {
-  SourceSpec spec;
-  spec.name = name;
-  spec.db_type = config.db_type;
-  spec.record_format = config.record_format;
-  spec.color_order = config.color_order;
-  spec.channels = config.num_channels;
-  spec.image_size = config.image_size;
-  spec.num_labels = config.num_labels;
-  spec.scale = config.scale;
-  spec.train = train;
-  spec.decode_threads = config.decode_threads;
-  spec.skip_bad_records = config.skip_bad_records;
-  spec.seed = config.seed;
-  return spec;
-}
-
 int64_t Skipped(const BatchSource* source) {
   auto* db = dynamic_cast<const DbSource*>(source);
   return db ? db->skipped() : 0;

@@ -13,7 +13,7 @@
 #include "lockstep/core/cpu_isa.h"
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/enforce.h"
-#include "lockstep/data/image.h"
+#include "lockstep/data/source_options.h"
 #include "lockstep/model/zoo.h"
 #include "lockstep/train/trainer_options.h"
 
@@ -39,17 +39,14 @@ void ResolveDevices(const GivenOptions& given, TrainerConfig* c) {
   }
 }
 
+// The given geometry is checked before fashion-mnist's replaces it, which ValidateTrainerConfig no longer
+// sees.
 void ResolveDataDefaults(const std::string& data, const GivenOptions& given, TrainerConfig* c) {
   if (data != "fashion-mnist") return;
-  const std::pair<const char*, int*> geometry[] = {
-      {"num_channels", &c->num_channels}, {"image_size", &c->image_size}, {"num_labels", &c->num_labels}};
-  const int expected[] = {kFashionMnistChannels, kFashionMnistImageSize, kFashionMnistLabels};
-  for (int i = 0; i < 3; ++i) {
-    if (given.count(geometry[i].first) && *geometry[i].second != expected[i])
-      throw InvalidInput(fmt::format("--{} {} does not match fashion-mnist ({}); drop the flag",
-                                     geometry[i].first, *geometry[i].second, expected[i]));
-    *geometry[i].second = expected[i];
-  }
+  CheckSourceOptions(DataSpec(data, *c, true), c->batch_size, c->prefetch, given, "--");
+  c->num_channels = kFashionMnistChannels;
+  c->image_size = kFashionMnistImageSize;
+  c->num_labels = kFashionMnistLabels;
   if (!given.count("epoch_size")) c->epoch_size = 0;  // one pass over its 60000 images
 }
 
@@ -111,9 +108,8 @@ void CheckData(const TrainerConfig& c) {
   if (c.test_data == "null") throw InvalidInput("--test_data null: give a database path or fashion-mnist");
   if (c.test_data == "fashion-mnist" && c.train_data != "fashion-mnist")
     throw InvalidInput("--test_data fashion-mnist needs --train_data fashion-mnist (same input geometry)");
-  if (c.db_type != "lmdb" && c.db_type != "leveldb")
-    throw InvalidInput(fmt::format("--db_type '{}': use lmdb or leveldb", c.db_type));
-  ParseColorOrder(c.color_order);
+  // --test_data shares every option but its name.
+  CheckSourceOptions(DataSpec(c.train_data, c, true), c.batch_size, c.prefetch, {}, "--");
 }
 
 // Replicas of model_parallel devices each, every one's batch split into micro-batches.
@@ -164,6 +160,23 @@ void CheckCheckpoints(const TrainerConfig& c) {
 }
 
 }  // namespace
+
+SourceSpec DataSpec(const std::string& name, const TrainerConfig& config, bool train) {
+  SourceSpec spec;
+  spec.name = name;
+  spec.db_type = config.db_type;
+  spec.record_format = config.record_format;
+  spec.color_order = config.color_order;
+  spec.channels = config.num_channels;
+  spec.image_size = config.image_size;
+  spec.num_labels = config.num_labels;
+  spec.scale = config.scale;
+  spec.train = train;
+  spec.decode_threads = config.decode_threads;
+  spec.skip_bad_records = config.skip_bad_records;
+  spec.seed = config.seed;
+  return spec;
+}
 
 void ValidateTrainerConfig(const TrainerConfig& c) {
   if (!IsKnownModel(c.model))

@@ -94,7 +94,8 @@ using GivenOptions = std::set<std::string>;
 
 // CUDA GPUs unless use_cpu (they must exist); the device count of an explicit gpus list.
 void ResolveDevices(const GivenOptions& given, TrainerConfig* config);
-// fashion-mnist fixes the input geometry (given values must match it) and defaults to one pass per epoch.
+// fashion-mnist fixes the input geometry (given values must match it: CheckSourceOptions) and defaults to one
+// pass per epoch.
 void ResolveDataDefaults(const std::string& data, const GivenOptions& given, TrainerConfig* config);
 // The two above for training on config.train_data, the shard and run id that mpirun or srun give (given
 // values must agree), the automatic values below, then ValidateTrainerConfig.
@@ -109,8 +110,12 @@ int AllreduceChannels(const TrainerConfig& config);
 // says so on stdout; a value that is not a positive integer is refused.
 int64_t LimitStepsPerEpoch(int64_t iterations);
 
-// Every option within its accepted range, then the checks across options; throws InvalidInput with a one-line
-// message naming the flag when the configuration cannot train.
+// Every option within its accepted range, then the checks across options (the data source's options by
+// CheckSourceOptions, as CreateDB checks its arguments); throws InvalidInput with a one-line message naming
+// the flag when the configuration cannot train.
 void ValidateTrainerConfig(const TrainerConfig& config);
+
+// What opening `name` (--train_data, or --test_data with train false) needs of the configuration.
+SourceSpec DataSpec(const std::string& name, const TrainerConfig& config, bool train);
 
 }  // namespace lockstep

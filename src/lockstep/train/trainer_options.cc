@@ -11,6 +11,8 @@
 #include <type_traits>
 
 #include "lockstep/core/enforce.h"
+#include "lockstep/data/db.h"
+#include "lockstep/data/source_options.h"
 
 namespace lockstep {
 
@@ -25,14 +27,16 @@ constexpr auto kSame = ShardAgreement::kValue;
 using C = TrainerConfig;  // keeps the table one row per option
 
 // The ranges are generous: a value past them is a typo (or a unit mistake) rather than a setting, and is
-// refused before any work instead of failing late or overflowing a count.
+// refused before any work instead of failing late or overflowing a count. Those of the data source's options
+// are CheckSourceOptions' (source_options.h), which ValidateTrainerConfig calls too.
 const std::vector<TrainerOption>& Table() {
+  static const std::string db_type_help =
+      fmt::format("Database type of --train_data / --test_data: {}", fmt::join(DbTypes(), " or "));
   static const std::vector<TrainerOption> table = {
       // The model, its data and the devices: shared by `lockstep train` and `lockstep eval`.
       {"model", &C::model, "Network: lenet, resnet18, resnet34, resnet50, resnet101, wrn-D-K", kNoRange,
        kSame, true},
-      {"db_type", &C::db_type, "Database type of --train_data / --test_data: lmdb or leveldb", kNoRange,
-       kNone, true},
+      {"db_type", &C::db_type, db_type_help.c_str(), kNoRange, kNone, true},
       {"record_format", &C::record_format,
        "Record format in the database: auto, datum (Caffe) or tensorprotos (Caffe2)", kNoRange, kNone, true},
       {"color_order", &C::color_order,
@@ -42,14 +46,16 @@ const std::vector<TrainerOption>& Table() {
        kNoRange, kNone, true},
       {"scale", &C::scale,
        "Images are resized so their shortest side is this (at least --image_size), then cropped",
-       Between(0, 65536), kNone, true},
+       Between(0, kMaxImageSize), kNone, true},
       {"decode_threads", &C::decode_threads, "Threads that decode and augment database images",
-       Between(1, 1024), kNone, true},
-      {"num_channels", &C::num_channels, "Color channels of the input", Between(1, 4096), kNone, true},
-      {"image_size", &C::image_size, "Height and width of the input images", Between(1, 65536), kNone, true},
-      {"num_labels", &C::num_labels, "Number of classes", Between(2, 1 << 24), kNone, true},
-      {"batch_size", &C::batch_size, "Batch size, total over the machine's devices", Positive(1 << 20), kSame,
+       Between(1, kMaxDecodeThreads), kNone, true},
+      {"num_channels", &C::num_channels, "Color channels of the input", Between(1, kMaxChannels), kNone,
        true},
+      {"image_size", &C::image_size, "Height and width of the input images", Between(1, kMaxImageSize), kNone,
+       true},
+      {"num_labels", &C::num_labels, "Number of classes", Between(kMinLabels, kMaxLabels), kNone, true},
+      {"batch_size", &C::batch_size, "Batch size, total over the machine's devices",
+       Between(1, kMaxBatchSize), kSame, true},
       {"use_cpu", &C::use_cpu, "Run on CPU devices (without it: the GPUs of --gpus / --num_gpus)", kNoRange,
        kNone, true},
       {"gpus", &C::gpus, "Device ids, comma-separated (an alternative to --num_gpus)", Between(0, 1023),
@@ -74,8 +80,8 @@ const std::vector<TrainerOption>& Table() {
        "Training data (required): the path of an image database (LMDB or LevelDB of Caffe Datum or Caffe2 "
        "TensorProtos records), fashion-mnist, or null for synthetic images",
        kNoRange, kSame, false},
-      {"prefetch", &C::prefetch, "Batches each device's reader prepares ahead of the step", Between(0, 1024),
-       kNone, false},
+      {"prefetch", &C::prefetch, "Batches each device's reader prepares ahead of the step",
+       Between(0, kMaxPrefetch), kNone, false},
       {"skip_bad_records", &C::skip_bad_records,
        "Skip database records that do not parse or decode (counted on the console) instead of stopping",
        kNoRange, kNone, false},
