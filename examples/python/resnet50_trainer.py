@@ -20,6 +20,13 @@ NOT_HERE = {"test_data", "dtype", "float16_compute", "enable_tensor_core", "loss
             "log_every_iters", "iter_log"}
 
 
+def say(line):
+    """Prints a line in one write: the lines of shards that share a terminal (mpirun) never interleave, even
+    with PYTHONUNBUFFERED, under which print writes the text and its newline apart."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def parse_flags(argv):
     """The trainer's flags from lockstep's option table; returns the resolved C++ TrainerConfig and a
     function reading an option's value."""
@@ -56,7 +63,7 @@ def parse_flags(argv):
 
 def main(argv):
     config, flag = parse_flags(argv)
-    print(C.version_line(), flush=True)
+    say(C.version_line())
     C.prepare_run_outputs(config)  # the checkpoint and log folders, before any work
     num_shards, shard_id = flag("num_shards"), flag("shard_id")
     devices = flag("gpus") or list(range(flag("num_gpus")))
@@ -106,7 +113,7 @@ def main(argv):
         max_concurrent_distributed_ops=flag("allreduce_channels"),
         num_threads_per_device=max(1, flag("threads") // len(devices)) if flag("threads") > 0 else 0)
     if train_model.shards:
-        print(f"shard {shard_id} of {num_shards}: joined {train_model.shards.description}", flush=True)
+        say(f"shard {shard_id} of {num_shards}: joined {train_model.shards.description}")
     first = data_parallel_model.GetDeviceScopes(train_model)[0]
 
     workspace.RunNetOnce(train_model.param_init_net)
@@ -114,7 +121,7 @@ def main(argv):
     resume_from = flag("load_model_path")
     if resume_from == "latest":
         resume_from = checkpoint.latest(flag("file_store_path"), flag("save_model_name")) or ""
-        print(f"--load_model_path latest: {'resuming from ' + resume_from if resume_from else 'starting fresh'}")
+        say(f"--load_model_path latest: {'resuming from ' + resume_from if resume_from else 'starting fresh'}")
     if resume_from:
         state = checkpoint.load(resume_from, train_model, reader="train_reader")
         if state["model"] != flag("model") or state["seed"] != seed:
@@ -161,8 +168,8 @@ def main(argv):
         record.learning_rate = float(workspace.FetchBlob(first + "lr").reshape(-1)[0])
         record.epoch = epoch + 1
         log.append(record)
-        print(f"{shard_prefix}epoch {epoch + 1}/{flag('num_epochs')}: {seconds:.1f} s, {record.input_count / seconds:.1f} img/s, "
-              f"loss {record.loss:.4f}, train accuracy {record.accuracy:.4f}", flush=True)
+        say(f"{shard_prefix}epoch {epoch + 1}/{flag('num_epochs')}: {seconds:.1f} s, {record.input_count / seconds:.1f} img/s, "
+            f"loss {record.loss:.4f}, train accuracy {record.accuracy:.4f}")
         state["reader_position"] += steps * global_batch
         state["images_trained"] += record.input_count * num_shards
         if flag("save_model_name") and shard_id == 0:
@@ -170,10 +177,10 @@ def main(argv):
             checkpoint.save(path, train_model, model_name=flag("model"), epochs_done=epoch + 1,
                             reader_position=state["reader_position"], images_trained=state["images_trained"],
                             training_milliseconds=int(record.cumulative_time_spent * 1000))
-            print(f"saved checkpoint {path}", flush=True)
+            say(f"saved checkpoint {path}")
     if train_model.shards:
         train_model.shards.close()
-    print(f"log: {log.path}")
+    say(f"log: {log.path}")
 
 
 if __name__ == "__main__":
