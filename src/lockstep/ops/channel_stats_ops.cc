@@ -20,6 +20,7 @@ namespace lockstep {
 namespace {
 
 constexpr int64_t kMaxBlock = ChannelView::kMaxBlock;
+constexpr int64_t kRun = 64;  // spatial positions summed in float before a double takes the sum
 
 // Elements of X, dY and dX as float32, inline so that the loops below vectorize for both element types.
 inline float Widen(float value) { return value; }
@@ -42,7 +43,6 @@ void WithElements(const OperatorDef& def, const Tensor& x, Body body) {
 
 template <typename Pointer>
 using ElementOf = std::remove_cv_t<std::remove_pointer_t<Pointer>>;
-constexpr int64_t kRun = 64;  // spatial positions summed in float before a double takes the sum
 
 // Per-channel sums, over N and the spatial dims of an (N, C, spatial...) tensor, of two terms of each
 // element. Every (sample, channel block) pair is summed on its own, in parallel, into a slot kept across
