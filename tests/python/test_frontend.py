@@ -5,8 +5,8 @@ build/python on PYTHONPATH."""
 import numpy as np
 import pytest
 
-from lockstep import brew, core, data_parallel_model, model_helper, optimizer, workspace
-from lockstep._core import Error, InvalidInput
+from lockstep import brew, core, data_parallel_model, mixed_precision, model_helper, optimizer, workspace
+from lockstep._core import C, Error, InvalidInput
 
 
 @pytest.fixture(autouse=True)
@@ -177,3 +177,22 @@ def test_scopes_nest_and_place_ops_on_devices():
     op = model.net.Proto().op[0]
     assert list(op.input) == ["a/b/x"] and op.device_option.device_id == 3
     assert brew.relu(model, core.BlobReference("a/b/y"), "z") == "z"  # references are not rescoped
+
+
+def test_compute_in_casts_the_input_and_parameters_and_refuses_what_the_cpu_cannot_do():
+    def build(model):
+        return brew.fc(model, brew.relu(model, "x", "h"), "y", 4, 3)
+
+    for dtype, message in (("half", "dtype 'half'; use float16 or bfloat16"),
+                           ("float16", "float16 needs a GPU; CPUs compute in bfloat16")):
+        model = model_helper.ModelHelper(name=f"refused_{dtype}")
+        with pytest.raises(InvalidInput, match=message):
+            mixed_precision.compute_in(model, dtype, "x", lambda: build(model))
+    if not C.cpu_has_bfloat16():
+        return
+    model = model_helper.ModelHelper(name="bf16")
+    out = mixed_precision.compute_in(model, "bfloat16", "x", lambda: build(model))
+    assert str(out) == "y_float"
+    ops = model.net.Proto().op
+    assert [op.type for op in ops] == ["Cast", "Cast", "Cast", "Relu", "FC", "Cast"]  # the casts come first
+    assert {op.output[0] for op in ops if op.type == "Cast"} == {"x_bf16", "y_w_bf16", "y_b_bf16", "y_float"}
