@@ -62,8 +62,7 @@ class ConvOp : public Operator {
     const Tensor& filter = PlainParameter(Input(1), &filter_plain_);  // filter is (M, C/group, kh, kw)
     const Tensor* bias = InputSize() == 3 ? &PlainParameter(Input(2), &bias_plain_) : nullptr;  // bias is (M)
     Tensor* y = Output(0);  // y is (N, M, OH, OW) in the primitive's layout, in x's dtype
-    Signature signature = SignatureOf({&x, &filter, bias});
-    if (signature != signature_) Setup(x, filter, bias, std::move(signature));
+    if (!signature_.Matches({&x, &filter, bias})) Setup(x, filter, bias);
     if (NumElements(y_shape_) == 0) {
       y->Resize(y_shape_, x.dtype());
       return;
@@ -78,10 +77,10 @@ class ConvOp : public Operator {
   }
 
  private:
-  void Setup(const Tensor& x, const Tensor& filter, const Tensor* bias, Signature signature) {
-    signature_ = std::move(signature);
+  void Setup(const Tensor& x, const Tensor& filter, const Tensor* bias) {
     y_shape_ =
         ConvOutputShape(def_, args_, group_, x.shape(), filter.shape(), bias ? &bias->shape() : nullptr);
+    signature_.Record({&x, &filter, bias});
     if (NumElements(y_shape_) == 0) return;
     setup_ = MakeConvSetup(args_, group_, {x.shape(), x.dtype()}, {filter.shape(), filter.dtype()}, y_shape_,
                            bias ? bias->dtype() : DataType::kUndefined);
@@ -112,13 +111,10 @@ class ConvGradientOp : public Operator {
     const Tensor& filter = PlainParameter(Input(1), &filter_plain_);  // filter is (M, C/group, kh, kw)
     const Tensor& dy = Input(2);                                      // dy is (N, M, OH, OW), any layout
     int next = 0;
-    Tensor* dfilter =
-        wants_.dweight ? Output(next++) : nullptr;            // dfilter has filter's shape and dtype, plain
-    Tensor* dbias = wants_.dbias ? Output(next++) : nullptr;  // dbias is (M), float32
-    Tensor* dx =
-        wants_.dx ? Output(next++) : nullptr;  // dx has x's shape and dtype, in the primitive's layout
-    Signature signature = SignatureOf({&x, &filter, &dy});
-    if (signature != signature_) Setup(x, filter, dy.shape(), std::move(signature));
+    Tensor* dfilter = wants_.dweight ? Output(next++) : nullptr;  // filter's shape and dtype, plain
+    Tensor* dbias = wants_.dbias ? Output(next++) : nullptr;      // dbias is (M), float32
+    Tensor* dx = wants_.dx ? Output(next++) : nullptr;  // x's shape and dtype, in the primitive's layout
+    if (!signature_.Matches({&x, &filter, &dy})) Setup(x, filter, dy);
     if (dfilter) dfilter->Resize(filter.shape(), filter.dtype());
     if (dbias) dbias->Resize({filter.dim(0)});
     if (dy.numel() == 0) {  // an empty batch, or no filters, contributes nothing
@@ -156,13 +152,13 @@ class ConvGradientOp : public Operator {
   }
 
  private:
-  void Setup(const Tensor& x, const Tensor& filter, const Shape& dy, Signature signature) {
+  void Setup(const Tensor& x, const Tensor& filter, const Tensor& dy) {
     Shape y = ConvOutputShape(def_, args_, group_, x.shape(), filter.shape(), nullptr);
-    if (dy != y)
-      FailOperator(def_, fmt::format("dY is {} but the convolution output is {}", ShapeToString(dy),
+    if (dy.shape() != y)
+      FailOperator(def_, fmt::format("dY is {} but the convolution output is {}", ShapeToString(dy.shape()),
                                      ShapeToString(y)));
-    signature_ = std::move(signature);
-    if (NumElements(dy) == 0) return;
+    signature_.Record({&x, &filter, &dy});
+    if (dy.numel() == 0) return;
     setup_ = MakeConvSetup(args_, group_, {x.shape(), x.dtype()}, {filter.shape(), filter.dtype()}, y,
                            wants_.dbias ? DataType::kFloat : DataType::kUndefined);
     const ConvSetup& s = setup_;

@@ -46,12 +46,20 @@ DataType DataTypeOf(dnnl::memory::data_type type) {
   }
 }
 
-Signature SignatureOf(std::initializer_list<const Tensor*> tensors) {
-  Signature signature;
+bool Signature::Matches(std::initializer_list<const Tensor*> tensors) const {
+  auto same = [](const std::pair<Shape, DataType>& entry, const Tensor* tensor) {
+    return tensor ? entry.first == tensor->shape() && entry.second == tensor->dtype()
+                  : entry.second == DataType::kUndefined;
+  };
+  return entries_.size() == tensors.size() &&
+         std::equal(entries_.begin(), entries_.end(), tensors.begin(), same);
+}
+
+void Signature::Record(std::initializer_list<const Tensor*> tensors) {
+  entries_.clear();
   for (const Tensor* tensor : tensors)
-    signature.emplace_back(tensor ? tensor->shape() : Shape{-1},
-                           tensor ? tensor->dtype() : DataType::kUndefined);
-  return signature;
+    entries_.emplace_back(tensor ? tensor->shape() : Shape{},
+                          tensor ? tensor->dtype() : DataType::kUndefined);
 }
 
 dnnl::memory::format_tag PlainTag(int rank) {

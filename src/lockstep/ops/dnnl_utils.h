@@ -18,10 +18,16 @@ dnnl::memory::dims ToDims(const Shape& shape);
 // oneDNN's name for a dtype the CPU operators compute in (float32 or bfloat16), and back.
 dnnl::memory::data_type DnnlType(DataType type);
 DataType DataTypeOf(dnnl::memory::data_type type);
-// The shapes and dtypes of some tensors (absent ones as nullptr): what a primitive built for them depends on,
-// apart from layouts, which reorders take care of.
-using Signature = std::vector<std::pair<Shape, DataType>>;
-Signature SignatureOf(std::initializer_list<const Tensor*> tensors);
+// The shapes and dtypes of the tensors an operator built its primitives for (absent ones as nullptr); layouts
+// need no rebuild, reorders take care of them. Matches runs every step and allocates nothing.
+class Signature {
+ public:
+  bool Matches(std::initializer_list<const Tensor*> tensors) const;
+  void Record(std::initializer_list<const Tensor*> tensors);
+
+ private:
+  std::vector<std::pair<Shape, DataType>> entries_;
+};
 // Plain row-major layout of the given rank (a, ab, abc, abcd, abcde).
 dnnl::memory::format_tag PlainTag(int rank);
 dnnl::memory::desc PlainDesc(const Shape& shape, DataType type = DataType::kFloat);

@@ -78,11 +78,10 @@ class FcOp : public Operator {
     const Tensor& w = Input(1);  // w is (M, K)
     const Tensor& b = Input(2);  // b is (M)
     Tensor* y = Output(0);       // y is x.shape[:axis] + (M), in x's dtype
-    Signature signature = SignatureOf({&x, &w, &b});
-    if (signature != signature_) {
+    if (!signature_.Matches({&x, &w, &b})) {
       setup_ = MakeFcSetup(def_, FcOutputShape(def_, x.shape(), w.shape(), &b.shape()), x.dtype(), w.dtype(),
                            b.dtype());
-      signature_ = std::move(signature);
+      signature_.Record({&x, &w, &b});
       if (setup_.shapes.n > 0) primitive_ = dnnl::inner_product_forward(setup_.forward);
     }
     y->Resize(setup_.shapes.y, x.dtype());
@@ -112,8 +111,7 @@ class FcGradientOp : public Operator {
     Tensor* dw = wants_.dweight ? Output(next++) : nullptr;  // dw is (M, K), in w's dtype
     Tensor* db = wants_.dbias ? Output(next++) : nullptr;    // db is (M), float32
     Tensor* dx = wants_.dx ? Output(next++) : nullptr;       // dx has x's shape and dtype
-    Signature signature = SignatureOf({&x, &w, &dy});
-    if (signature != signature_) Setup(x, w, dy, std::move(signature));
+    if (!signature_.Matches({&x, &w, &dy})) Setup(x, w, dy);
     if (dw) dw->Resize(w.shape(), w.dtype());
     if (db) db->Resize({w.dim(0)});
     if (dx) dx->Resize(x.shape(), x.dtype());
@@ -139,13 +137,13 @@ class FcGradientOp : public Operator {
   }
 
  private:
-  void Setup(const Tensor& x, const Tensor& w, const Tensor& dy, Signature signature) {
+  void Setup(const Tensor& x, const Tensor& w, const Tensor& dy) {
     if (dy.dtype() != x.dtype())
       FailOperator(def_, fmt::format("dY is {} but X is {}; give both the same dtype",
                                      DataTypeName(dy.dtype()), DataTypeName(x.dtype())));
     setup_ = MakeFcSetup(def_, FcGradientShapes(def_, x.shape(), w.shape(), dy.shape()), x.dtype(), w.dtype(),
                          DataType::kFloat);
-    signature_ = std::move(signature);
+    signature_.Record({&x, &w, &dy});
     if (setup_.shapes.n == 0) return;
     if (wants_.dweight || wants_.dbias) {
       auto desc = wants_.dbias

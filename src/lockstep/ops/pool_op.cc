@@ -24,8 +24,8 @@ struct PoolSetup {
   // Y in x's layout, which is what oneDNN picks for a pooling destination left to it.
   dnnl::pooling_forward::primitive_desc Forward(dnnl::prop_kind kind) const {
     dnnl::pooling_forward::desc desc(kind, algorithm, x,
-                                     AnyLayout(PlainDesc(y_shape, DataTypeOf(x.data_type()))), strides,
-                                     kernel, pad_l, pad_r);
+                                     memory::desc(ToDims(y_shape), x.data_type(), memory::format_tag::any),
+                                     strides, kernel, pad_l, pad_r);
     return dnnl::pooling_forward::primitive_desc(desc, CpuEngine());
   }
 };
