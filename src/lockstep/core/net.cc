@@ -17,7 +17,6 @@
 #include <set>
 #include <thread>
 
-#include "lockstep/comm/communicator.h"
 #include "lockstep/core/atomic_file.h"
 #include "lockstep/core/device_backend.h"
 
@@ -189,12 +188,12 @@ DagNet::DagNet(const NetDef& def, Workspace* ws) : Net(def, ws), state_(std::mak
   // A communicator runs one collective at a time, and every process of a job must issue them in the same
   // order: the collectives on one communicator are chained in list order on a lane of their own. Those whose
   // communicator is not in the workspace yet share one lane.
-  std::map<const Communicator*, int> comm_lane_of;
-  std::vector<int> last_collective;  // per communicator lane
+  std::map<const void*, int> comm_lane_of;  // by the communicator's address
+  std::vector<int> last_collective;         // per communicator lane
   lane_of_.resize(n);
   for (int i = 0; i < n; ++i) {
     if (IsCollective(def.op(i))) {
-      const Communicator* communicator = ws->FindObject<Communicator>(def.op(i).input(0)).get();
+      const void* communicator = ws->ObjectAddress(def.op(i).input(0));
       auto lane = comm_lane_of.emplace(communicator, device_lanes + static_cast<int>(comm_lane_of.size()));
       if (lane.second) last_collective.push_back(-1);
       lane_of_[i] = lane.first->second;

@@ -35,14 +35,22 @@ class Workspace {
   // under the exact type it was set as: SetObject<Communicator>(name, gloo) for GetObject<Communicator>.
   template <typename T>
   void SetObject(const std::string& name, std::shared_ptr<T> object) {
-    objects_[name] = std::move(object);
+    const void* address = object.get();
+    objects_[name] = {std::move(object), address};
   }
   // nullptr when there is no object of that name and type.
   template <typename T>
   std::shared_ptr<T> FindObject(const std::string& name) const {
     auto it = objects_.find(name);
-    const auto* object = it == objects_.end() ? nullptr : std::any_cast<std::shared_ptr<T>>(&it->second);
+    const auto* object =
+        it == objects_.end() ? nullptr : std::any_cast<std::shared_ptr<T>>(&it->second.value);
     return object ? *object : nullptr;
+  }
+  // The object's address whatever its type, nullptr when absent: which names share one object, asked by code
+  // that does not know the type (the net orders collectives per communicator without depending on comm/).
+  const void* ObjectAddress(const std::string& name) const {
+    auto it = objects_.find(name);
+    return it == objects_.end() ? nullptr : it->second.address;
   }
   // Throws InvalidInput when there is no object of that name and type.
   template <typename T>
@@ -61,7 +69,11 @@ class Workspace {
 
  private:
   std::map<std::string, std::unique_ptr<Tensor>> blobs_;
-  std::map<std::string, std::any> objects_;
+  struct Object {
+    std::any value;  // a std::shared_ptr<T>
+    const void* address;
+  };
+  std::map<std::string, Object> objects_;
   std::map<std::string, std::unique_ptr<Net>> nets_;
 };
 
