@@ -72,25 +72,26 @@ int SplitLaunchCommand(int argc, char** argv, LaunchFlags* flags) {
 
 void AddLaunchFlags(CLI::App* app, LaunchFlags* flags) {
   app->allow_extras();  // RunLaunch names them: most likely a training command without `--`
-  app->add_option("--nproc_per_node", flags->nproc_per_node, "Shard processes this agent runs on its machine")
+  app->add_option("--nproc_per_node", flags->agent.nproc_per_node,
+                  "Shard processes this agent runs on its machine")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   app->add_option("--nnodes", flags->nnodes,
                   "Agents (machines) in the job: N, or MIN:MAX to start with MIN when MAX do not come within "
                   "--join_grace (default 1, or mpirun's / srun's process count)");
-  app->add_option("--max_restarts", flags->max_restarts,
+  app->add_option("--max_restarts", flags->agent.max_restarts,
                   "Restarts of the job after failures; one more failure ends it with the list of failures")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
-  app->add_option("--monitor_interval", flags->monitor_interval,
+  app->add_option("--monitor_interval", flags->agent.monitor_interval,
                   "Seconds between the agent's looks at its shards and at the other agents' failures")
       ->check(CLI::Range(0.01, 3600.0))
       ->capture_default_str();
-  app->add_option("--join_grace", flags->join_grace,
+  app->add_option("--join_grace", flags->agent.join_grace,
                   "Seconds a round waits for more agents once MIN have joined")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
-  app->add_option("--join_timeout", flags->join_timeout, "Seconds a round waits for MIN agents to join")
+  app->add_option("--join_timeout", flags->agent.join_timeout, "Seconds a round waits for MIN agents to join")
       ->check(CLI::Range(1.0, 1e6))
       ->capture_default_str();
   app->add_option(
@@ -112,16 +113,11 @@ int RunLaunch(const LaunchFlags& flags) {
   if (!flags.unknown.empty())
     throw InvalidInput(fmt::format("unknown launch arguments before `--`: {}; see lockstep launch --help",
                                    fmt::join(flags.unknown, " ")));
-  AgentOptions options;
+  AgentOptions options = flags.agent;
   options.rendezvous = ParseAgentStoreAddress(flags.rdzv);
   options.train_arguments.assign(flags.command.begin() + 1, flags.command.end());
   ReadTrainArguments(options.train_arguments, &options);
   options.program = ThisProgram();
-  options.nproc_per_node = flags.nproc_per_node;
-  options.max_restarts = flags.max_restarts;
-  options.monitor_interval = flags.monitor_interval;
-  options.join_grace = flags.join_grace;
-  options.join_timeout = flags.join_timeout;
   // Under mpirun or srun the agent is one process per machine: its rank orders the agents.
   std::optional<LauncherShards> launcher = ShardsFromLauncher();
   std::tie(options.min_nodes, options.max_nodes) =

@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/launch/agent.h"
+
 namespace lockstep {
 
 struct LaunchFlags {
-  int nproc_per_node = 1;
+  AgentOptions agent;  // the flags that set an agent option directly, with its defaults
   std::string nnodes;  // empty: 1, or the process count of mpirun / srun
-  int max_restarts = 3;
-  double monitor_interval = 1, join_grace = 3, join_timeout = 600;
   std::string rdzv, job_id;
   bool has_command = false;          // `--` was given
   std::vector<std::string> command;  // after `--`: train ARGS...

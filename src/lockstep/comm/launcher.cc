@@ -21,15 +21,16 @@ std::string Variable(const char* name) {
   return text ? text : "";
 }
 
+struct Launcher {
+  const char *name, *rank, *size, *job;
+};
+const Launcher kLaunchers[] = {{"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_NAMESPACE"},
+                               {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID"}};
+
 }  // namespace
 
 std::optional<LauncherShards> ShardsFromLauncher() {
-  struct Launcher {
-    const char *name, *rank, *size, *job;
-  };
-  const Launcher launchers[] = {{"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_NAMESPACE"},
-                                {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID"}};
-  for (const auto& l : launchers) {
+  for (const auto& l : kLaunchers) {
     if (!std::getenv(l.rank) || !std::getenv(l.size)) continue;
     LauncherShards shards{IntVariable(l.rank), IntVariable(l.size), l.name, Variable(l.job)};
     if (shards.num_shards < 1 || shards.shard_id >= shards.num_shards)
@@ -38,6 +39,12 @@ std::optional<LauncherShards> ShardsFromLauncher() {
     return shards;
   }
   return std::nullopt;
+}
+
+std::vector<std::string> LauncherShardVariables() {
+  std::vector<std::string> names;
+  for (const auto& l : kLaunchers) names.insert(names.end(), {l.rank, l.size});
+  return names;
 }
 
 }  // namespace lockstep

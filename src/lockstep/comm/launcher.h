@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace lockstep {
 
@@ -16,5 +17,9 @@ struct LauncherShards {
 
 // Empty when the process was not started by either launcher. Throws InvalidInput on malformed variables.
 std::optional<LauncherShards> ShardsFromLauncher();
+
+// The variables by which the launchers number the processes they start (rank and size of each): a process
+// that starts shards of its own removes them from their environment.
+std::vector<std::string> LauncherShardVariables();
 
 }  // namespace lockstep

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "lockstep/comm/launcher.h"
 #include "lockstep/comm/rendezvous.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/launch/shard_processes.h"
@@ -27,10 +28,6 @@ using Clock = std::chrono::steady_clock;
 
 volatile std::sig_atomic_t stop_signal = 0;
 void OnStopSignal(int signal) { stop_signal = signal; }
-
-// mpirun and srun number processes by these; a shard must take its numbers from the agent's flags instead.
-const std::vector<std::string> kLauncherVariables = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                                                     "SLURM_PROCID", "SLURM_NTASKS"};
 
 std::chrono::milliseconds Milliseconds(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
@@ -212,7 +209,7 @@ class Agent {
       ids.push_back(first + k);
       argvs.push_back(ShardArguments(options_, roster, round, first + k));
     }
-    ShardProcesses shards(argvs, ids, kLauncherVariables);
+    ShardProcesses shards(argvs, ids, LauncherShardVariables());  // shards take the agent's numbers
     std::string pids;
     for (size_t k = 0; k < ids.size(); ++k)
       pids += fmt::format("{}shard {} pid {}", k ? ", " : "", ids[k], shards.pids()[k]);
