@@ -3,9 +3,8 @@
 
 One step on N shards replays the 1-shard step's operators (forward, backward, update) from a trace. Buckets
 follow Parallelize: trainable parameters in reverse creation order (the traced MomentumSGDUpdate order,
-reversed), 64-byte aligned slices; with --allreduce_tail_bucket_mb T the last bucket is first taken from the
-end of that order until it holds >= T MiB, the rest close at >= --allreduce_bucket_mb B MiB. Shapes come from
-a checkpoint's safetensors header. Bucket i goes to channel i % K (--allreduce_channels); a channel runs its
+reversed), planned by the library itself (--allreduce_bucket_mb B, --allreduce_tail_bucket_mb T: see
+PlanGradientBuckets). Shapes come from a checkpoint's safetensors header. Bucket i goes to channel i % K (--allreduce_channels); a channel runs its
 allreduces one at a time in order, each starting once its gradients are written.
 
 An allreduce runs in phases (`phases`), each its steps (rounds) of link latency, then its transfers: every shard
@@ -51,6 +50,10 @@ import re
 import statistics
 import struct
 import sys
+
+# The lockstep package of PYTHONPATH, else the build folder's.
+sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "python"))
+from lockstep._core import C  # noqa: E402
 
 
 def parse_op(describe):
@@ -98,31 +101,11 @@ def read_shapes(checkpoint):
     return {k: v["shape"] for k, v in header.items() if k != "__metadata__"}
 
 
-def packed_bytes(names, shapes):
-    """Bytes of a bucket holding `names` in order, each float slice starting 64-byte aligned."""
-    size = 0
-    for p in names:
-        size = (size + 63) // 64 * 64 + 4 * math.prod(shapes[p])
-    return size
-
-
 def plan_buckets(params, shapes, bucket_bytes, tail_bytes=0):
-    """Parallelize's bucket plan in reduce order: a list of (bytes, [params]).
-
-    Params reversed; with tail_bytes > 0 the last bucket is taken first from the end of that order until it
-    holds >= tail_bytes; the rest are packed from the start, a bucket closing at >= bucket_bytes."""
-    order = list(reversed(params))
-    tail = []
-    while tail_bytes > 0 and order and packed_bytes(tail, shapes) < tail_bytes:
-        tail.insert(0, order.pop())
-    buckets, names = [], []
-    for p in order:
-        names.append(p)
-        if packed_bytes(names, shapes) >= bucket_bytes:
-            buckets.append(names)
-            names = []
-    buckets += [b for b in (names, tail) if b]
-    return [(packed_bytes(b, shapes), b) for b in buckets]
+    """Parallelize's bucket plan in reduce order (params reversed), from the library's own planner
+    (PlanGradientBuckets): a list of (bytes, [params])."""
+    blobs = [(p, shapes[p]) for p in reversed(params)]
+    return C.plan_gradient_buckets(blobs, int(bucket_bytes), int(tail_bytes))
 
 
 def phases(algorithm, n):

@@ -15,6 +15,7 @@
 #include "lockstep/model/mixed_precision.h"
 #include "lockstep/model/optimizer.h"
 #include "lockstep/model/zoo.h"
+#include "lockstep/ops/gradient_buckets.h"
 #include "lockstep/parallel/data_parallel.h"
 
 namespace lockstep::python {
@@ -255,6 +256,17 @@ void BindParallelize(py::module_& m) {
   m.def("batch_per_device", &BatchPerDevice, "batch_size"_a, "devices"_a, "shards"_a = 1);
   m.def("device_scope_name",
         [](int type, int id) { return DeviceScopeName(static_cast<DeviceType>(type), id); });
+  // Parallelize's bucket plan for given float blobs, as (bytes, names) per bucket: what models of its
+  // communication (bench/scaling_model.py) plan with.
+  m.def(
+      "plan_gradient_buckets",
+      [](const std::vector<std::pair<std::string, Shape>>& blobs, size_t bucket_bytes, size_t tail_bytes) {
+        std::vector<std::pair<size_t, std::vector<std::string>>> plan;
+        for (auto& bucket : PlanGradientBuckets(blobs, bucket_bytes, tail_bytes))
+          plan.emplace_back(bucket.bytes, std::move(bucket.params));
+        return plan;
+      },
+      "blobs"_a, "bucket_bytes"_a, "tail_bytes"_a = 0);
 }
 
 void BindOptimizer(py::module_& m) {

@@ -104,14 +104,32 @@ SHAPES = {"w1": [16], "b1": [1], "w2": [64], "b2": [2]}  # 64, 4, 256 and 8 byte
 
 
 def test_buckets_close_at_the_bucket_size_in_reduce_order():
-    assert sm.packed_bytes(["w1", "b1", "w2"], SHAPES) == 64 + 64 + 256  # slices start 64-byte aligned
     buckets = sm.plan_buckets(["w1", "b1", "w2", "b2"], SHAPES, bucket_bytes=300)
-    assert buckets == [(64 + 256, ["b2", "w2"]), (64 + 64, ["b1", "w1"])]
+    assert buckets == [(64 + 256, ["b2", "w2"]), (64 + 64, ["b1", "w1"])]  # slices take whole 64-byte lines
 
 
 def test_the_tail_bucket_takes_the_first_created_parameters():
     buckets = sm.plan_buckets(["w1", "b1", "w2", "b2"], SHAPES, bucket_bytes=1 << 20, tail_bytes=60)
-    assert buckets == [(64 + 256 + 4, ["b2", "w2", "b1"]), (64, ["w1"])]
+    assert buckets == [(64 + 256 + 64, ["b2", "w2", "b1"]), (64, ["w1"])]
+
+
+def test_the_plan_is_parallelizes_own():
+    from lockstep import brew, data_parallel_model, model_helper, optimizer
+
+    def forward(model, loss_scale):
+        hidden = brew.fc(model, "data", "fc1", 6, 40)
+        logits = brew.fc(model, hidden, "fc2", 40, 3)
+        _, loss = brew.softmax_with_loss(model, [logits, "label"], ["softmax", "loss"])
+        return [brew.scale(model, loss, "scaled_loss", scale=loss_scale)]
+
+    model = model_helper.ModelHelper(name="two_fc")
+    parallel = data_parallel_model.Parallelize_CPU(
+        model, input_builder_fun=lambda m: None, forward_pass_builder_fun=forward,
+        param_update_builder_fun=lambda m: optimizer.build_sgd(m, base_learning_rate=0.1), devices=[0, 1],
+        bucket_bytes=600, tail_bucket_bytes=100)
+    shapes = {"fc1_w": [40, 6], "fc1_b": [40], "fc2_w": [3, 40], "fc2_b": [3]}
+    planned = sm.plan_buckets(["fc1_w", "fc1_b", "fc2_w", "fc2_b"], shapes, 600, 100)
+    assert [names for _, names in planned] == [["fc2_b", "fc2_w", "fc1_b"], ["fc1_w"]] == parallel.buckets
 
 
 def test_updates_are_split_by_bucket_bytes():
@@ -159,7 +177,8 @@ def predict(gbit, latency_ms, peer_s, algorithm="ring_chunked"):
     prof = {"params": ["w1", "b1", "w2", "b2"], "grad_ready": {"w1": 0.1, "b1": 0.1, "w2": 0.05, "b2": 0.05},
             "backward_end": 0.1, "update_s": 0.0}
     args = argparse.Namespace(contention=True, cpu_link_gbit=10, delay_extra_ms=0.0, delay_cpu_share=0.0)
-    bw = 1.5 * sm.packed_bytes(["b2", "w2", "b1", "w1"], SHAPES) / 0.02
+    (bucket_bytes, _), = sm.plan_buckets(prof["params"], SHAPES, 8 << 20)
+    bw = 1.5 * bucket_bytes / 0.02
     theta = {("bw", 1.0): bw, ("bw", 10.0): bw, "sync_s": 0.0, "idle": 0.0, "overlap": 0.0, "peer_s": peer_s}
     row = {"shards": 4, "gbit": gbit, "latency": latency_ms, "algorithm": algorithm, "bucket": 8, "tail": 0,
            "channels": 1, "delay_cpu": 0.0}
