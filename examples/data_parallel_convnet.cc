@@ -18,10 +18,10 @@ using namespace lockstep;
 // The forward pass of one replica, from the data blob to the logits. The same code builds the test net.
 std::string Classifier(ModelHelper& model, const std::string& data, bool is_test) {
   std::string x = layers::Conv(model, data, "conv1", 1, 16, 5, {});
-  x = layers::SpatialBN(model, x, "bn1", 16, is_test, 1e-5f, 0.9f, /*relu=*/true);
+  x = layers::SpatialBN(model, x, "bn1", 16, is_test, /*relu=*/true);
   x = layers::MaxPool(model, x, "pool1", 2, 2);  // 12x12
   x = layers::Conv(model, x, "conv2", 16, 32, 5, {});
-  x = layers::SpatialBN(model, x, "bn2", 32, is_test, 1e-5f, 0.9f, /*relu=*/true);
+  x = layers::SpatialBN(model, x, "bn2", 32, is_test, /*relu=*/true);
   x = layers::MaxPool(model, x, "pool2", 2, 2);  // 4x4
   x = layers::FC(model, x, "fc3", 32 * 4 * 4, 128);
   x = layers::Relu(model, x, "relu3");

@@ -54,7 +54,7 @@ ParallelOptions SmallNetOptions(const SmallNet& net, int devices) {
     conv.bias = !net.bn;  // BN cancels a bias
     std::string x = layers::Conv(model, model.Scoped("data"), "conv", 1, 4, 3, conv);
     if (net.bn)
-      x = layers::SpatialBN(model, x, "bn", 4, /*is_test=*/false, 1e-5f, 0.9f, /*relu=*/true);
+      x = layers::SpatialBN(model, x, "bn", 4, /*is_test=*/false, /*relu=*/true);
     else
       x = layers::Relu(model, x, "relu");
     x = layers::MaxPool(model, x, "pool", 2, 2);

@@ -230,7 +230,7 @@ struct SmallModel {
     x = layers::Relu(model, x, "relu1");
     x = layers::MaxPool(model, x, "pool1", 2, 2);
     x = layers::Conv(model, x, "conv2", 8, 16, 3, conv);
-    x = layers::SpatialBN(model, x, "bn2", 16, /*is_test=*/false, 1e-5f, 0.9f, /*relu=*/true);
+    x = layers::SpatialBN(model, x, "bn2", 16, /*is_test=*/false, /*relu=*/true);
     x = layers::MaxPool(model, x, "pool2", 2, 2);
     x = layers::FC(model, x, "fc", 16 * 2 * 2, 10);
     auto [softmax, loss_blob] = layers::SoftmaxWithLoss(model, x, "label", "softmax", "loss");

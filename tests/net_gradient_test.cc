@@ -14,7 +14,7 @@ TEST(NetGradient, ResidualNetworkMatchesFiniteDifferences) {
   conv.pad = 1;
   conv.weight_init = FillSpec::Gaussian(0.3f);
   std::string x = layers::Conv(model, "data", "conv1", 3, 8, 3, conv);
-  x = layers::SpatialBN(model, x, "bn1", 8, /*is_test=*/false, 1e-5f, 0.9f, /*relu=*/true);
+  x = layers::SpatialBN(model, x, "bn1", 8, /*is_test=*/false, /*relu=*/true);
   std::string branch = layers::Conv(model, x, "conv2", 8, 8, 3, conv);
   branch = layers::SpatialBN(model, branch, "bn2", 8, false);
   x = layers::Add(model, branch, x, "sum");

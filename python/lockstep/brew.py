@@ -96,8 +96,8 @@ def spatial_bn(model, blob_in, blob_out, dim_in, epsilon=None, momentum=None, is
     epsilon = defaults["epsilon"] if epsilon is None else epsilon
     momentum = defaults["momentum"] if momentum is None else momentum
     with model.scopes():
-        return _out(C.spatial_bn(model._cpp, _in(model, blob_in), blob_out, dim_in, bool(is_test), float(epsilon),
-                                 float(momentum), False))
+        return _out(C.spatial_bn(model._cpp, _in(model, blob_in), blob_out, dim_in, bool(is_test), False,
+                                 float(epsilon), float(momentum)))
 
 
 def dropout(model, blob_in, blob_out, ratio=None, is_test=False, **kwargs):

@@ -15,12 +15,14 @@ def add_weight_decay(model, weight_decay):
     model._weight_decay = float(weight_decay)
 
 
-def build_sgd(model, base_learning_rate, momentum=0.0, nesterov=False, weight_decay=None, policy="fixed",
+def build_sgd(model, base_learning_rate, momentum=0.0, nesterov=False, weight_decay=None, policy=None,
               **policy_args):
-    """Momentum SGD; returns {"iter", "lr", "moments"}: the blobs it created."""
+    """Momentum SGD; returns {"iter", "lr", "moments"}: the blobs it created. policy defaults to
+    LearningRate's."""
     if weight_decay is None:
         weight_decay = getattr(model, "_weight_decay", 0.0)
-    schedule = dict(policy=str(policy), **policy_args)
+    schedule = {} if policy is None else {"policy": str(policy)}
+    schedule.update(policy_args)
     with model.scopes():
         return C.add_momentum_sgd(model._cpp, float(base_learning_rate), float(momentum), bool(nesterov),
                                   float(weight_decay), schedule)

@@ -64,7 +64,7 @@ std::string GlobalAveragePool(ModelHelper& model, const std::string& in, const s
 }
 
 std::string SpatialBN(ModelHelper& model, const std::string& in, const std::string& out, int channels,
-                      bool is_test, float epsilon, float momentum, bool relu) {
+                      bool is_test, bool relu, float epsilon, float momentum) {
   std::string output = model.Scoped(out);
   std::string scale = model.CreateParam(out + "_s", {channels}, FillSpec::Constant(1), ParamTag::kWeight);
   std::string bias = model.CreateParam(out + "_b", {channels}, FillSpec::Constant(0), ParamTag::kBias);

@@ -39,8 +39,8 @@ std::string GlobalAveragePool(ModelHelper& model, const std::string& in, const s
 // relu = true fuses a following Relu: the output is relu(BN(in)), and training keeps the ReLU mask in
 // "<out>_relu_mask" for the gradient.
 std::string SpatialBN(ModelHelper& model, const std::string& in, const std::string& out, int channels,
-                      bool is_test, float epsilon = DefaultFloatArg("SpatialBN", "epsilon"),
-                      float momentum = DefaultFloatArg("SpatialBN", "momentum"), bool relu = false);
+                      bool is_test, bool relu = false, float epsilon = DefaultFloatArg("SpatialBN", "epsilon"),
+                      float momentum = DefaultFloatArg("SpatialBN", "momentum"));
 std::string Dropout(ModelHelper& model, const std::string& in, const std::string& out, float ratio,
                     bool is_test);
 std::string Add(ModelHelper& model, const std::string& a, const std::string& b, const std::string& out);

@@ -14,8 +14,7 @@ SgdBlobs AddMomentumSgd(ModelHelper& model, const SgdOptions& options) {
   SetDevice(init_iter, model.device());
   model.AddOp(IterDef(blobs.iter));
   std::vector<Arg> lr_args = {Arg("base_lr", options.base_learning_rate)};
-  lr_args.insert(lr_args.end(), options.schedule.begin(), options.schedule.end());
-  if (options.schedule.empty()) lr_args.emplace_back("policy", "fixed");
+  lr_args.insert(lr_args.end(), options.schedule.begin(), options.schedule.end());  // none: LearningRate's
   model.AddOp(LearningRateDef(blobs.iter, blobs.lr, lr_args));
 
   for (const auto& param : model.GetTrainableParams(model.name_scope())) {

@@ -22,7 +22,7 @@ class ResNetBuilder {
     options.weight_init = FillSpec::Msra();
     std::string x = layers::Conv(model_, in, name, dim_in, dim_out, kernel, options);
     // A fused relu saves a pass over the activation forward and backward; "<name>_bn" then holds relu(BN).
-    return layers::SpatialBN(model_, x, name + "_bn", dim_out, is_test_, 1e-5f, 0.9f, relu);
+    return layers::SpatialBN(model_, x, name + "_bn", dim_out, is_test_, relu);
   }
 
   // Output = relu(residual(in) + shortcut(in)).

@@ -23,7 +23,7 @@ std::string BuildWideResNet(ModelHelper& model, const std::string& data, const M
   };
   // relu(BN(in)) in one fused operator, output "<name>_bn".
   auto bn_relu = [&](const std::string& in, const std::string& name, int channels) {
-    return layers::SpatialBN(model, in, name + "_bn", channels, config.is_test, 1e-5f, 0.9f, true);
+    return layers::SpatialBN(model, in, name + "_bn", channels, config.is_test, /*relu=*/true);
   };
 
   std::string x = conv(data, "conv1", config.num_channels, 16, 3, 1);
