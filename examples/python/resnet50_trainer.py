@@ -151,6 +151,9 @@ def main(argv):
     if done_in_first >= iterations:
         raise Error(f"checkpoint {resume_from} is {done_in_first} steps into an epoch of {iterations}; "
                     f"pass the --epoch_size it was saved with")
+    events = C.open_training_events(config)  # None without --tensorboard_dir
+    if events:
+        say(f"{shard_prefix}TensorBoard events: {events.path}")
     for epoch in range(first_epoch, flag("num_epochs")):
         steps = iterations - (done_in_first if epoch == first_epoch else 0)  # a resumed epoch's rest
         start = time.perf_counter()
@@ -168,6 +171,8 @@ def main(argv):
         record.learning_rate = float(workspace.FetchBlob(first + "lr").reshape(-1)[0])
         record.epoch = epoch + 1
         log.append(record)
+        if events:
+            C.write_epoch_events(events, record, record.cumulative_batch_count)
         say(f"{shard_prefix}epoch {epoch + 1}/{flag('num_epochs')}: {seconds:.1f} s, {record.input_count / seconds:.1f} img/s, "
             f"loss {record.loss:.4f}, train accuracy {record.accuracy:.4f}")
         state["reader_position"] += steps * global_batch

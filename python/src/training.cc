@@ -17,6 +17,7 @@
 #include "lockstep/train/csv_log.h"
 #include "lockstep/train/run_outputs.h"
 #include "lockstep/train/trainer_options.h"
+#include "lockstep/train/training_events.h"
 
 namespace lockstep::python {
 namespace {
@@ -205,6 +206,16 @@ void BindCsvLog(py::module_& m) {
       .def_property_readonly("path", &CsvLog::path);
 }
 
+void BindTensorBoard(py::module_& m) {
+  py::class_<EventFile>(m, "EventFile")
+      .def(py::init<const std::string&>(), "directory"_a)
+      .def("scalar", &EventFile::Scalar, "tag"_a, "step"_a, "value"_a)
+      .def("text", &EventFile::Text, "tag"_a, "step"_a, "markdown"_a)
+      .def_property_readonly("path", &EventFile::path);
+  m.def("open_training_events", &OpenTrainingEvents, "config"_a);
+  m.def("write_epoch_events", &WriteEpochEvents, "events"_a, "record"_a, "step"_a);
+}
+
 }  // namespace
 
 void BindTraining(py::module_& m) {
@@ -213,6 +224,7 @@ void BindTraining(py::module_& m) {
   BindCheckpoints(m);
   BindReaders(m);
   BindCsvLog(m);
+  BindTensorBoard(m);
 }
 
 }  // namespace lockstep::python

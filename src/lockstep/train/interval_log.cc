@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "lockstep/core/enforce.h"
+#include "lockstep/train/event_file.h"
 
 namespace lockstep {
 
@@ -56,7 +57,7 @@ bool IntervalLog::StepDone(bool ends_epoch) {
       (options_.every_iters > 0 && steps_ % options_.every_iters == 0) ||
       (options_.every_secs > 0 && Seconds(now - interval_start_) >= options_.every_secs);
   line_due_ = options_.to_stderr && interval_over;
-  row_due_ = csv_ && (interval_over || ends_epoch);
+  row_due_ = (csv_ || options_.events) && (interval_over || ends_epoch);
   return line_due_ || row_due_;
 }
 
@@ -87,7 +88,17 @@ void IntervalLog::Report(const StepFigures& f) {
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
   }
-  if (row_due_) {
+  if (row_due_ && options_.events) {
+    const int64_t step = (f.epoch - 1) * options_.iterations_per_epoch + f.iteration;
+    for (const auto& [tag, value] : {std::pair<const char*, double>{"train/loss", f.loss},
+                                     {"train/accuracy", f.accuracy},
+                                     {"train/learning_rate", f.learning_rate},
+                                     {"train/images_per_sec", pace.images_per_sec},
+                                     {"train/epoch_eta_seconds", pace.epoch_eta},
+                                     {"train/run_eta_seconds", pace.run_eta}})
+      options_.events->Scalar(tag, step, value);
+  }
+  if (row_due_ && csv_) {
     const double unix_time =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     std::string row =

@@ -1,6 +1,7 @@
 // Progress of a long run for job logs: every `every_secs` seconds and every `every_iters`-th step, a line on
-// stderr and a row of a CSV file (also at each epoch's end), each with the images/s of the interval, the last
-// step's loss, accuracy and learning rate, and the time left in the epoch and in the run.
+// stderr and a row of a CSV file and of TensorBoard scalars (also at each epoch's end), each with the images/s
+// of the interval, the last step's loss, accuracy and learning rate, and the time left in the epoch and in the
+// run.
 #pragma once
 
 #include <chrono>
@@ -10,12 +11,15 @@
 
 namespace lockstep {
 
+class EventFile;
+
 struct IntervalLogOptions {
   double every_secs = 0;    // 0: not by time
   int64_t every_iters = 0;  // 0: not by count
   bool to_stderr = false;
   std::string csv_path;     // "" for none; appended to, with the header first when the file is new or empty
-  std::string line_prefix;  // e.g. "shard 1: "
+  EventFile* events = nullptr;  // also writes the rows' figures there as TensorBoard scalars, when given
+  std::string line_prefix;      // e.g. "shard 1: "
   int64_t images_per_step = 0;  // this machine's
   int64_t iterations_per_epoch = 0;
   int64_t num_epochs = 0;

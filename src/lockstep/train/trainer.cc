@@ -31,6 +31,7 @@
 #include "lockstep/train/csv_log.h"
 #include "lockstep/train/evaluate.h"
 #include "lockstep/train/interval_log.h"
+#include "lockstep/train/training_events.h"
 #include "lockstep/train/memory_report.h"
 #include "lockstep/train/progress.h"
 #include "lockstep/train/resume.h"
@@ -346,8 +347,9 @@ void CreateNets(const Sources& sources, Session* session) {
   if (sources.test) session->test_net = session->ws.CreateNet(session->models.test.net());
 }
 
-IntervalLogOptions IntervalOptions(const TrainerConfig& config, int64_t iterations) {
+IntervalLogOptions IntervalOptions(const TrainerConfig& config, int64_t iterations, EventFile* events) {
   IntervalLogOptions options;
+  options.events = events;
   options.every_secs = config.log_every_secs;
   options.every_iters = config.log_every_iters;
   options.to_stderr = !StderrIsTerminal();  // a terminal has the live progress line
@@ -480,7 +482,9 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
                                                 config.num_labels, config.base_learning_rate);
   CsvLog log(config.log_dir, ShardFileName(log_name, config.shard_id), config.arguments);
   ProgressLine progress(StderrIsTerminal());
-  IntervalLog intervals(IntervalOptions(config, iterations));
+  std::unique_ptr<EventFile> events = OpenTrainingEvents(config);
+  if (events) fmt::print("{}TensorBoard events: {}\n", ShardPrefix(config), events->path());
+  IntervalLog intervals(IntervalOptions(config, iterations, events.get()));
   EpochRecord record = StartingTotals(config, session.state);
   TrainerResult result;
   result.log_path = log.path();
@@ -493,6 +497,7 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
     RecordEpoch(config, session, epoch, iterations - first_step, seconds,
                 TestAccuracy(config, sources, &session), &record);
     log.Append(record);
+    if (events) WriteEpochEvents(events.get(), record, session.state.iteration);
     PrintEpoch(config, sources, record);
     EndEpoch(config, record, &session);
     result.last_test_accuracy = record.test_accuracy;

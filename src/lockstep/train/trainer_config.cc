@@ -159,6 +159,11 @@ void CheckCheckpoints(const TrainerConfig& c) {
         "--load_model_path latest needs --save_model_name: the name of the checkpoints to look for");
 }
 
+void CheckTensorBoard(const TrainerConfig& c) {
+  if (c.tensorboard_shard0_only && c.tensorboard_dir.empty())
+    throw InvalidInput("--tensorboard_shard0_only needs --tensorboard_dir: the folder of the event files");
+}
+
 }  // namespace
 
 SourceSpec DataSpec(const std::string& name, const TrainerConfig& config, bool train) {
@@ -187,6 +192,7 @@ void ValidateTrainerConfig(const TrainerConfig& c) {
   CheckPrecision(c);
   CheckShards(c);
   CheckCheckpoints(c);
+  CheckTensorBoard(c);
 }
 
 }  // namespace lockstep

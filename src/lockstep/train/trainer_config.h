@@ -85,6 +85,9 @@ struct TrainerConfig {
   double log_every_secs = 60;
   int64_t log_every_iters = 0;
   std::string iter_log;
+  // TensorBoard event files (train/training_events.h): none when empty.
+  std::string tensorboard_dir;
+  bool tensorboard_shard0_only = false;
   std::string arguments;  // the command line, for the log's first line
 };
 

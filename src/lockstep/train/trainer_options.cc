@@ -206,6 +206,13 @@ const std::vector<TrainerOption>& Table() {
        "Append the progress rows (at --log_every_secs / --log_every_iters, and at each epoch's end) to this "
        "CSV file, its folder created if missing; shard k > 0 adds _shard{k} to the name",
        kNoRange, kNone, false},
+      {"tensorboard_dir", &C::tensorboard_dir,
+       "Write TensorBoard event files here, created if missing: the options, the progress rows and each "
+       "epoch's figures; with several shards one run folder each, shard<k>",
+       kNoRange, kNone, false},
+      {"tensorboard_shard0_only", &C::tensorboard_shard0_only,
+       "With --tensorboard_dir and several shards, only shard 0 writes events, into the folder itself",
+       kNoRange, kNone, false},
   };
   return table;
 }
