@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""The documentation as a test: every ```sh command and ```python snippet of README.md (and of docs/*.md), run
-in order in a scratch folder as a newcomer would run them, and the files and lines the text promises checked.
+"""The documentation as a test: every ```sh command and ```python snippet of README.md and of the pages of docs/,
+run in order in a scratch folder as a newcomer would run them, and the files and lines the text promises checked.
+The pages run in the order docs/README.md (the index) links them, then any page it does not link, by name, so
+that a page may use what an earlier one made.
 
 The scratch folder is made in the build folder, not in /tmp (which other programs on a shared machine may clean
 while the commands run), and removed at the end; it links `build` and `examples` to the build and the
@@ -104,6 +106,22 @@ PROMISES = [
 ]
 
 
+def documentation_pages(docs):
+    """The Markdown files under `docs`: the index (README.md) first, then the pages in the order it links them,
+    then the pages it does not link, sorted."""
+    pages = sorted(glob.glob(os.path.join(docs, "**", "*.md"), recursive=True))
+    index = os.path.join(docs, "README.md")
+    ordered = []
+    if os.path.exists(index):
+        ordered.append(index)
+        with open(index) as f:
+            for link in re.findall(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)", f.read()):
+                page = os.path.normpath(os.path.join(docs, link))
+                if page in pages and page not in ordered:
+                    ordered.append(page)
+    return ordered + [page for page in pages if page not in ordered]
+
+
 def blocks(path):
     """(language, first line number, text) of each fenced sh or python block of a Markdown file."""
     found, language, start, lines = [], None, 0, []
@@ -174,8 +192,7 @@ def main():
         ["nvidia-smi", "-L"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
     version = subprocess.run([os.path.join(build, "lockstep"), "--version"], stdout=subprocess.PIPE, text=True)
     have_cpu_bfloat16 = re.search(r"CPU kernels for avx512_core_(bf16|amx)", version.stdout) is not None
-    documents = [os.path.join(REPO, "README.md")] + sorted(glob.glob(os.path.join(REPO, "docs", "**", "*.md"),
-                                                                      recursive=True))
+    documents = [os.path.join(REPO, "README.md")] + documentation_pages(os.path.join(REPO, "docs"))
     scratch = tempfile.mkdtemp(prefix="readme_commands_", dir=build)
     try:
         os.symlink(build, os.path.join(scratch, "build"))
