@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs the built programs and the non-CUDA shared libraries they load into one folder that runs on the lent GPU
-# machine, whose CUDA toolkit, cuDNN and NCCL the programs use; see --help and bench/README.md.
+# machine, whose CUDA toolkit, cuDNN and NCCL the programs use; see --help and bench/notes/gpu.md.
 set -euo pipefail
 
 usage() {
@@ -35,7 +35,7 @@ script prints the size and fails, leaving an older bundle in place, when they do
   -h, --help     this text
 
 On the GPU machine: bundle/lockstep train ..., bundle/lockstep_tests --gtest_filter=..., or
-bash bench/gpu_resnet50.sh; see bench/README.md.
+bash bench/gpu_resnet50.sh; see bench/notes/gpu.md.
 EOF
 }
 
