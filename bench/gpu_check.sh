@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One pass over the CUDA backend on the lent GPU machine, from the device bundle: the GPU tests, the LeNet
+# One pass over the CUDA backend on the GPU machine, from the device bundle: the GPU tests, the LeNet
 # recipe on the GPU, then ResNet-50 against PyTorch (bench/gpu_resnet50.sh). Each part has its own time limit,
 # so a crash or a hang in one still leaves the others' results; logs go to $OUT (or --out DIR).
 set -uo pipefail
@@ -10,7 +10,7 @@ usage: bench/gpu_check.sh [--out DIR] [--tests SECONDS] [--lenet SECONDS] [--res
 
 Runs on the GPU machine, with bundle/ (scripts/bundle_device.sh) carried:
   1. bundle/lockstep_tests on the tests that use a GPU, one process per suite (a crash ends only its suite)
-  2. the README's LeNet recipe on GPU 0 (--gpus 0 instead of --use_cpu), 3 epochs, then on two logical
+  2. docs/training.md's LeNet recipe on GPU 0 (--gpus 0 instead of --use_cpu), 3 epochs, then on two logical
      devices of GPU 0 (--num_gpus 2 on one GPU) for one epoch
   3. bash bench/gpu_resnet50.sh --batch_sizes 128 --rounds 1 with the time left to it
 Prints a summary last: each part's exit status and its key lines.

@@ -31,7 +31,7 @@ go on. Rounds stop early when another would pass the time budget, and a run stil
   --warmup W           PyTorch's untimed steps before each measurement (default 5; lockstep warms up for an
                        epoch of S steps)
   --image_size N       input height and width (default 224; smaller only to check that the script runs)
-  --budget SECONDS     wall-clock budget of the whole run (default 450, inside the device tool's 10 minutes)
+  --budget SECONDS     wall-clock budget of the whole run (default 450, inside the runner's 10 minutes)
   --lockstep_args ARGS more flags for every lockstep run, e.g. "--cudnn_workspace_limit_mb 1024"
   --work_dir DIR       keep the runs' logs and outputs here (default: a temporary folder, removed at the end)
   -h, --help           this text

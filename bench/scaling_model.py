@@ -25,7 +25,7 @@ After the backward the one compute thread updates the parameters of each bucket 
 (DagNet runs the updates as their sums come in, each bucket's share of the traced update time by its bytes);
 the step ends when the last update does.
 
-Calibrate mode (default) fits shared parameters to bench/README.md's multihost tables (an effective bandwidth
+Calibrate mode (default) fits shared parameters to bench/notes/multihost.md's tables (an effective bandwidth
 per link; the time the shards take to line up at the first allreduce of each channel in a step; when shards
 outnumber cores, the share of a network-limited link a blocking algorithm leaves idle, and on links the shared
 cores limit the time a round waits for a descheduled peer; compute's slowdown while the shared cores carry
@@ -36,7 +36,7 @@ the shared cores limit a share (--delay_cpu_share) of its measured CPU time per 
 spread over the 2 cores.
 --project predicts ResNet-50 on 8-GPU H100 machines and picks the best configuration.
 
-usage: scaling_model.py --trace T.train.json --checkpoint M.safetensors [--readme bench/README.md]
+usage: scaling_model.py --trace T.train.json --checkpoint M.safetensors [--tables bench/notes/multihost.md]
                           [--predict RUN_OUTPUT ...]
        scaling_model.py --project --trace resnet50.train.json --checkpoint resnet50.safetensors
 """
@@ -114,7 +114,7 @@ def phases(algorithm, n):
     each class send alike, each on its own link, all classes at once; it ends when every shard has sent its
     part and at least the overlapped steps have passed."""
     # Steps are one-way link latencies per call, of the data and of the notifications that gate Gloo's sends,
-    # as measured with 4 KB allreduces over a delayed loopback (bench/README.md): 2(N-1), 4N-3, 2 log2(N) + 2.
+    # as measured with 4 KB allreduces over a delayed loopback (bench/notes/multihost.md): 2(N-1), 4N-3, 2 log2(N) + 2.
     if n <= 1:
         return []
     if algorithm == "ring":  # Gloo's plain ring passes the whole buffer around
@@ -224,14 +224,19 @@ def simulate(ready, backward_end, updates, calls, channels, overlap):
             "in_flight": in_flight, "backward_wall": backward_wall}
 
 
-def read_table(readme):
-    """Rows of bench/README.md's multihost section: dicts of shards, gbit, latency (ms), algorithm, bucket,
-    tail, channels, step, allreduce and delay_cpu (delay.py's CPU s per step), means of the invocations'
-    `a / b` cells. Columns are found by their headers; a table without latency, bucket plan or delay.py CPU
+def read_table(path):
+    """Rows of the tables of the "Shards over shaped links" section of a Markdown file (bench/notes/multihost.md,
+    where it is the page's title), up to the next heading of its level or higher: dicts of shards, gbit, latency
+    (ms), algorithm, bucket, tail, channels, step, allreduce and delay_cpu (delay.py's CPU s per step), means of
+    the invocations' `a / b` cells. Columns are found by their headers; a table without latency, bucket plan or delay.py CPU
     columns had none added, 8 MiB buckets without a tail on 1 channel, and no delay.py."""
-    text = open(readme).read()
-    text = text[text.index("## Shards over shaped links"):]
-    text = text[: text.index("\n## ")]
+    text = open(path).read()
+    heading = re.search(r"^(#+) Shards over shaped links.*$", text, re.MULTILINE)
+    if not heading:
+        raise ValueError(f"{path}: no section 'Shards over shaped links'")
+    text = text[heading.end():]
+    following = re.search(rf"^#{{1,{len(heading.group(1))}}} ", text, re.MULTILINE)
+    text = text[: following.start()] if following else text
     defaults = {"latency ms": "0", "bucket MiB": "8", "tail MiB": "0", "channels": "1", "delay.py CPU s/step": "0"}
     rows, header = [], None
     for line in text.splitlines():
@@ -387,7 +392,7 @@ def calibrate(args, prof, shapes):
     """Fits the shared parameters; prints predicted vs measured in-sample, for the rows where delay.py shares
     the cores that limit the link (predicted from the fit to the others), and for three groups of rows from a
     fit to the other rows."""
-    rows = read_table(args.readme)
+    rows = read_table(args.tables)
     new = read_runs(args.predict) if args.predict else []
     shared = lambda r: r["latency"] > 0 and r["gbit"] >= args.cpu_link_gbit
     predicted = [r for r in rows if shared(r)]
@@ -507,7 +512,9 @@ def main():
     parser.add_argument("--trace", required=True, help="1-shard <path>.train.json (LOCKSTEP_TRACE=<path>)")
     parser.add_argument("--checkpoint", required=True, help="the model's .safetensors (train --save_model_name)")
     parser.add_argument("--skip", type=int, default=5, help="warm-up steps of the trace to leave out (5)")
-    parser.add_argument("--readme", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md"))
+    parser.add_argument("--tables", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes",
+                                                         "multihost.md"),
+                        help="calibration: the Markdown file of the multihost/run.sh tables (bench/notes/multihost.md)")
     parser.add_argument("--no_contention", dest="contention", action="store_false",
                         help="calibration: no compute(N) = compute(1) * max(1, N/2) for 2 shared cores")
     parser.add_argument("--cpu_link_gbit", type=float, default=10,

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Packs the built programs and the non-CUDA shared libraries they load into one folder that runs on the lent GPU
-# machine, whose CUDA toolkit, cuDNN and NCCL the programs use; see --help and bench/README.md.
+# Packs the built programs and the non-CUDA shared libraries they load into one folder that runs on a GPU
+# machine, whose CUDA toolkit, cuDNN and NCCL the programs use; see --help and bench/notes/gpu.md.
 set -euo pipefail
 
 usage() {
   cat <<'EOF'
 usage: scripts/bundle_device.sh [--build DIR] [--out DIR] [--no-dataset] [-h]
 
-Bundles the programs of a build folder so that they run on the GPU machine that the device tool lends. The
+Bundles the programs of a build folder so that they run on the GPU machine (a separate machine). The
 folder it writes holds:
   lockstep, resnet50_trainer, lockstep_tests (if built) and the bench programs that were built: wrapper
       scripts that unpack the programs once per machine and run them with the bundle's libraries
@@ -26,7 +26,7 @@ folder it writes holds:
 Libraries of the C runtime (glibc, libstdc++, libgcc_s) stay out: every Linux machine has them, and the GPU
 machine's CUDA libraries need its own.
 
-The bundle and the rest of the working tree must stay within the device tool's transfer limit (64 MiB); the
+The bundle and the rest of the working tree must stay within the runner's transfer limit (64 MiB); the
 script prints the size and fails, leaving an older bundle in place, when they do not.
 
   --build DIR    build folder (default: build/ in the repository); it is not rebuilt
@@ -35,11 +35,11 @@ script prints the size and fails, leaving an older bundle in place, when they do
   -h, --help     this text
 
 On the GPU machine: bundle/lockstep train ..., bundle/lockstep_tests --gtest_filter=..., or
-bash bench/gpu_resnet50.sh; see bench/README.md.
+bash bench/gpu_resnet50.sh; see bench/notes/gpu.md.
 EOF
 }
 
-# The device tool sends at most this much: tracked and untracked-not-ignored files plus carried paths.
+# The runner that copies the tree to the GPU machine sends at most this much: tracked and untracked-not-ignored files plus carried paths.
 readonly kTransferLimitBytes=$((64 * 1024 * 1024))
 # glibc, libstdc++ and libgcc_s: on every machine, and a copy older than the GPU machine's own would break the
 # CUDA libraries loaded beside it.
@@ -275,7 +275,7 @@ EOF
   chmod 755 "$staging/$name"
 done
 
-# What the device tool would send with the bundle: the rest of the working tree (the bundle, old and new, left
+# What that runner would send with the bundle: the rest of the working tree (the bundle, old and new, left
 # out whether git ignores it or not).
 tree_bytes=0
 if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
@@ -292,7 +292,7 @@ mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 
 if ((bundle_bytes + tree_bytes > kTransferLimitBytes)); then
   echo "error: the bundle ($(mib "$bundle_bytes")) and the rest of the working tree ($(mib "$tree_bytes"))" \
-    "come to $(mib $((bundle_bytes + tree_bytes))), over the device tool's $(mib $kTransferLimitBytes)" \
+    "come to $(mib $((bundle_bytes + tree_bytes))), over the runner's $(mib $kTransferLimitBytes)" \
     "transfer limit; $out is left as it was. Leave out Fashion-MNIST (--no-dataset) or make the build smaller." >&2
   exit 1
 fi
@@ -307,5 +307,5 @@ echo "$dataset_note"
 echo "needs from the GPU machine: ${needed_from_gpu_machine[*]:-nothing}"
 echo "bundled ${#programs[@]} programs (${programs[*]}) and $((bundled_libraries + 1)) libraries into $out"
 echo "bundle size: $(mib "$bundle_bytes") (payload.tar.gz $(mib "$(stat -c %s "$out/payload.tar.gz")"));" \
-  "with the rest of the working tree $(mib $((bundle_bytes + tree_bytes))) of the device tool's" \
+  "with the rest of the working tree $(mib $((bundle_bytes + tree_bytes))) of the runner's" \
   "$(mib $kTransferLimitBytes)"

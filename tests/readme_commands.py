@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""The documentation as a test: every ```sh command and ```python snippet of README.md (and of docs/*.md), run
-in order in a scratch folder as a newcomer would run them, and the files and lines the text promises checked.
+"""The documentation as a test: every ```sh command and ```python snippet of README.md and of the pages of docs/,
+run in order in a scratch folder as a newcomer would run them, and the files and lines the text promises checked.
+The pages run in the order docs/README.md (the index) links them, then any page it does not link, by name, so
+that a page may use what an earlier one made.
 
 The scratch folder is made in the build folder, not in /tmp (which other programs on a shared machine may clean
 while the commands run), and removed at the end; it links `build` and `examples` to the build and the
@@ -79,6 +81,14 @@ ITER_LOG_HEADER = ("unix_time,elapsed_seconds,epoch,iteration,iterations,inputs_
 
 # What the text promises after a command, found by a pattern in the command: checks that return None when kept.
 PROMISES = [
+    # The README's tour
+    (r"lockstep train --model lenet .*--num_gpus 2 .*--num_epochs 2 --log_dir tour", [
+        expect_lines(r"^epoch 2/2: .*test accuracy 0\.\d+$"),
+        expect_files("tour/lenet_gpu2_b256_L10_lr0.20_v2_*.log")]),
+    (r"lenet_data_parallel\.py --num_epochs 2", [expect_lines(r"^epoch 2: 2 steps, ")]),
+    (r"lockstep launch --nproc_per_node 2 --rdzv file://tour", [expect_files("tour/tour_2.safetensors"),
+                                                               expect_lines(r"^\[shard 1\] epoch 2/2: ")]),
+    # The guide
     (r"lockstep train --model lenet .*--num_epochs 10 .*--file_store_path checkpoints --log_dir logs", [
         expect_lines(r"^LOCKSTEP_MAX_STEPS=2: 2 steps per epoch instead of 234$",
                      r"^epoch 10/10: .*test accuracy 0\.\d+$"),
@@ -92,16 +102,34 @@ PROMISES = [
     (r"--iter_log nesterov\.csv", [expect_file_lines("nesterov.csv", 3, ITER_LOG_HEADER)]),
     (r"plot logs/lenet_\*\.log -o curves\.png", [expect_files("curves.png")]),
     (r"plot momentum\.csv nesterov\.csv -o iterations\.png", [expect_files("iterations.png")]),
+    (r"--tensorboard_dir tb$", [expect_files("tb/events.out.tfevents.*"),
+                                expect_lines(r"^TensorBoard events: tb/events\.out\.tfevents\.")]),
     (r"make-db .*--output fashion_train_lmdb", [
         expect_lines(r"^wrote 60000 records of 28x28 images with 1 channel to lmdb fashion_train_lmdb$"),
         expect_files("fashion_train_lmdb/data.mdb", "fashion_train_lmdb/lockstep_image_geometry.json")]),
     (r"--train_data fashion_train_lmdb .*--scale 28", [expect_lines(r"^epoch 3/3: .*test accuracy 0\.\d+$")]),
-    (r"lenet_data_parallel\.py", [expect_lines(r"^epoch 10: 2 steps, ")]),
+    (r"lenet_data_parallel\.py( #.*)?$", [expect_lines(r"^epoch 10: 2 steps, ")]),  # the 10 epochs of its default
     (r"mpirun -np 2 .*resnet50_trainer\.py", [expect_lines(r"^shard 1 of 2: joined ", r"^shard 1: epoch 1/1: ")]),
     (r"--model_parallel 2", [expect_lines(r"^epoch 1/1: ")]),
     (r"lockstep launch --nproc_per_node 3", [expect_files("runs/lenet_10.safetensors"),
                                              expect_lines(r"^\[shard 1\] epoch 10/10: ")]),  # one prefix
 ]
+
+
+def documentation_pages(docs):
+    """The Markdown files under `docs`: the index (README.md) first, then the pages in the order it links them,
+    then the pages it does not link, sorted."""
+    pages = sorted(glob.glob(os.path.join(docs, "**", "*.md"), recursive=True))
+    index = os.path.join(docs, "README.md")
+    ordered = []
+    if os.path.exists(index):
+        ordered.append(index)
+        with open(index) as f:
+            for link in re.findall(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)", f.read()):
+                page = os.path.normpath(os.path.join(docs, link))
+                if page in pages and page not in ordered:
+                    ordered.append(page)
+    return ordered + [page for page in pages if page not in ordered]
 
 
 def blocks(path):
@@ -174,8 +202,7 @@ def main():
         ["nvidia-smi", "-L"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
     version = subprocess.run([os.path.join(build, "lockstep"), "--version"], stdout=subprocess.PIPE, text=True)
     have_cpu_bfloat16 = re.search(r"CPU kernels for avx512_core_(bf16|amx)", version.stdout) is not None
-    documents = [os.path.join(REPO, "README.md")] + sorted(glob.glob(os.path.join(REPO, "docs", "**", "*.md"),
-                                                                      recursive=True))
+    documents = [os.path.join(REPO, "README.md")] + documentation_pages(os.path.join(REPO, "docs"))
     scratch = tempfile.mkdtemp(prefix="readme_commands_", dir=build)
     try:
         os.symlink(build, os.path.join(scratch, "build"))

@@ -1,5 +1,5 @@
 """bench/scaling_model.py: Gloo's allreduce phases, the event simulation of one step, the bucket plan and the
-reading of bench/README.md's multihost tables (stdlib only; no lockstep build needed)."""
+reading of bench/notes/multihost.md's tables (stdlib only; no lockstep build needed)."""
 
 import argparse
 import importlib.util
@@ -15,7 +15,7 @@ _spec.loader.exec_module(sm)
 
 
 def test_phases_take_the_latency_steps_measured_per_algorithm():
-    # bench/README.md: 4 KB allreduces over a delayed loopback wait 2(N-1), 4N-3 and 2 log2(P) + 2 latencies
+    # bench/notes/multihost.md: 4 KB allreduces over a delayed loopback wait 2(N-1), 4N-3 and 2 log2(P) + 2 latencies
     rounds = lambda algorithm, n: sum(steps + overlapped for steps, overlapped, _ in sm.phases(algorithm, n))
     assert [rounds("ring", n) for n in (2, 3, 4)] == [2, 4, 6]
     assert [rounds("ring_chunked", n) for n in (2, 3, 4)] == [5, 9, 13]
@@ -170,6 +170,24 @@ def test_read_table_averages_invocations_and_fills_missing_columns(tmp_path):
          "channels": 1, "step": pytest.approx(0.4), "allreduce": pytest.approx(0.2),
          "delay_cpu": pytest.approx(0.2)},
     ]
+
+
+def test_read_table_reads_a_page_whose_title_is_the_section(tmp_path):
+    page = tmp_path / "multihost.md"
+    page.write_text("""# Shards over shaped links: `multihost/run.sh`
+
+## With latency
+
+| shards | Gbit/s | algorithm | step s | allreduce s/step |
+| --- | --- | --- | --- | --- |
+| 2 | 1 | ring | 0.4 | 0.3 |
+""")
+    assert [row["step"] for row in sm.read_table(str(page))] == [pytest.approx(0.4)]
+
+
+def test_the_calibration_tables_are_where_the_model_looks_by_default():
+    rows = sm.read_table(os.path.join(REPO, "bench", "notes", "multihost.md"))
+    assert len(rows) >= 132 and {row["shards"] for row in rows} == {2, 3, 4}
 
 
 def predict(gbit, latency_ms, peer_s, algorithm="ring_chunked"):

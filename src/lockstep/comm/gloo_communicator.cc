@@ -52,7 +52,7 @@ std::string ResolveAlgorithm(const std::string& name, int shards) {
   if (name != "auto") return name;
   // Halving-doubling takes the fewest steps, but on a shard count that is not a power of two Gloo splits it
   // into binary blocks whose busiest shard sends 2 buffers where ring_chunked sends 2(N-1)/N: 3 shards on
-  // 1 Gbit/s links took 0.80 s/step against 0.61 (bench/README.md).
+  // 1 Gbit/s links took 0.80 s/step against 0.61 (bench/notes/multihost.md).
   return (shards & (shards - 1)) == 0 ? "halving_doubling" : "ring_chunked";
 }
 
