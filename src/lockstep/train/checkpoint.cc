@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 #include <system_error>
@@ -133,7 +134,7 @@ void CheckpointSnapshot::Write(const std::string& path) const {
   std::map<std::string, std::string> metadata = {
       {"format", "lockstep"},
       {"lockstep_version", Version()},
-      {"model", state_.model},
+      {"model", state_.model.name},
       {"epochs_done", std::to_string(state_.epochs_done)},
       {"iteration", std::to_string(state_.iteration)},
       {"epoch_iteration", std::to_string(state_.epoch_iteration)},
@@ -142,6 +143,8 @@ void CheckpointSnapshot::Write(const std::string& path) const {
       {"images_trained", std::to_string(state_.images_trained)},
       {"training_milliseconds", std::to_string(state_.training_milliseconds)},
   };
+  for (const auto& [key, field] : kModelGeometry)
+    if (state_.model.*field > 0) metadata[key] = std::to_string(state_.model.*field);
   WriteSafetensors(path, tensors, metadata);
 }
 
@@ -187,10 +190,25 @@ void LoadTensors(const std::string& path, const SafetensorsFile& file, Workspace
   for (const auto& name : names) ws->GetBlob(scope + name)->CopyFrom(file.tensors.at(name));
 }
 
+// The entries a checkpoint lacks stay empty: older checkpoints have no geometry.
+ModelDescription DescriptionOf(const std::string& path, const std::map<std::string, std::string>& metadata) {
+  ModelDescription model;
+  auto name = metadata.find("model");
+  if (name != metadata.end()) model.name = name->second;
+  for (const auto& [key, field] : kModelGeometry) {
+    if (!metadata.count(key)) continue;
+    const int64_t value = MetadataInt(path, metadata, key);
+    if (value < 1 || value > std::numeric_limits<int>::max())
+      throw InvalidInput(fmt::format("checkpoint {}: metadata '{}' is not a positive integer: '{}'", path,
+                                     key, metadata.at(key)));
+    model.*field = static_cast<int>(value);
+  }
+  return model;
+}
+
 TrainerState StateOf(const std::string& path, const SafetensorsFile& file) {
   TrainerState state;
-  auto model = file.metadata.find("model");
-  state.model = model == file.metadata.end() ? "" : model->second;
+  state.model = DescriptionOf(path, file.metadata);
   state.epochs_done = MetadataInt(path, file.metadata, "epochs_done");
   state.iteration = MetadataInt(path, file.metadata, "iteration");
   // Checkpoints from before mid-epoch checkpoints were all taken at an epoch's end.

@@ -6,7 +6,8 @@
 //   NAME_iter{iteration}.safetensors every --checkpoint_every_iters optimizer steps within an epoch, the
 //                                    iteration zero-padded to 10 digits so that a listing sorts them; the
 //                                    oldest beyond --keep_checkpoints are removed
-// Both hold the same tensors and metadata; "iteration" (global optimizer steps) orders them.
+// Both hold the same tensors and metadata; "iteration" (global optimizer steps) orders them. The metadata
+// also describes the network ("model", "num_channels", "image_size", "num_labels").
 #pragma once
 
 #include <cstdint>
@@ -19,8 +20,26 @@
 
 namespace lockstep {
 
+// The network a checkpoint holds: what building it again takes. A checkpoint written before lockstep recorded
+// the geometry has 0 there, and one without a model name (a hand-made file) has "".
+struct ModelDescription {
+  std::string name;  // of the model zoo: lenet, resnet50, wrn-28-10, ...
+  int num_channels = 0, image_size = 0, num_labels = 0;
+};
+
+// The geometry of a ModelDescription by name: the metadata's keys, which are also the trainer's options.
+struct GeometryField {
+  const char* name;
+  int ModelDescription::*field;
+};
+inline constexpr GeometryField kModelGeometry[] = {
+    {"num_channels", &ModelDescription::num_channels},
+    {"image_size", &ModelDescription::image_size},
+    {"num_labels", &ModelDescription::num_labels},
+};
+
 struct TrainerState {
-  std::string model;
+  ModelDescription model;
   int64_t epochs_done = 0;      // completed epochs
   int64_t iteration = 0;        // optimizer steps taken
   int64_t epoch_iteration = 0;  // steps taken in epoch epochs_done + 1: 0 at an epoch's end

@@ -315,7 +315,7 @@ void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicat
                                     IsDatabase(config.train_data) ? config.prefetch : 0);
   ws.SetObject(kTrainReader, session->reader);
   ws.RunNetOnce(models.train.param_init_net());
-  session->state.model = config.model;
+  session->state.model = {config.model, config.num_channels, config.image_size, config.num_labels};
   session->state.seed = config.seed;
 }
 
@@ -325,10 +325,13 @@ void RestoreCheckpoint(const TrainerConfig& config, int64_t iterations, Session*
   if (config.load_model_path.empty()) return;
   const std::string& scope = session->models.parallel.scopes[0];
   TrainerState& state = session->state;
+  // The model this run built: a run resumed from a checkpoint without geometry writes checkpoints with it.
+  const ModelDescription built = state.model;
   state = LoadCheckpoint(config.load_model_path, &session->ws, scope, session->models.parallel.state_blobs);
-  if (state.model != config.model)
+  if (state.model.name != config.model)
     throw InvalidInput(fmt::format("checkpoint {} was saved from model '{}', not --model {}",
-                                   config.load_model_path, state.model, config.model));
+                                   config.load_model_path, state.model.name, config.model));
+  state.model = built;
   if (state.seed != config.seed)
     throw InvalidInput(fmt::format("checkpoint {} was saved with --seed {}; pass the same seed to resume",
                                    config.load_model_path, state.seed));
