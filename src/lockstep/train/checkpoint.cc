@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "lockstep/core/version.h"
+#include "lockstep/model/zoo.h"
 #include "lockstep/train/safetensors.h"
 
 namespace lockstep {
@@ -223,6 +224,16 @@ TrainerState StateOf(const std::string& path, const SafetensorsFile& file) {
 
 }  // namespace
 
+ModelDescription ReadModelDescription(const std::string& path) {
+  ModelDescription model = DescriptionOf(path, ReadSafetensorsMetadata(path));
+  if (!model.name.empty() && !IsKnownModel(model.name))
+    throw InvalidInput(fmt::format(
+        "checkpoint {} holds model '{}', which this build does not know (it knows {}): load a checkpoint "
+        "of one of those",
+        path, model.name, KnownModelsText()));
+  return model;
+}
+
 int64_t CheckpointEpochsDone(const std::string& path) {
   return MetadataInt(path, ReadSafetensorsMetadata(path), "epochs_done");
 }
@@ -241,13 +252,9 @@ TrainerState LoadCheckpoint(const std::string& path, Workspace* ws, const std::s
   return StateOf(path, file);
 }
 
-TrainerState LoadCheckpointParameters(const std::string& path, const std::string& model, Workspace* ws,
-                                      const std::string& scope, const std::vector<std::string>& names) {
+TrainerState LoadCheckpointParameters(const std::string& path, Workspace* ws, const std::string& scope,
+                                      const std::vector<std::string>& names) {
   SafetensorsFile file = ReadSafetensors(path);
-  auto saved = file.metadata.find("model");
-  if (saved != file.metadata.end() && saved->second != model)
-    throw InvalidInput(
-        fmt::format("checkpoint {} was saved from model '{}', not --model {}", path, saved->second, model));
   LoadTensors(path, file, ws, scope, names);
   return StateOf(path, file);
 }

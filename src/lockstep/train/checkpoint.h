@@ -7,7 +7,8 @@
 //                                    iteration zero-padded to 10 digits so that a listing sorts them; the
 //                                    oldest beyond --keep_checkpoints are removed
 // Both hold the same tensors and metadata; "iteration" (global optimizer steps) orders them. The metadata
-// also describes the network ("model", "num_channels", "image_size", "num_labels").
+// also describes the network ("model", "num_channels", "image_size", "num_labels"), so that eval, resume and
+// export build it again without being told.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +68,11 @@ std::vector<std::pair<int64_t, std::string>> IterationCheckpoints(const std::str
 std::string LatestCheckpoint(const std::string& directory, const std::string& name,
                              std::vector<std::string>* skipped = nullptr);
 
+// The network the checkpoint at `path` describes; reads only the header. Throws IoError when the file cannot
+// be read, InvalidInput when its model is one this build does not know or a geometry entry is not a positive
+// integer.
+ModelDescription ReadModelDescription(const std::string& path);
+
 // The epochs the checkpoint at `path` has trained ("epochs_done" in its metadata); reads only the header.
 // Throws as LoadCheckpoint.
 int64_t CheckpointEpochsDone(const std::string& path);
@@ -97,8 +103,8 @@ TrainerState LoadCheckpoint(const std::string& path, Workspace* ws, const std::s
                             const std::vector<std::string>& names);
 
 // Loads only `names` (the parameters and statistics a test net reads) and ignores the checkpoint's other
-// tensors (the optimizer's state); the checkpoint must have been saved from `model`.
-TrainerState LoadCheckpointParameters(const std::string& path, const std::string& model, Workspace* ws,
-                                      const std::string& scope, const std::vector<std::string>& names);
+// tensors (the optimizer's state).
+TrainerState LoadCheckpointParameters(const std::string& path, Workspace* ws, const std::string& scope,
+                                      const std::vector<std::string>& names);
 
 }  // namespace lockstep
