@@ -22,7 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 // The iterations of the mid-epoch checkpoints of "m" in `dir`.
 std::vector<int64_t> Iterations(const fs::path& dir) {
   std::vector<int64_t> iterations;
@@ -190,7 +189,7 @@ TEST(CheckpointWriter, WritesEverySnapshotAndKeepsTheNewestUpToItsOwn) {
   Tensor* w = ws.CreateBlob("scope/w");
   w->Resize({3});
   TrainerState state;
-  state.model = "lenet";
+  state.model.name = "lenet";
   state.iteration = 100;
   SaveCheckpoint(IterationCheckpointPath(dir.string(), "m", 100), ws, "scope/", {"w"}, state);
   {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "lockstep/data/idx_dataset.h"
+#include "lockstep/train/safetensors.h"
 #include "lockstep/train/trainer.h"
 #include "test_util.h"
 
@@ -170,6 +171,41 @@ TEST_F(EvaluateTest, CliPredictionsAgreeWithAnIndependentNumpyLeNet) {
   EXPECT_EQ(agree, 10000);
 }
 
+// The checkpoint records its model and geometry: eval needs neither --model nor the geometry flags, and gives
+// the same figures as with them. One from before the geometry was recorded, or without even the model's name,
+// still evaluates with the flags.
+TEST_F(EvaluateTest, TheCheckpointNamesItsModelAndOlderOnesTakeTheFlags) {
+  const fs::path& dir = *dir_;
+  const std::string eval = "eval --use_cpu --threads 2 --test_data fashion-mnist --batch_size 64 ";
+  const std::string model_flags = "--model lenet --num_channels 1 --image_size 28 --num_labels 10 ";
+  CliOutput alone = RunCliWithFiles(dir, eval + "--load_model_path " + Checkpoint());
+  ASSERT_EQ(alone.code, 0) << alone.err;
+  EXPECT_NE(alone.out.find(fmt::format("top-1 accuracy {:.6f}", trained_->last_test_accuracy)),
+            std::string::npos)
+      << alone.out;
+  CliOutput flagged = RunCliWithFiles(dir, eval + model_flags + "--load_model_path " + Checkpoint());
+  ASSERT_EQ(flagged.code, 0) << flagged.err;
+  EXPECT_EQ(alone.out, flagged.out);
+
+  const std::string older = (dir / "older.safetensors").string();
+  SafetensorsFile file = ReadSafetensors(Checkpoint());
+  std::map<std::string, const Tensor*> tensors;
+  for (const auto& [name, tensor] : file.tensors) tensors[name] = &tensor;
+  for (const char* key : {"num_channels", "image_size", "num_labels"}) file.metadata.erase(key);
+  WriteSafetensors(older, tensors, file.metadata);
+  CliOutput without_geometry = RunCliWithFiles(dir, eval + model_flags + "--load_model_path " + older);
+  ASSERT_EQ(without_geometry.code, 0) << without_geometry.err;
+  EXPECT_EQ(without_geometry.out, flagged.out);
+
+  file.metadata.erase("model");
+  WriteSafetensors(older, tensors, file.metadata);
+  CliOutput unnamed = RunCliWithFiles(dir, eval + "--load_model_path " + older);
+  EXPECT_NE(unnamed.code, 0) << "the default model, resnet50, does not take 28x28 images";
+  unnamed = RunCliWithFiles(dir, eval + "--model lenet --load_model_path " + older);
+  ASSERT_EQ(unnamed.code, 0) << unnamed.err;
+  EXPECT_EQ(unnamed.out, flagged.out);
+}
+
 TEST_F(EvaluateTest, BadInputGivesOneLineAndNonZeroExit) {
   const fs::path& dir = *dir_;
   const std::string base = "eval --use_cpu --model lenet --test_data fashion-mnist ";
@@ -193,7 +229,9 @@ TEST_F(EvaluateTest, BadInputGivesOneLineAndNonZeroExit) {
   } cases[] = {
       {base, "--load_model_path is required"},
       {base + "--load_model_path /nonexistent/x.safetensors", "/nonexistent/x.safetensors"},
-      {base + "--load_model_path " + resnet, "was saved from model 'resnet18', not --model lenet"},
+      {base + "--load_model_path " + resnet,
+       "--model lenet contradicts the checkpoint " + resnet +
+           ", which holds resnet18; drop --model or load a lenet checkpoint"},
       {"eval --use_cpu --model lenet --load_model_path " + Checkpoint(), "--test_data is required"},
       {"eval --use_cpu --model lenet --test_data " + (dir / "no_such_db").string() + " --load_model_path " +
            Checkpoint(),

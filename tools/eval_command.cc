@@ -17,6 +17,7 @@ int RunEval(const CLI::App& app, EvalFlags flags) {
   const GivenOptions given = GivenFlags(app);
   ResolveDevices(given, &c);
   ResolveDataDefaults(c.test_data, given, &c);
+  ResolveModelFromCheckpoint(given, /*train=*/false, &c);
   EvaluationResult result = EvaluateCheckpoint(c, flags.predictions);
   fmt::print("{} records: loss {:.6f}, top-1 accuracy {:.6f} ({}), top-5 accuracy {:.6f} ({})\n",
              result.records, result.loss(), result.top1(), result.top1_correct, result.top5(),

@@ -181,7 +181,9 @@ def main(argv):
             path = checkpoint.path(flag("file_store_path"), flag("save_model_name"), epoch + 1)
             checkpoint.save(path, train_model, model_name=flag("model"), epochs_done=epoch + 1,
                             reader_position=state["reader_position"], images_trained=state["images_trained"],
-                            training_milliseconds=int(record.cumulative_time_spent * 1000))
+                            training_milliseconds=int(record.cumulative_time_spent * 1000),
+                            num_channels=flag("num_channels"), image_size=flag("image_size"),
+                            num_labels=flag("num_labels"))
             say(f"saved checkpoint {path}")
     if train_model.shards:
         train_model.shards.close()

@@ -25,10 +25,13 @@ def latest(directory, name):
 
 
 def save(file_path, model, model_name=None, epochs_done=0, epoch_iteration=0, reader_position=0, seed=None,
-         images_trained=0, training_milliseconds=0):
+         images_trained=0, training_milliseconds=0, num_channels=0, image_size=0, num_labels=0):
     """Saves the first replica's state. ``model_name`` (default: the model's name) and ``seed`` (default: the
     model's) are what a resuming run must match; ``reader_position`` is where the training stream resumes and
-    ``epoch_iteration`` the steps already taken in epoch ``epochs_done + 1`` (0 at an epoch's end)."""
+    ``epoch_iteration`` the steps already taken in epoch ``epochs_done + 1`` (0 at an epoch's end).
+    ``num_channels``, ``image_size`` and ``num_labels`` (0: not recorded) are the geometry the model was built
+    with, which ``lockstep eval`` and a resuming ``lockstep train`` then take from the checkpoint, as they take
+    ``model_name``."""
     parallel = _parallel(model)
     scope = parallel.scopes[0]
     iteration = 0
@@ -37,14 +40,15 @@ def save(file_path, model, model_name=None, epochs_done=0, epoch_iteration=0, re
     state = dict(model=model_name or model.name, epochs_done=int(epochs_done), iteration=iteration,
                  epoch_iteration=int(epoch_iteration),
                  reader_position=int(reader_position), seed=int(model._cpp.seed if seed is None else seed),
-                 images_trained=int(images_trained), training_milliseconds=int(training_milliseconds))
+                 images_trained=int(images_trained), training_milliseconds=int(training_milliseconds),
+                 num_channels=int(num_channels), image_size=int(image_size), num_labels=int(num_labels))
     C.save_checkpoint(str(file_path), workspace.CurrentWorkspace(), scope, list(parallel.state_blobs), state)
     return state
 
 
 def load(file_path, model, reader=None):
     """Loads a checkpoint into the first replica and copies it to every device and shard; returns the
-    trainer state it was saved with (model, epochs_done, iteration, reader_position, seed, ...). With
+    trainer state it was saved with (model, its geometry, epochs_done, iteration, reader_position, seed, ...). With
     ``reader`` (a CreateDB output, created already), its stream continues where the checkpoint left off."""
     parallel = _parallel(model)
     state = C.load_checkpoint(str(file_path), workspace.CurrentWorkspace(), parallel.scopes[0],

@@ -3,6 +3,8 @@
 // streams and the CSV log.
 #include <pybind11/chrono.h>
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 
 #include "bindings.h"
@@ -129,11 +131,15 @@ TrainerState StateFromDict(const py::dict& d) {
   for (const auto& [key, value] : d) {
     const std::string name = key.cast<std::string>();
     if (name == "model") {
-      s.model = value.cast<std::string>();
+      s.model.name = value.cast<std::string>();
     } else if (name == "seed") {
       s.seed = value.cast<uint64_t>();
     } else if (auto counter = StateCounters().find(name); counter != StateCounters().end()) {
       s.*(counter->second) = value.cast<int64_t>();
+    } else if (auto geometry = std::find_if(std::begin(kModelGeometry), std::end(kModelGeometry),
+                                            [&](const GeometryField& g) { return name == g.name; });
+               geometry != std::end(kModelGeometry)) {
+      s.model.*(geometry->field) = value.cast<int>();
     } else {
       throw InvalidInput(fmt::format("unknown checkpoint state '{}'", name));
     }
@@ -142,7 +148,8 @@ TrainerState StateFromDict(const py::dict& d) {
 }
 
 py::dict StateToDict(const TrainerState& s) {
-  py::dict d("model"_a = s.model, "seed"_a = s.seed);
+  py::dict d("model"_a = s.model.name, "seed"_a = s.seed);
+  for (const auto& [name, field] : kModelGeometry) d[py::str(name)] = s.model.*field;
   for (const auto& [name, counter] : StateCounters()) d[py::str(name)] = s.*counter;
   return d;
 }

@@ -180,7 +180,10 @@ def test_fetched_blobs_are_what_the_checkpoint_holds_and_the_command_line_resume
     workspace.RunNet(model.net, 3)
     for scope in ("cpu_0/", "cpu_1/"):
         np.testing.assert_array_equal(workspace.FetchBlob(scope + "conv1_w"), resumed["conv1_w"])
-    checkpoint.load(tmp_path / "lenet_2.safetensors", model)
+    # Python's checkpoint records no geometry unless given; the command line's records its model's.
+    assert (loaded["num_channels"], loaded["image_size"], loaded["num_labels"]) == (0, 0, 0)
+    loaded = checkpoint.load(tmp_path / "lenet_2.safetensors", model)
+    assert (loaded["model"], loaded["num_channels"], loaded["image_size"], loaded["num_labels"]) == ("lenet", 1, 28, 10)
     np.testing.assert_array_equal(workspace.FetchBlob("cpu_1/fc4_w"), resumed["fc4_w"])
 
 

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 #include <system_error>
 
 #include "lockstep/core/version.h"
+#include "lockstep/model/zoo.h"
 #include "lockstep/train/safetensors.h"
 
 namespace lockstep {
@@ -133,7 +135,7 @@ void CheckpointSnapshot::Write(const std::string& path) const {
   std::map<std::string, std::string> metadata = {
       {"format", "lockstep"},
       {"lockstep_version", Version()},
-      {"model", state_.model},
+      {"model", state_.model.name},
       {"epochs_done", std::to_string(state_.epochs_done)},
       {"iteration", std::to_string(state_.iteration)},
       {"epoch_iteration", std::to_string(state_.epoch_iteration)},
@@ -142,6 +144,8 @@ void CheckpointSnapshot::Write(const std::string& path) const {
       {"images_trained", std::to_string(state_.images_trained)},
       {"training_milliseconds", std::to_string(state_.training_milliseconds)},
   };
+  for (const auto& [key, field] : kModelGeometry)
+    if (state_.model.*field > 0) metadata[key] = std::to_string(state_.model.*field);
   WriteSafetensors(path, tensors, metadata);
 }
 
@@ -187,10 +191,25 @@ void LoadTensors(const std::string& path, const SafetensorsFile& file, Workspace
   for (const auto& name : names) ws->GetBlob(scope + name)->CopyFrom(file.tensors.at(name));
 }
 
+// The entries a checkpoint lacks stay empty: older checkpoints have no geometry.
+ModelDescription DescriptionOf(const std::string& path, const std::map<std::string, std::string>& metadata) {
+  ModelDescription model;
+  auto name = metadata.find("model");
+  if (name != metadata.end()) model.name = name->second;
+  for (const auto& [key, field] : kModelGeometry) {
+    if (!metadata.count(key)) continue;
+    const int64_t value = MetadataInt(path, metadata, key);
+    if (value < 1 || value > std::numeric_limits<int>::max())
+      throw InvalidInput(fmt::format("checkpoint {}: metadata '{}' is not a positive integer: '{}'", path,
+                                     key, metadata.at(key)));
+    model.*field = static_cast<int>(value);
+  }
+  return model;
+}
+
 TrainerState StateOf(const std::string& path, const SafetensorsFile& file) {
   TrainerState state;
-  auto model = file.metadata.find("model");
-  state.model = model == file.metadata.end() ? "" : model->second;
+  state.model = DescriptionOf(path, file.metadata);
   state.epochs_done = MetadataInt(path, file.metadata, "epochs_done");
   state.iteration = MetadataInt(path, file.metadata, "iteration");
   // Checkpoints from before mid-epoch checkpoints were all taken at an epoch's end.
@@ -204,6 +223,16 @@ TrainerState StateOf(const std::string& path, const SafetensorsFile& file) {
 }
 
 }  // namespace
+
+ModelDescription ReadModelDescription(const std::string& path) {
+  ModelDescription model = DescriptionOf(path, ReadSafetensorsMetadata(path));
+  if (!model.name.empty() && !IsKnownModel(model.name))
+    throw InvalidInput(fmt::format(
+        "checkpoint {} holds model '{}', which this build does not know (it knows {}): load a checkpoint "
+        "of one of those",
+        path, model.name, KnownModelsText()));
+  return model;
+}
 
 int64_t CheckpointEpochsDone(const std::string& path) {
   return MetadataInt(path, ReadSafetensorsMetadata(path), "epochs_done");
@@ -223,13 +252,9 @@ TrainerState LoadCheckpoint(const std::string& path, Workspace* ws, const std::s
   return StateOf(path, file);
 }
 
-TrainerState LoadCheckpointParameters(const std::string& path, const std::string& model, Workspace* ws,
-                                      const std::string& scope, const std::vector<std::string>& names) {
+TrainerState LoadCheckpointParameters(const std::string& path, Workspace* ws, const std::string& scope,
+                                      const std::vector<std::string>& names) {
   SafetensorsFile file = ReadSafetensors(path);
-  auto saved = file.metadata.find("model");
-  if (saved != file.metadata.end() && saved->second != model)
-    throw InvalidInput(
-        fmt::format("checkpoint {} was saved from model '{}', not --model {}", path, saved->second, model));
   LoadTensors(path, file, ws, scope, names);
   return StateOf(path, file);
 }

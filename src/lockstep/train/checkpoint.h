@@ -6,7 +6,9 @@
 //   NAME_iter{iteration}.safetensors every --checkpoint_every_iters optimizer steps within an epoch, the
 //                                    iteration zero-padded to 10 digits so that a listing sorts them; the
 //                                    oldest beyond --keep_checkpoints are removed
-// Both hold the same tensors and metadata; "iteration" (global optimizer steps) orders them.
+// Both hold the same tensors and metadata; "iteration" (global optimizer steps) orders them. The metadata
+// also describes the network ("model", "num_channels", "image_size", "num_labels"), so that eval, resume and
+// export build it again without being told.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +21,26 @@
 
 namespace lockstep {
 
+// The network a checkpoint holds: what building it again takes. A checkpoint written before lockstep recorded
+// the geometry has 0 there, and one without a model name (a hand-made file) has "".
+struct ModelDescription {
+  std::string name;  // of the model zoo: lenet, resnet50, wrn-28-10, ...
+  int num_channels = 0, image_size = 0, num_labels = 0;
+};
+
+// The geometry of a ModelDescription by name: the metadata's keys, which are also the trainer's options.
+struct GeometryField {
+  const char* name;
+  int ModelDescription::*field;
+};
+inline constexpr GeometryField kModelGeometry[] = {
+    {"num_channels", &ModelDescription::num_channels},
+    {"image_size", &ModelDescription::image_size},
+    {"num_labels", &ModelDescription::num_labels},
+};
+
 struct TrainerState {
-  std::string model;
+  ModelDescription model;
   int64_t epochs_done = 0;      // completed epochs
   int64_t iteration = 0;        // optimizer steps taken
   int64_t epoch_iteration = 0;  // steps taken in epoch epochs_done + 1: 0 at an epoch's end
@@ -47,6 +67,11 @@ std::vector<std::pair<int64_t, std::string>> IterationCheckpoints(const std::str
 // lockstep's training checkpoints are passed over, each with one line saying why in `skipped`.
 std::string LatestCheckpoint(const std::string& directory, const std::string& name,
                              std::vector<std::string>* skipped = nullptr);
+
+// The network the checkpoint at `path` describes; reads only the header. Throws IoError when the file cannot
+// be read, InvalidInput when its model is one this build does not know or a geometry entry is not a positive
+// integer.
+ModelDescription ReadModelDescription(const std::string& path);
 
 // The epochs the checkpoint at `path` has trained ("epochs_done" in its metadata); reads only the header.
 // Throws as LoadCheckpoint.
@@ -78,8 +103,8 @@ TrainerState LoadCheckpoint(const std::string& path, Workspace* ws, const std::s
                             const std::vector<std::string>& names);
 
 // Loads only `names` (the parameters and statistics a test net reads) and ignores the checkpoint's other
-// tensors (the optimizer's state); the checkpoint must have been saved from `model`.
-TrainerState LoadCheckpointParameters(const std::string& path, const std::string& model, Workspace* ws,
-                                      const std::string& scope, const std::vector<std::string>& names);
+// tensors (the optimizer's state).
+TrainerState LoadCheckpointParameters(const std::string& path, Workspace* ws, const std::string& scope,
+                                      const std::vector<std::string>& names);
 
 }  // namespace lockstep

@@ -316,7 +316,7 @@ void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicat
                                     IsDatabase(config.train_data) ? config.prefetch : 0);
   ws.SetObject(kTrainReader, session->reader);
   ws.RunNetOnce(models.train.param_init_net());
-  session->state.model = config.model;
+  session->state.model = {config.model, config.num_channels, config.image_size, config.num_labels};
   session->state.seed = config.seed;
 }
 
@@ -326,10 +326,11 @@ void RestoreCheckpoint(const TrainerConfig& config, int64_t iterations, Session*
   if (config.load_model_path.empty()) return;
   const std::string& scope = session->models.parallel.scopes[0];
   TrainerState& state = session->state;
+  // The model this run built, which Train checked against the checkpoint's description: a run resumed from a
+  // checkpoint without geometry writes checkpoints with it.
+  const ModelDescription built = state.model;
   state = LoadCheckpoint(config.load_model_path, &session->ws, scope, session->models.parallel.state_blobs);
-  if (state.model != config.model)
-    throw InvalidInput(fmt::format("checkpoint {} was saved from model '{}', not --model {}",
-                                   config.load_model_path, state.model, config.model));
+  state.model = built;
   if (state.seed != config.seed)
     throw InvalidInput(fmt::format("checkpoint {} was saved with --seed {}; pass the same seed to resume",
                                    config.load_model_path, state.seed));
@@ -514,6 +515,7 @@ TrainerResult Train(const TrainerConfig& given_config) {
   ValidateTrainerConfig(given_config);
   fmt::print("{}\n", VersionLine());
   const TrainerConfig config = ResolveLatestCheckpoint(given_config);
+  CheckModelAgainstCheckpoint(config, /*train=*/true);
   if (RunIsComplete(config)) {
     TrainerResult result;
     result.complete = true;
@@ -556,6 +558,7 @@ EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::stri
   TrainerConfig as_training = config;  // evaluation needs of the flags what training on the test data needs
   as_training.train_data = config.test_data;
   ValidateTrainerConfig(as_training);
+  CheckModelAgainstCheckpoint(config, /*train=*/false);
   if (!predictions_path.empty())
     PrepareOutputDirectory(DirectoryOf(predictions_path), "--predictions", IfMissing::kCreate);
   if (config.threads > 0) omp_set_num_threads(config.threads);
@@ -570,7 +573,7 @@ EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::stri
   const std::string& scope = models.parallel.scopes[0];
   std::vector<std::string> names;
   for (const std::string& name : models.test.GetParams(scope)) names.push_back(name.substr(scope.size()));
-  LoadCheckpointParameters(config.load_model_path, config.model, &ws, scope, names);
+  LoadCheckpointParameters(config.load_model_path, &ws, scope, names);
   ws.RunNetOnce(models.parallel.broadcast_net);
   Net* test_net = ws.CreateNet(models.test.net());
 

@@ -15,6 +15,7 @@
 #include "lockstep/core/enforce.h"
 #include "lockstep/data/source_options.h"
 #include "lockstep/model/zoo.h"
+#include "lockstep/train/checkpoint.h"
 #include "lockstep/train/trainer_options.h"
 
 namespace lockstep {
@@ -39,15 +40,62 @@ void ResolveDevices(const GivenOptions& given, TrainerConfig* c) {
   }
 }
 
+namespace {
+
+// fashion-mnist's images have one size, channel count and label count; other data takes the options'.
+bool HasFixedGeometry(const std::string& data) { return data == "fashion-mnist"; }
+
+}  // namespace
+
 // The given geometry is checked before fashion-mnist's replaces it, which ValidateTrainerConfig no longer
 // sees.
 void ResolveDataDefaults(const std::string& data, const GivenOptions& given, TrainerConfig* c) {
-  if (data != "fashion-mnist") return;
+  if (!HasFixedGeometry(data)) return;
   CheckSourceOptions(DataSpec(data, *c, true), c->batch_size, c->prefetch, given, "--");
   c->num_channels = kFashionMnistChannels;
   c->image_size = kFashionMnistImageSize;
   c->num_labels = kFashionMnistLabels;
   if (!given.count("epoch_size")) c->epoch_size = 0;  // one pass over its 60000 images
+}
+
+void ResolveModelFromCheckpoint(const GivenOptions& given, bool train, TrainerConfig* c) {
+  // Train looks again (and says which it found); eval takes no "latest".
+  const std::string path = train && c->load_model_path == "latest"
+                               ? LatestCheckpoint(c->file_store_path, c->save_model_name)
+                               : c->load_model_path;
+  if (path.empty()) return;
+  const ModelDescription saved = ReadModelDescription(path);
+  if (!saved.name.empty()) {
+    if (given.count("model") && c->model != saved.name)
+      throw InvalidInput(
+          fmt::format("--model {0} contradicts the checkpoint {1}, which holds {2}; drop --model or load a "
+                      "{0} checkpoint",
+                      c->model, path, saved.name));
+    c->model = saved.name;
+  }
+  const std::string& data = train ? c->train_data : c->test_data;
+  for (const auto& [name, field] : kModelGeometry) {
+    const int recorded = saved.*field;
+    if (recorded == 0) continue;
+    int& value = c->*std::get<int TrainerConfig::*>(FindTrainerOption(name).member);
+    if (given.count(name) && value != recorded)
+      throw InvalidInput(fmt::format(
+          "--{0} {1} contradicts the checkpoint {2}, which holds {3}; drop --{0} or load a checkpoint of "
+          "--{0} {1}",
+          name, value, path, recorded));
+    if (HasFixedGeometry(data) && value != recorded)
+      throw InvalidInput(fmt::format(
+          "{} {} has --{} {} but the checkpoint {} holds {}; give data of the checkpoint's geometry",
+          train ? "--train_data" : "--test_data", data, name, value, path, recorded));
+    value = recorded;
+  }
+}
+
+void CheckModelAgainstCheckpoint(const TrainerConfig& config, bool train) {
+  GivenOptions every = {"model"};
+  for (const GeometryField& geometry : kModelGeometry) every.insert(geometry.name);
+  TrainerConfig checked = config;
+  ResolveModelFromCheckpoint(every, train, &checked);
 }
 
 namespace {
@@ -72,6 +120,7 @@ void ResolveLauncher(const GivenOptions& given, TrainerConfig* c) {
 void ResolveTrainerConfig(const GivenOptions& given, TrainerConfig* c) {
   ResolveDevices(given, c);
   ResolveDataDefaults(c->train_data, given, c);
+  ResolveModelFromCheckpoint(given, /*train=*/true, c);
   ResolveLauncher(given, c);
   c->allreduce_channels = AllreduceChannels(*c);
   ValidateTrainerConfig(*c);

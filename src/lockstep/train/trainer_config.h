@@ -100,9 +100,20 @@ void ResolveDevices(const GivenOptions& given, TrainerConfig* config);
 // fashion-mnist fixes the input geometry (given values must match it: CheckSourceOptions) and defaults to one
 // pass per epoch.
 void ResolveDataDefaults(const std::string& data, const GivenOptions& given, TrainerConfig* config);
-// The two above for training on config.train_data, the shard and run id that mpirun or srun give (given
+// With --load_model_path (for training, "latest" too: the checkpoint Train will resume from), the model and
+// its geometry (--model, --num_channels, --image_size, --num_labels) that the checkpoint records, in place of
+// the defaults: eval, resume and export build the network it holds. Throws InvalidInput in one line when a
+// given option, or the fixed geometry of the data (--train_data with `train`, else --test_data), contradicts
+// the checkpoint. What a checkpoint does not record (older ones have no geometry) stays as it was. Call it
+// after ResolveDataDefaults.
+void ResolveModelFromCheckpoint(const GivenOptions& given, bool train, TrainerConfig* config);
+// The three above for training on config.train_data, the shard and run id that mpirun or srun give (given
 // values must agree), the automatic values below, then ValidateTrainerConfig.
 void ResolveTrainerConfig(const GivenOptions& given, TrainerConfig* config);
+// ResolveModelFromCheckpoint's check for a configuration whose every option counts as given (Train and
+// EvaluateCheckpoint, which may be handed one built in code): throws when its model or geometry is not the
+// checkpoint's.
+void CheckModelAgainstCheckpoint(const TrainerConfig& config, bool train);
 
 // The gradient allreduces in flight across shards: --allreduce_channels, or for 0 (automatic) 2 across shards
 // of CPU devices and else 1.

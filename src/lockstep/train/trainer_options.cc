@@ -34,8 +34,10 @@ const std::vector<TrainerOption>& Table() {
       fmt::format("Database type of --train_data / --test_data: {}", fmt::join(DbTypes(), " or "));
   static const std::vector<TrainerOption> table = {
       // The model, its data and the devices: shared by `lockstep train` and `lockstep eval`.
-      {"model", &C::model, "Network: lenet, resnet18, resnet34, resnet50, resnet101, wrn-D-K", kNoRange,
-       kSame, true},
+      {"model", &C::model,
+       "Network: lenet, resnet18, resnet34, resnet50, resnet101, wrn-D-K (with --load_model_path: the "
+       "checkpoint's)",
+       kNoRange, kSame, true},
       {"db_type", &C::db_type, db_type_help.c_str(), kNoRange, kNone, true},
       {"record_format", &C::record_format,
        "Record format in the database: auto, datum (Caffe) or tensorprotos (Caffe2)", kNoRange, kNone, true},
@@ -72,7 +74,8 @@ const std::vector<TrainerOption>& Table() {
       {"load_model_path", &C::load_model_path,
        "A checkpoint (.safetensors) the trainer saved: train resumes from it, eval evaluates it (and only "
        "reads it). train --load_model_path latest resumes from the newest checkpoint of --save_model_name in "
-       "--file_store_path, or starts fresh when there is none",
+       "--file_store_path, or starts fresh when there is none. The model and its --num_channels, "
+       "--image_size and --num_labels are the checkpoint's; a flag that contradicts them is refused",
        kNoRange, kNone, true},
 
       // Training.
