@@ -18,6 +18,22 @@ struct WeightGradientOutputs {
   bool dweight, dbias, dx;
 };
 
+// The outputs the flags ask for, in order dW, db, dX, through `output` (the operator's Output(i)); nullptr
+// for those left out.
+struct WeightGradientTensors {
+  Tensor* dweight;
+  Tensor* dbias;
+  Tensor* dx;
+};
+template <typename OutputFunction>
+WeightGradientTensors SelectWeightGradients(const WeightGradientOutputs& wants, OutputFunction output) {
+  int next = 0;
+  Tensor* dweight = wants.dweight ? output(next++) : nullptr;
+  Tensor* dbias = wants.dbias ? output(next++) : nullptr;
+  Tensor* dx = wants.dx ? output(next++) : nullptr;
+  return {dweight, dbias, dx};
+}
+
 // Declares the flags no_dweight and no_bias (the gradient ops' Include()).
 void DeclareWeightGradientArgs(OpSchema& schema);
 
