@@ -240,10 +240,7 @@ LOCKSTEP_OPERATOR_SCHEMA(ConvGradient)
     .Output(1, "dbias", "(M)")
     .Output(2, "dX", "X's shape")
     .ArgsOf("Conv")
-    .Include(DeclareWeightGradientArgs)
-    .NumInputs(3)
-    .NumOutputs(1, 3)
-    .ShapeFunction(WeightGradientShapes)
+    .Include(DeclareWeightGradient)
     .TakesGpuOptions(kConvGpuOptions);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Conv, ConvOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ConvGradient, ConvGradientOp);

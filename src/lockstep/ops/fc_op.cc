@@ -196,10 +196,7 @@ LOCKSTEP_OPERATOR_SCHEMA(FCGradient)
     .Output(1, "db", "(M)")
     .Output(2, "dX", "X's shape")
     .ArgsOf("FC")
-    .Include(DeclareWeightGradientArgs)
-    .NumInputs(3)
-    .NumOutputs(1, 3)
-    .ShapeFunction(WeightGradientShapes)
+    .Include(DeclareWeightGradient)
     .TakesGpuOptions(kFcGpuOptions);
 LOCKSTEP_REGISTER_CPU_OPERATOR(FC, FcOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(FCGradient, FcGradientOp);

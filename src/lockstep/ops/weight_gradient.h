@@ -34,8 +34,10 @@ WeightGradientTensors SelectWeightGradients(const WeightGradientOutputs& wants, 
   return {dweight, dbias, dx};
 }
 
-// Declares the flags no_dweight and no_bias (the gradient ops' Include()).
-void DeclareWeightGradientArgs(OpSchema& schema);
+// Declares what the convention fixes for the gradient ops' schemas (their Include()): the flags no_dweight
+// and no_bias, the arity (X, W, dY) -> one to three outputs, and the shapes: dW has W's shape, db is
+// (W.dim(0)), dX has X's shape.
+void DeclareWeightGradient(OpSchema& schema);
 
 // Throws InvalidInput naming the operator when its output count does not fit its flags.
 WeightGradientOutputs ParseWeightGradientOutputs(const OperatorDef& def);
@@ -51,8 +53,5 @@ const Tensor& PlainParameter(const Tensor& parameter, Tensor* scratch);
 // number of outputs per position).
 double WeightedLayerCost(const OperatorDef& def, const std::vector<TensorShape>& in,
                          const std::vector<TensorShape>& out);
-
-// Shape function: dW has W's shape, db is (W.dim(0)), dX has X's shape.
-std::vector<TensorShape> WeightGradientShapes(const OperatorDef& def, const std::vector<TensorShape>& in);
 
 }  // namespace lockstep
