@@ -77,6 +77,21 @@ std::vector<TensorShape> CollectiveShapes(const OperatorDef& def, const std::vec
   return outputs;
 }
 
+// What Allreduce and Broadcast share: the communicator, then num_devices groups of blobs, each output in
+// place of its blob.
+void DeclareCollective(OpSchema& schema) {
+  schema.Input(0, "world", "a workspace object: CreateCommonWorld's communicator")
+      .Input(1, "blobs...", "num_devices groups of m blobs: blob j of device d is input 1 + d * m + j")
+      .Arg("num_devices", ArgType::kInt, 1, "the devices the blobs are grouped by")
+      .Min(1)
+      .NumInputs(2, INT_MAX)
+      .NumOutputs(1, INT_MAX)
+      .ObjectInputs(1)
+      .AllowInplaceShifted(1)
+      .ShapeFunction(CollectiveShapes)
+      .Collective();
+}
+
 class CollectiveOp : public Operator {
  public:
   CollectiveOp(const OperatorDef& def, Workspace* ws)
@@ -183,30 +198,12 @@ LOCKSTEP_OPERATOR_SCHEMA(Allreduce)
     .SetDoc(
         "Every output gets the sum over all devices (and processes) of its blob; a device's blobs travel "
         "as one contiguous bucket.")
-    .Input(0, "world", "a workspace object: CreateCommonWorld's communicator")
-    .Input(1, "blobs...", "num_devices groups of m blobs: blob j of device d is input 1 + d * m + j")
-    .Output(0, "sums...", "one per blob, in the same order; may be the blobs themselves")
-    .Arg("num_devices", ArgType::kInt, 1, "the devices the blobs are grouped by")
-    .Min(1)
-    .NumInputs(2, INT_MAX)
-    .NumOutputs(1, INT_MAX)
-    .ObjectInputs(1)
-    .AllowInplaceShifted(1)
-    .ShapeFunction(CollectiveShapes)
-    .Collective();
+    .Include(DeclareCollective)
+    .Output(0, "sums...", "one per blob, in the same order; may be the blobs themselves");
 LOCKSTEP_OPERATOR_SCHEMA(Broadcast)
     .SetDoc("Every output gets device 0's blob (of the communicator's rank 0).")
-    .Input(0, "world", "a workspace object: CreateCommonWorld's communicator")
-    .Input(1, "blobs...", "num_devices groups of m blobs: blob j of device d is input 1 + d * m + j")
-    .Output(0, "blobs...", "one per blob, in the same order; may be the blobs themselves")
-    .Arg("num_devices", ArgType::kInt, 1, "the devices the blobs are grouped by")
-    .Min(1)
-    .NumInputs(2, INT_MAX)
-    .NumOutputs(1, INT_MAX)
-    .ObjectInputs(1)
-    .AllowInplaceShifted(1)
-    .ShapeFunction(CollectiveShapes)
-    .Collective();
+    .Include(DeclareCollective)
+    .Output(0, "blobs...", "one per blob, in the same order; may be the blobs themselves");
 LOCKSTEP_REGISTER_CPU_OPERATOR(Allreduce, AllreduceOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Broadcast, BroadcastOp);
 LOCKSTEP_NO_GRADIENT(Allreduce);

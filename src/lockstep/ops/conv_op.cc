@@ -110,10 +110,9 @@ class ConvGradientOp : public Operator {
     const Tensor& x = Input(0);                                       // x is (N, C, H, W), any layout
     const Tensor& filter = PlainParameter(Input(1), &filter_plain_);  // filter is (M, C/group, kh, kw)
     const Tensor& dy = Input(2);                                      // dy is (N, M, OH, OW), any layout
-    int next = 0;
-    Tensor* dfilter = wants_.dweight ? Output(next++) : nullptr;  // filter's shape and dtype, plain
-    Tensor* dbias = wants_.dbias ? Output(next++) : nullptr;      // dbias is (M), float32
-    Tensor* dx = wants_.dx ? Output(next++) : nullptr;  // x's shape and dtype, in the primitive's layout
+    // dfilter has filter's shape and dtype, plain; dbias is (M), float32; dx has x's shape and dtype, in the
+    // primitive's layout
+    auto [dfilter, dbias, dx] = SelectWeightGradients(wants_, [this](int i) { return Output(i); });
     if (!signature_.Matches({&x, &filter, &dy})) Setup(x, filter, dy);
     if (dfilter) dfilter->Resize(filter.shape(), filter.dtype());
     if (dbias) dbias->Resize({filter.dim(0)});
@@ -241,10 +240,7 @@ LOCKSTEP_OPERATOR_SCHEMA(ConvGradient)
     .Output(1, "dbias", "(M)")
     .Output(2, "dX", "X's shape")
     .ArgsOf("Conv")
-    .Include(DeclareWeightGradientArgs)
-    .NumInputs(3)
-    .NumOutputs(1, 3)
-    .ShapeFunction(WeightGradientShapes)
+    .Include(DeclareWeightGradient)
     .TakesGpuOptions(kConvGpuOptions);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Conv, ConvOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ConvGradient, ConvGradientOp);

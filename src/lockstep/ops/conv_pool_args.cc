@@ -2,6 +2,7 @@
 // across devices.
 #include "lockstep/ops/conv_pool_args.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,26 +75,30 @@ ConvPoolArgs ParseWindowArgs(const OperatorDef& def) {
   return args;
 }
 
-}  // namespace
+// Declares the three spellings ReadPair accepts for one (h, w) pair of positive values: `name` for both (with
+// `default_value` when given), `name_h` with `name_w`, and the list `plural`.
+void DeclarePairArgs(OpSchema& schema, const std::string& name, const std::string& plural,
+                     std::optional<int64_t> default_value, const std::string& both, const std::string& h,
+                     const std::string& w, const std::string& list) {
+  if (default_value)
+    schema.Arg(name, ArgType::kInt, *default_value, both);
+  else
+    schema.Arg(name, ArgType::kInt, both);
+  schema.Min(1)
+      .Arg(name + "_h", ArgType::kInt, fmt::format("{}, with {}_w", h, name))
+      .Min(1)
+      .Arg(name + "_w", ArgType::kInt, fmt::format("{}, with {}_h", w, name))
+      .Min(1)
+      .Arg(plural, ArgType::kInts, list)
+      .Min(1);
+}
 
 void DeclareWindowArgs(OpSchema& schema) {
-  schema.Arg("kernel", ArgType::kInt, "window height and width")
-      .Min(1)
-      .Arg("kernel_h", ArgType::kInt, "window height, with kernel_w")
-      .Min(1)
-      .Arg("kernel_w", ArgType::kInt, "window width, with kernel_h")
-      .Min(1)
-      .Arg("kernels", ArgType::kInts, "[height, width] of the window")
-      .Min(1)
-      .Arg("stride", ArgType::kInt, 1, "step of the window in both dims")
-      .Min(1)
-      .Arg("stride_h", ArgType::kInt, "vertical step, with stride_w")
-      .Min(1)
-      .Arg("stride_w", ArgType::kInt, "horizontal step, with stride_h")
-      .Min(1)
-      .Arg("strides", ArgType::kInts, "[vertical, horizontal] step")
-      .Min(1)
-      .Arg("pad", ArgType::kInt, 0, "zero padding on all four sides")
+  DeclarePairArgs(schema, "kernel", "kernels", std::nullopt, "window height and width", "window height",
+                  "window width", "[height, width] of the window");
+  DeclarePairArgs(schema, "stride", "strides", 1, "step of the window in both dims", "vertical step",
+                  "horizontal step", "[vertical, horizontal] step");
+  schema.Arg("pad", ArgType::kInt, 0, "zero padding on all four sides")
       .Min(0)
       .Arg("pad_t", ArgType::kInt, "padding at the top, with pad_l, pad_b and pad_r")
       .Min(0)
@@ -109,16 +114,13 @@ void DeclareWindowArgs(OpSchema& schema) {
       .Arg("legacy_pad", ArgType::kInt, 0, "Caffe2's legacy padding modes; only 0, explicit pads");
 }
 
+}  // namespace
+
 void DeclareConvArgs(OpSchema& schema) {
   DeclareWindowArgs(schema);
-  schema.Arg("dilation", ArgType::kInt, 1, "spacing of the filter taps in both dims (1: dense)")
-      .Min(1)
-      .Arg("dilation_h", ArgType::kInt, "vertical spacing, with dilation_w")
-      .Min(1)
-      .Arg("dilation_w", ArgType::kInt, "horizontal spacing, with dilation_h")
-      .Min(1)
-      .Arg("dilations", ArgType::kInts, "[vertical, horizontal] spacing")
-      .Min(1)
+  DeclarePairArgs(schema, "dilation", "dilations", 1, "spacing of the filter taps in both dims (1: dense)",
+                  "vertical spacing", "horizontal spacing", "[vertical, horizontal] spacing");
+  schema
       .Arg("group", ArgType::kInt, 1,
            "channel groups: input and output channels split into group convolutions")
       .Min(1);

@@ -12,20 +12,16 @@
 
 namespace lockstep {
 
-float CheckedDropoutRatio(const OperatorDef& def) {
+DropoutArgs ParseDropoutArgs(const OperatorDef& def) {
   // Dropping everything would leave nothing to scale up by 1 / (1 - ratio).
   float ratio = FloatArg(def, "ratio");
   if (ratio == 1.f) FailOperator(def, "ratio must be below 1, got 1");
-  return ratio;
-}
-
-bool DropoutIsTest(const OperatorDef& def) {
-  if (IntArg(def, "is_test") != 0) return true;
+  if (IntArg(def, "is_test") != 0) return {ratio, true};
   if (def.type() == "Dropout" && def.output_size() != 2)
     FailOperator(def, "training mode needs the mask output (Y, mask)");
   if (def.type() == "DropoutGradient" && def.input_size() != 2)
     FailOperator(def, "training mode needs the mask input (dY, mask)");
-  return false;
+  return {ratio, false};
 }
 
 void CheckDropoutMask(const OperatorDef& def, const Tensor& mask, const Tensor& dy) {
@@ -39,15 +35,12 @@ namespace {
 class DropoutOp : public Operator {
  public:
   DropoutOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws),
-        ratio_(CheckedDropoutRatio(def)),
-        is_test_(DropoutIsTest(def)),
-        generator_(def.device_option().random_seed()) {}
+      : Operator(def, ws), args_(ParseDropoutArgs(def)), generator_(def.device_option().random_seed()) {}
 
   void Run() override {
     const Tensor& x = Input(0);  // x is any shape
     Tensor* y = Output(0);       // y has x's shape; it may be x itself
-    if (is_test_) {
+    if (args_.is_test) {
       y->CopyFrom(x);
       // The mask, when asked for, keeps everything so that it agrees with Y.
       if (OutputSize() == 2) {
@@ -61,8 +54,8 @@ class DropoutOp : public Operator {
     mask->Resize(x.shape(), DataType::kUInt8);
     // Raw 32-bit draws against a threshold: mt19937's sequence is fixed by the standard, unlike
     // distributions'.
-    const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(ratio_) * 4294967296.0);
-    const float scale = 1.f / (1.f - ratio_);
+    const uint64_t threshold = args_.threshold();
+    const float scale = args_.scale();
     const float* in = x.data<float>();
     float* out = y->data<float>();
     uint8_t* keep = mask->data<uint8_t>();
@@ -73,8 +66,7 @@ class DropoutOp : public Operator {
   }
 
  private:
-  float ratio_;
-  bool is_test_;
+  const DropoutArgs args_;
   std::mt19937 generator_;
 };
 
@@ -82,19 +74,19 @@ class DropoutOp : public Operator {
 class DropoutGradientOp : public Operator {
  public:
   DropoutGradientOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), ratio_(CheckedDropoutRatio(def)), is_test_(DropoutIsTest(def)) {}
+      : Operator(def, ws), args_(ParseDropoutArgs(def)) {}
 
   void Run() override {
     const Tensor& dy = Input(0);  // dy is any shape
     Tensor* dx = Output(0);       // dx has dy's shape; it may be dy itself
-    if (is_test_) {
+    if (args_.is_test) {
       dx->CopyFrom(dy);
       return;
     }
     const Tensor& mask = Input(1);  // mask has dy's shape
     CheckDropoutMask(def_, mask, dy);
     dx->Resize(dy.shape());
-    const float scale = 1.f / (1.f - ratio_);
+    const float scale = args_.scale();
     const float* in = dy.data<float>();
     const uint8_t* keep = mask.data<uint8_t>();
     float* out = dx->data<float>();
@@ -102,8 +94,7 @@ class DropoutGradientOp : public Operator {
   }
 
  private:
-  float ratio_;
-  bool is_test_;
+  const DropoutArgs args_;
 };
 
 std::vector<OperatorDef> DropoutGradient(const GradientContext& g) {

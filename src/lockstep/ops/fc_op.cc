@@ -107,10 +107,8 @@ class FcGradientOp : public Operator {
     const Tensor& x = Input(0);   // x is (N, K), or any shape that flattens to it at `axis`
     const Tensor& w = Input(1);   // w is (M, K)
     const Tensor& dy = Input(2);  // dy is x.shape[:axis] + (M)
-    int next = 0;
-    Tensor* dw = wants_.dweight ? Output(next++) : nullptr;  // dw is (M, K), in w's dtype
-    Tensor* db = wants_.dbias ? Output(next++) : nullptr;    // db is (M), float32
-    Tensor* dx = wants_.dx ? Output(next++) : nullptr;       // dx has x's shape and dtype
+    // dw is (M, K), in w's dtype; db is (M), float32; dx has x's shape and dtype
+    auto [dw, db, dx] = SelectWeightGradients(wants_, [this](int i) { return Output(i); });
     if (!signature_.Matches({&x, &w, &dy})) Setup(x, w, dy);
     if (dw) dw->Resize(w.shape(), w.dtype());
     if (db) db->Resize({w.dim(0)});
@@ -198,10 +196,7 @@ LOCKSTEP_OPERATOR_SCHEMA(FCGradient)
     .Output(1, "db", "(M)")
     .Output(2, "dX", "X's shape")
     .ArgsOf("FC")
-    .Include(DeclareWeightGradientArgs)
-    .NumInputs(3)
-    .NumOutputs(1, 3)
-    .ShapeFunction(WeightGradientShapes)
+    .Include(DeclareWeightGradient)
     .TakesGpuOptions(kFcGpuOptions);
 LOCKSTEP_REGISTER_CPU_OPERATOR(FC, FcOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(FCGradient, FcGradientOp);

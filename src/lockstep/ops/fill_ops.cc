@@ -164,18 +164,22 @@ class MSRAFillOp : public RandomFillOp {
   }
 };
 
-void DeclareFillArgs(OpSchema& schema) {
+// What every fill declares: the optional input whose shape Y takes, or the shape and dtype arguments.
+void DeclareFill(OpSchema& schema) {
   schema.Input(0, "like", "optional: Y takes its shape")
       .Output(0, "Y", "shape from input 0, else from arg shape")
       .Arg("shape", ArgType::kInts, std::vector<int64_t>{}, "Y's shape without input 0 ([]: a scalar)")
       .Min(0)
       .Arg("dtype", ArgType::kInt, static_cast<int>(DataType::kFloat),
-           "Y's TensorProto.DataType: 1 float, 2 int32, 10 int64 (random fills: float only)");
+           "Y's TensorProto.DataType: 1 float, 2 int32, 10 int64 (random fills: float only)")
+      .NumInputs(0, 1)
+      .NumOutputs(1)
+      .ShapeFunction(InferFillShape);
 }
 
 // Random fills also take a seed, for when the device option carries none.
-void DeclareRandomFillArgs(OpSchema& schema) {
-  DeclareFillArgs(schema);
+void DeclareRandomFill(OpSchema& schema) {
+  DeclareFill(schema);
   schema.Arg("seed", ArgType::kInt, 0, "seeds the generator when the device option has no random_seed")
       .Min(0);
 }
@@ -184,41 +188,26 @@ void DeclareRandomFillArgs(OpSchema& schema) {
 
 LOCKSTEP_OPERATOR_SCHEMA(ConstantFill)
     .SetDoc("Y = value everywhere; also the seed of each loss's gradient.")
-    .Include(DeclareFillArgs)
+    .Include(DeclareFill)
     .Arg("value", ArgType::kFloat, 0.0f, "the value; an int stays exact in int fills")
-    .NumInputs(0, 1)
-    .NumOutputs(1)
-    .ShapeFunction(InferFillShape)
     .Role(OpRole::kGradientSeed);
 LOCKSTEP_OPERATOR_SCHEMA(GaussianFill)
     .SetDoc("Y drawn from a normal distribution N(mean, std^2).")
-    .Include(DeclareRandomFillArgs)
+    .Include(DeclareRandomFill)
     .Arg("mean", ArgType::kFloat, 0.0f, "the distribution's mean")
     .Arg("std", ArgType::kFloat, 1.0f, "the standard deviation, positive")
-    .Min(0)
-    .NumInputs(0, 1)
-    .NumOutputs(1)
-    .ShapeFunction(InferFillShape);
+    .Min(0);
 LOCKSTEP_OPERATOR_SCHEMA(UniformFill)
     .SetDoc("Y drawn uniformly from [min, max).")
-    .Include(DeclareRandomFillArgs)
+    .Include(DeclareRandomFill)
     .Arg("min", ArgType::kFloat, 0.0f, "the lower bound, below max")
-    .Arg("max", ArgType::kFloat, 1.0f, "the upper bound (excluded)")
-    .NumInputs(0, 1)
-    .NumOutputs(1)
-    .ShapeFunction(InferFillShape);
+    .Arg("max", ArgType::kFloat, 1.0f, "the upper bound (excluded)");
 LOCKSTEP_OPERATOR_SCHEMA(XavierFill)
     .SetDoc("Y uniform in +-sqrt(3 / fan_in), fan_in = size / shape[0] (Caffe2's Xavier).")
-    .Include(DeclareRandomFillArgs)
-    .NumInputs(0, 1)
-    .NumOutputs(1)
-    .ShapeFunction(InferFillShape);
+    .Include(DeclareRandomFill);
 LOCKSTEP_OPERATOR_SCHEMA(MSRAFill)
     .SetDoc("Y normal with std sqrt(2 / fan_out), fan_out = size / shape[1] (Caffe2's MSRA).")
-    .Include(DeclareRandomFillArgs)
-    .NumInputs(0, 1)
-    .NumOutputs(1)
-    .ShapeFunction(InferFillShape);
+    .Include(DeclareRandomFill);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ConstantFill, ConstantFillOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(GaussianFill, GaussianFillOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(UniformFill, UniformFillOp);

@@ -25,16 +25,12 @@ void CheckMomentumSGDInputs(const OperatorDef& def, const Tensor& grad, const Te
 
 namespace {
 
-class MomentumSGDUpdateOp : public Operator {
+class MomentumSGDUpdateOp : public MomentumSGDUpdateBase {
  public:
-  MomentumSGDUpdateOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), args_(ParseMomentumSGDArgs(def)) {}
+  using MomentumSGDUpdateBase::MomentumSGDUpdateBase;
 
   void Run() override {
-    const Tensor& grad = Input(0);    // grad is any shape
-    const Tensor& moment = Input(1);  // moment has grad's shape; output 1 is the same blob
-    const Tensor& lr = Input(2);      // lr is a float scalar, positive
-    const Tensor& param = Input(3);   // param has grad's shape; output 2 is the same blob
+    auto [grad, moment, lr, param] = ReadInputs();
     CheckMomentumSGDInputs(def_, grad, moment, lr, param);
     Output(0)->Resize(grad.shape());
     const int64_t n = grad.numel();
@@ -64,9 +60,6 @@ class MomentumSGDUpdateOp : public Operator {
       }
     }
   }
-
- private:
-  const MomentumSGDArgs args_;
 };
 
 std::vector<TensorShape> InferMomentumSGDShape(const OperatorDef&, const std::vector<TensorShape>& in) {

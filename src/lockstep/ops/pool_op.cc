@@ -145,6 +145,30 @@ std::vector<TensorShape> PoolGradientShape(const OperatorDef& def, const std::ve
   return {in[0]};
 }
 
+// What MaxPool and AveragePool share: X -> Y over the window arguments.
+void DeclarePool(OpSchema& schema) {
+  schema.Input(0, "X", "(N, C, H, W)")
+      .Output(0, "Y", "(N, C, OH, OW)")
+      .Include(DeclarePoolArgs)
+      .NumInputs(1)
+      .NumOutputs(1)
+      .ShapeFunction(PoolShape);
+}
+
+// What their gradients share: (X, Y, dY) -> dX, with the forward op's arguments.
+template <PoolKind kKind>
+void DeclarePoolGradient(OpSchema& schema) {
+  const std::string forward = kKind == PoolKind::kMax ? "MaxPool" : "AveragePool";
+  schema.Input(0, "X", forward + "'s input")
+      .Input(1, "Y", forward + "'s output")
+      .Input(2, "dY", "Y's shape")
+      .Output(0, "dX", "X's shape")
+      .ArgsOf(forward)
+      .NumInputs(3)
+      .NumOutputs(1)
+      .ShapeFunction(PoolGradientShape);
+}
+
 GradientMaker PoolGradientMaker(const std::string& gradient_type) {
   return [gradient_type](const GradientContext& g) {
     return std::vector<OperatorDef>{
@@ -156,43 +180,19 @@ GradientMaker PoolGradientMaker(const std::string& gradient_type) {
 
 LOCKSTEP_OPERATOR_SCHEMA(MaxPool)
     .SetDoc("The maximum of each window of each channel of NCHW data (or of the whole plane).")
-    .Input(0, "X", "(N, C, H, W)")
-    .Output(0, "Y", "(N, C, OH, OW)")
-    .Include(DeclarePoolArgs)
-    .NumInputs(1)
-    .NumOutputs(1)
-    .ShapeFunction(PoolShape);
+    .Include(DeclarePool);
 LOCKSTEP_OPERATOR_SCHEMA(AveragePool)
     .SetDoc("The mean of each window of each channel of NCHW data (or of the whole plane).")
-    .Input(0, "X", "(N, C, H, W)")
-    .Output(0, "Y", "(N, C, OH, OW)")
-    .Include(DeclarePoolArgs)
+    .Include(DeclarePool)
     .Arg("count_include_pad", ArgType::kInt, 0,
          "1: divide by the whole window; 0: by its elements that are not padding (Caffe2's default)")
-    .Range(0, 1)
-    .NumInputs(1)
-    .NumOutputs(1)
-    .ShapeFunction(PoolShape);
+    .Range(0, 1);
 LOCKSTEP_OPERATOR_SCHEMA(MaxPoolGradient)
     .SetDoc("MaxPool's gradient: dY goes to the maximum of each window.")
-    .Input(0, "X", "MaxPool's input")
-    .Input(1, "Y", "MaxPool's output")
-    .Input(2, "dY", "Y's shape")
-    .Output(0, "dX", "X's shape")
-    .ArgsOf("MaxPool")
-    .NumInputs(3)
-    .NumOutputs(1)
-    .ShapeFunction(PoolGradientShape);
+    .Include(DeclarePoolGradient<PoolKind::kMax>);
 LOCKSTEP_OPERATOR_SCHEMA(AveragePoolGradient)
     .SetDoc("AveragePool's gradient: dY spread evenly over each window.")
-    .Input(0, "X", "AveragePool's input")
-    .Input(1, "Y", "AveragePool's output")
-    .Input(2, "dY", "Y's shape")
-    .Output(0, "dX", "X's shape")
-    .ArgsOf("AveragePool")
-    .NumInputs(3)
-    .NumOutputs(1)
-    .ShapeFunction(PoolGradientShape);
+    .Include(DeclarePoolGradient<PoolKind::kAverage>);
 LOCKSTEP_REGISTER_CPU_OPERATOR(MaxPool, PoolOp<PoolKind::kMax>);
 LOCKSTEP_REGISTER_CPU_OPERATOR(AveragePool, PoolOp<PoolKind::kAverage>);
 LOCKSTEP_REGISTER_CPU_OPERATOR(MaxPoolGradient, PoolGradientOp<PoolKind::kMax>);

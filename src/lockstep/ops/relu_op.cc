@@ -86,47 +86,48 @@ std::vector<OperatorDef> LeakyReluGradient(const GradientContext& g) {
 
 std::vector<TensorShape> ShapeOfY(const OperatorDef&, const std::vector<TensorShape>& in) { return {in[0]}; }
 
+// What Relu and LeakyRelu share: X -> Y element-wise, in place or not.
+void DeclareRelu(OpSchema& schema) {
+  schema.Input(0, "X", "any shape")
+      .Output(0, "Y", "X's shape")
+      .NumInputs(1)
+      .NumOutputs(1)
+      .AllowInplace({{0, 0}})
+      .IdentityShape();
+}
+
+// What their gradients share: (Y, dY) -> dX from the forward op's output, dX in place of dY or not.
+template <bool kLeaky>
+void DeclareReluGradient(OpSchema& schema) {
+  const std::string forward = kLeaky ? "LeakyRelu" : "Relu";
+  schema.Input(0, "Y", forward + "'s output")
+      .Input(1, "dY", "Y's shape")
+      .Output(0, "dX", "Y's shape; may be dY")
+      .NumInputs(2)
+      .NumOutputs(1)
+      .AllowInplace({{1, 0}})
+      .ShapeFunction(ShapeOfY);
+  if (kLeaky) schema.ArgsOf(forward);  // alpha
+}
+
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(Relu)
     .SetDoc("Y = max(X, 0), element-wise, in X's layout; may run in place.")
-    .Input(0, "X", "any shape")
-    .Output(0, "Y", "X's shape")
-    .NumInputs(1)
-    .NumOutputs(1)
-    .AllowInplace({{0, 0}})
-    .IdentityShape();
+    .Include(DeclareRelu);
 LOCKSTEP_OPERATOR_SCHEMA(ReluGradient)
     .SetDoc("dX = dY where Y > 0, else 0: Relu's gradient, computed from its output.")
-    .Input(0, "Y", "Relu's output")
-    .Input(1, "dY", "Y's shape")
-    .Output(0, "dX", "Y's shape; may be dY")
-    .NumInputs(2)
-    .NumOutputs(1)
-    .AllowInplace({{1, 0}})
-    .ShapeFunction(ShapeOfY);
+    .Include(DeclareReluGradient<false>);
 LOCKSTEP_OPERATOR_SCHEMA(LeakyRelu)
     .SetDoc("Y = X > 0 ? X : alpha * X, element-wise (Caffe2's LeakyRelu); may run in place.")
-    .Input(0, "X", "any shape")
-    .Output(0, "Y", "X's shape")
+    .Include(DeclareRelu)
     .Arg("alpha", ArgType::kFloat, 0.01f,
          "slope for X < 0; not negative, since the gradient is computed from Y, which needs Y > 0 exactly "
          "where X > 0")
-    .Min(0)
-    .NumInputs(1)
-    .NumOutputs(1)
-    .AllowInplace({{0, 0}})
-    .IdentityShape();
+    .Min(0);
 LOCKSTEP_OPERATOR_SCHEMA(LeakyReluGradient)
     .SetDoc("dX = dY * (Y > 0 ? 1 : alpha): LeakyRelu's gradient, computed from its output.")
-    .Input(0, "Y", "LeakyRelu's output")
-    .Input(1, "dY", "Y's shape")
-    .Output(0, "dX", "Y's shape; may be dY")
-    .ArgsOf("LeakyRelu")
-    .NumInputs(2)
-    .NumOutputs(1)
-    .AllowInplace({{1, 0}})
-    .ShapeFunction(ShapeOfY);
+    .Include(DeclareReluGradient<true>);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Relu, ReluOp<false>);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ReluGradient, ReluGradientOp<false>);
 LOCKSTEP_REGISTER_CPU_OPERATOR(LeakyRelu, ReluOp<true>);

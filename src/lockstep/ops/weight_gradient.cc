@@ -29,11 +29,27 @@ OperatorDef MakeWeightGradientOp(const std::string& type, const GradientContext&
   return MakeOperatorDef(type, {g.I(0), g.I(1), g.GO(0)}, outputs, args);
 }
 
-void DeclareWeightGradientArgs(OpSchema& schema) {
+namespace {
+
+std::vector<TensorShape> WeightGradientShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  WeightGradientOutputs wants = ParseWeightGradientOutputs(def);
+  std::vector<TensorShape> out;
+  if (wants.dweight) out.push_back(in[1]);
+  if (wants.dbias) out.push_back({{in[1].dims.at(0)}});
+  if (wants.dx) out.push_back(in[0]);
+  return out;
+}
+
+}  // namespace
+
+void DeclareWeightGradient(OpSchema& schema) {
   schema.Arg("no_dweight", ArgType::kInt, 0, "1: the weight's gradient is not wanted and has no output")
       .Range(0, 1)
       .Arg("no_bias", ArgType::kInt, 0, "1: the bias's gradient is not wanted (or there is no bias)")
-      .Range(0, 1);
+      .Range(0, 1)
+      .NumInputs(3)
+      .NumOutputs(1, 3)
+      .ShapeFunction(WeightGradientShapes);
 }
 
 const Tensor& PlainParameter(const Tensor& parameter, Tensor* scratch) {
@@ -49,15 +65,6 @@ double WeightedLayerCost(const OperatorDef&, const std::vector<TensorShape>& in,
   const Shape& w = in.at(1).dims;
   if (w.empty() || w[0] <= 0) return written;
   return written * static_cast<double>(NumElements(w) / w[0]);
-}
-
-std::vector<TensorShape> WeightGradientShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
-  WeightGradientOutputs wants = ParseWeightGradientOutputs(def);
-  std::vector<TensorShape> out;
-  if (wants.dweight) out.push_back(in[1]);
-  if (wants.dbias) out.push_back({{in[1].dims.at(0)}});
-  if (wants.dx) out.push_back(in[0]);
-  return out;
 }
 
 }  // namespace lockstep

@@ -18,8 +18,26 @@ struct WeightGradientOutputs {
   bool dweight, dbias, dx;
 };
 
-// Declares the flags no_dweight and no_bias (the gradient ops' Include()).
-void DeclareWeightGradientArgs(OpSchema& schema);
+// The outputs the flags ask for, in order dW, db, dX, through `output` (the operator's Output(i)); nullptr
+// for those left out.
+struct WeightGradientTensors {
+  Tensor* dweight;
+  Tensor* dbias;
+  Tensor* dx;
+};
+template <typename OutputFunction>
+WeightGradientTensors SelectWeightGradients(const WeightGradientOutputs& wants, OutputFunction output) {
+  int next = 0;
+  Tensor* dweight = wants.dweight ? output(next++) : nullptr;
+  Tensor* dbias = wants.dbias ? output(next++) : nullptr;
+  Tensor* dx = wants.dx ? output(next++) : nullptr;
+  return {dweight, dbias, dx};
+}
+
+// Declares what the convention fixes for the gradient ops' schemas (their Include()): the flags no_dweight
+// and no_bias, the arity (X, W, dY) -> one to three outputs, and the shapes: dW has W's shape, db is
+// (W.dim(0)), dX has X's shape.
+void DeclareWeightGradient(OpSchema& schema);
 
 // Throws InvalidInput naming the operator when its output count does not fit its flags.
 WeightGradientOutputs ParseWeightGradientOutputs(const OperatorDef& def);
@@ -35,8 +53,5 @@ const Tensor& PlainParameter(const Tensor& parameter, Tensor* scratch);
 // number of outputs per position).
 double WeightedLayerCost(const OperatorDef& def, const std::vector<TensorShape>& in,
                          const std::vector<TensorShape>& out);
-
-// Shape function: dW has W's shape, db is (W.dim(0)), dX has X's shape.
-std::vector<TensorShape> WeightGradientShapes(const OperatorDef& def, const std::vector<TensorShape>& in);
 
 }  // namespace lockstep

@@ -34,6 +34,15 @@ class CudaCommunicator : public Communicator {
   std::vector<int> devices_;
 };
 
+// A CudaCommunicator over the devices of this process alone, which is therefore rank 0 of 1: NCCL's and the
+// copy-and-sum path's (StagedCommunicator is the one that spans processes).
+class SingleProcessCudaCommunicator : public CudaCommunicator {
+ public:
+  using CudaCommunicator::CudaCommunicator;
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+};
+
 // Whether NCCL can serve these logical devices on a machine with `gpus` GPUs: two or more devices, and no two
 // on the same GPU (logical device d runs on GPU d % gpus; NCCL takes one rank per GPU).
 bool NcclCanServe(const std::vector<int>& devices, int gpus);

@@ -45,7 +45,8 @@ void CopyFirstToOthers(const std::vector<T*>& buffers, size_t bytes, cudaStream_
 
 }  // namespace
 
-DeviceSumCommunicator::DeviceSumCommunicator(const std::vector<int>& devices) : CudaCommunicator(devices) {
+DeviceSumCommunicator::DeviceSumCommunicator(const std::vector<int>& devices)
+    : SingleProcessCudaCommunicator(devices) {
   LOCKSTEP_ENFORCE(!devices.empty(), "a communicator needs at least one device");
 }
 

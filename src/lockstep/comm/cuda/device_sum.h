@@ -11,12 +11,10 @@
 
 namespace lockstep {
 
-class DeviceSumCommunicator : public CudaCommunicator {
+class DeviceSumCommunicator : public SingleProcessCudaCommunicator {
  public:
   explicit DeviceSumCommunicator(const std::vector<int>& devices);
 
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
   void Allreduce(const std::vector<float*>& buffers, size_t count) override;
   void Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) override;
   void Reduce(const std::vector<float*>& buffers, size_t count) override;

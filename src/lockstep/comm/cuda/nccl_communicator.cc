@@ -30,7 +30,7 @@ void InGroup(const std::vector<int>& devices, const Call& call) {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(const std::vector<int>& devices) : CudaCommunicator(devices) {
+NcclCommunicator::NcclCommunicator(const std::vector<int>& devices) : SingleProcessCudaCommunicator(devices) {
   LOCKSTEP_ENFORCE(!devices.empty(), "a communicator needs at least one device");
   std::vector<int> gpus;
   std::map<int, int> device_on_gpu;

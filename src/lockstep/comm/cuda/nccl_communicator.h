@@ -11,7 +11,7 @@ struct ncclComm;  // nccl.h's ncclComm_t is a ncclComm*
 
 namespace lockstep {
 
-class NcclCommunicator : public CudaCommunicator {
+class NcclCommunicator : public SingleProcessCudaCommunicator {
  public:
   // Creates one NCCL communicator per device (ncclCommInitAll); throws InvalidInput when two devices share a
   // GPU.
@@ -20,8 +20,6 @@ class NcclCommunicator : public CudaCommunicator {
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
   void Allreduce(const std::vector<float*>& buffers, size_t count) override;
   void Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) override;
   void Reduce(const std::vector<float*>& buffers, size_t count) override;

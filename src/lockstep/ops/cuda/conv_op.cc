@@ -222,10 +222,8 @@ class CudnnConvGradientOp : public CudnnConvOpBase {
     if (dy.shape() != y_shape)
       FailOperator(def_, fmt::format("dY is {} but the convolution output is {}", ShapeToString(dy.shape()),
                                      ShapeToString(y_shape)));
-    int next = 0;
-    Tensor* dfilter = wants_.dweight ? Output(next++) : nullptr;  // dfilter has filter's shape
-    Tensor* dbias = wants_.dbias ? Output(next++) : nullptr;      // dbias is (M)
-    Tensor* dx = wants_.dx ? Output(next++) : nullptr;            // dx has x's shape
+    // dfilter has filter's shape, dbias is (M), dx has x's shape
+    auto [dfilter, dbias, dx] = SelectWeightGradients(wants_, [this](int i) { return Output(i); });
     if (dfilter) dfilter->Resize(filter.shape(), x.dtype());
     if (dbias) dbias->Resize({filter.dim(0)}, x.dtype());
     if (dx) dx->Resize(x.shape(), x.dtype());

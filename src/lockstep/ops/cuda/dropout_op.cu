@@ -10,12 +10,6 @@
 namespace lockstep {
 namespace {
 
-using cuda::BlocksFor;
-using cuda::DispatchFloating;
-using cuda::kThreads;
-using cuda::LoadFloat;
-using cuda::StoreFloat;
-
 // mask = draw >= threshold; y = mask ? x * scale : 0. x, draws, y and mask are (n); y may be x.
 template <typename T>
 __global__ void DropoutKernel(const T* x, const uint32_t* draws, uint64_t threshold, float scale, int64_t n,
@@ -23,26 +17,25 @@ __global__ void DropoutKernel(const T* x, const uint32_t* draws, uint64_t thresh
   LOCKSTEP_KERNEL_LOOP(i, n) {
     const bool keep = draws[i] >= threshold;
     mask[i] = keep;
-    StoreFloat(y, i, keep ? LoadFloat(x, i) * scale : 0.0f);
+    cuda::StoreFloat(y, i, keep ? cuda::LoadFloat(x, i) * scale : 0.0f);
   }
 }
 
 // dx = mask ? dy * scale : 0. dy, mask and dx are (n); dx may be dy.
 template <typename T>
 __global__ void DropoutGradientKernel(const T* dy, const uint8_t* mask, float scale, int64_t n, T* dx) {
-  LOCKSTEP_KERNEL_LOOP(i, n) { StoreFloat(dx, i, mask[i] ? LoadFloat(dy, i) * scale : 0.0f); }
+  LOCKSTEP_KERNEL_LOOP(i, n) { cuda::StoreFloat(dx, i, mask[i] ? cuda::LoadFloat(dy, i) * scale : 0.0f); }
 }
 
 class CudaDropoutOp : public Operator {
  public:
-  CudaDropoutOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), ratio_(CheckedDropoutRatio(def)), is_test_(DropoutIsTest(def)) {}
+  CudaDropoutOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), args_(ParseDropoutArgs(def)) {}
 
   void Run() override {
     const Tensor& x = Input(0);  // x is any shape
     Tensor* y = Output(0);       // y has x's shape and dtype; it may be x itself
     cuda::CudaContext& context = cuda::ContextFor(device().id);
-    if (is_test_) {
+    if (args_.is_test) {
       y->CopyFrom(x);
       // The mask, when asked for, keeps everything so that it agrees with Y.
       if (OutputSize() == 2) {
@@ -59,11 +52,11 @@ class CudaDropoutOp : public Operator {
     if (n == 0) return;
     auto* draws = static_cast<uint32_t*>(context.Workspace(n * sizeof(uint32_t)));
     LOCKSTEP_CURAND_CHECK(curandGenerate(context.curand(), draws, n));
-    const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(ratio_) * 4294967296.0);
-    const float scale = 1.f / (1.f - ratio_);
-    DispatchFloating(def_, x.dtype(), [&](auto zero) {
+    const uint64_t threshold = args_.threshold();
+    const float scale = args_.scale();
+    cuda::DispatchFloating(def_, x.dtype(), [&](auto zero) {
       using T = decltype(zero);
-      DropoutKernel<<<BlocksFor(n), kThreads, 0, context.stream()>>>(
+      DropoutKernel<<<cuda::BlocksFor(n), cuda::kThreads, 0, context.stream()>>>(
           static_cast<const T*>(x.raw_data()), draws, threshold, scale, n, static_cast<T*>(y->raw_data()),
           mask->data<uint8_t>());
       LOCKSTEP_CUDA_CHECK_LAUNCH();
@@ -71,20 +64,19 @@ class CudaDropoutOp : public Operator {
   }
 
  private:
-  const float ratio_;
-  const bool is_test_;
+  const DropoutArgs args_;
 };
 
 // dX = dY * mask / (1 - ratio) in training; dX = dY in test mode, where the mask is not read.
 class CudaDropoutGradientOp : public Operator {
  public:
   CudaDropoutGradientOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), ratio_(CheckedDropoutRatio(def)), is_test_(DropoutIsTest(def)) {}
+      : Operator(def, ws), args_(ParseDropoutArgs(def)) {}
 
   void Run() override {
     const Tensor& dy = Input(0);  // dy is any shape
     Tensor* dx = Output(0);       // dx has dy's shape and dtype; it may be dy itself
-    if (is_test_) {
+    if (args_.is_test) {
       dx->CopyFrom(dy);
       return;
     }
@@ -93,20 +85,19 @@ class CudaDropoutGradientOp : public Operator {
     dx->Resize(dy.shape(), dy.dtype());
     const int64_t n = dy.numel();
     if (n == 0) return;
-    const float scale = 1.f / (1.f - ratio_);
+    const float scale = args_.scale();
     cudaStream_t stream = cuda::ContextFor(device().id).stream();
-    DispatchFloating(def_, dy.dtype(), [&](auto zero) {
+    cuda::DispatchFloating(def_, dy.dtype(), [&](auto zero) {
       using T = decltype(zero);
-      DropoutGradientKernel<<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const T*>(dy.raw_data()),
-                                                                   mask.data<uint8_t>(), scale, n,
-                                                                   static_cast<T*>(dx->raw_data()));
+      DropoutGradientKernel<<<cuda::BlocksFor(n), cuda::kThreads, 0, stream>>>(
+          static_cast<const T*>(dy.raw_data()), mask.data<uint8_t>(), scale, n,
+          static_cast<T*>(dx->raw_data()));
       LOCKSTEP_CUDA_CHECK_LAUNCH();
     });
   }
 
  private:
-  const float ratio_;
-  const bool is_test_;
+  const DropoutArgs args_;
 };
 
 }  // namespace

@@ -173,10 +173,8 @@ class CudaFcGradientOp : public Operator {
       dy_shape_ = dy.shape();
     }
     const Gemm gemm(def_, {&x, &w, &dy});
-    int next = 0;
-    Tensor* dw = wants_.dweight ? Output(next++) : nullptr;  // dw is (M, K)
-    Tensor* db = wants_.dbias ? Output(next++) : nullptr;    // db is (M)
-    Tensor* dx = wants_.dx ? Output(next++) : nullptr;       // dx has x's shape
+    // dw is (M, K), db is (M), dx has x's shape
+    auto [dw, db, dx] = SelectWeightGradients(wants_, [this](int i) { return Output(i); });
     if (dw) dw->Resize(w.shape(), gemm.type());
     if (db) db->Resize({w.dim(0)}, gemm.type());
     if (dx) dx->Resize(x.shape(), gemm.type());

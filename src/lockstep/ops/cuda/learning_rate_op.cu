@@ -64,21 +64,18 @@ class CudaLearningRateOp : public Operator {
  public:
   CudaLearningRateOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws) {
     const LearningRateArgs args = ParseLearningRateArgs(def);
-    schedule_.policy = args.policy;
-    schedule_.base_lr = args.base_lr;
-    schedule_.gamma = args.gamma;
-    schedule_.stepsize = args.stepsize;
-    schedule_.max_iter = args.max_iter;
-    schedule_.warmup_iter = args.warmup_iter;
-    schedule_.warmup_start_factor = args.warmup_start_factor;
+    const int64_t* stepsizes = nullptr;
+    int64_t num_stepsizes = 0;
     if (args.policy == LearningRatePolicy::kMultistep) {  // the kernel reads them from device memory
       Tensor host({static_cast<int64_t>(args.stepsizes.size())}, DataType::kInt64);
       std::copy(args.stepsizes.begin(), args.stepsizes.end(), host.data<int64_t>());
       stepsizes_.PlaceOn(device());
       stepsizes_.CopyFrom(host);
-      schedule_.stepsizes = stepsizes_.data<int64_t>();
-      schedule_.num_stepsizes = stepsizes_.numel();
+      stepsizes = stepsizes_.data<int64_t>();
+      num_stepsizes = stepsizes_.numel();
     }
+    schedule_ = {args.policy,   args.base_lr,  args.gamma,       args.stepsize,           stepsizes,
+                 num_stepsizes, args.max_iter, args.warmup_iter, args.warmup_start_factor};
   }
 
   void Run() override {

@@ -33,16 +33,12 @@ __global__ void MomentumSgdKernel(const float* grad, float* grad_out, float* mom
   }
 }
 
-class CudaMomentumSGDUpdateOp : public Operator {
+class CudaMomentumSGDUpdateOp : public MomentumSGDUpdateBase {
  public:
-  CudaMomentumSGDUpdateOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), args_(ParseMomentumSGDArgs(def)) {}
+  using MomentumSGDUpdateBase::MomentumSGDUpdateBase;
 
   void Run() override {
-    const Tensor& grad = Input(0);    // grad is any shape
-    const Tensor& moment = Input(1);  // moment has grad's shape; output 1 is the same blob
-    const Tensor& lr = Input(2);      // lr is a float scalar, positive
-    const Tensor& param = Input(3);   // param has grad's shape; output 2 is the same blob
+    auto [grad, moment, lr, param] = ReadInputs();
     if (grad.dtype() != DataType::kFloat)
       FailOperator(def_, fmt::format("the gradient '{}' is {}; the update is float32 (keep master weights "
                                      "and their gradients in float32)",
@@ -61,9 +57,6 @@ class CudaMomentumSGDUpdateOp : public Operator {
         lr.data<float>(), args_.momentum, args_.weight_decay, n);
     LOCKSTEP_CUDA_CHECK_LAUNCH();
   }
-
- private:
-  const MomentumSGDArgs args_;
 };
 
 }  // namespace
