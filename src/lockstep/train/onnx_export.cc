@@ -203,9 +203,11 @@ const std::map<std::string, Mapping>& Mappings() {
          SetInts(node, "dilations", {args.dilation_h, args.dilation_w});
          SetInt(node, "group", IntArg(def, "group"));
        }}},
-      // Y = X W^T + b with X flattened at axis: Gemm with transB, after a Flatten unless X is a matrix.
+      // Y = X W^T + b with X flattened at axis: Gemm with transB, after a Flatten unless X is a matrix, and
+      // a Reshape back to X's dims before axis when there are several.
       {"FC", {[](const OperatorDef& def, GraphBuilder& g) {
-         const int64_t rank = static_cast<int64_t>(g.ShapeOf(def.input(0)).size());
+         const Shape& x_dims = g.ShapeOf(def.input(0));
+         const int64_t rank = static_cast<int64_t>(x_dims.size());
          int64_t axis = IntArg(def, "axis");
          if (axis < 0) axis += rank;
          std::string x = g.Read(def.input(0));
@@ -215,7 +217,17 @@ const std::map<std::string, Mapping>& Mappings() {
            x = flat;
          }
          const std::string w = g.Read(def.input(1)), b = g.Read(def.input(2));
-         SetInt(g.Node("Gemm", {x, w, b}, {g.Write(def.output(0))}), "transB", 1);
+         if (axis == 1) {
+           SetInt(g.Node("Gemm", {x, w, b}, {g.Write(def.output(0))}), "transB", 1);
+           return;
+         }
+         const std::string matrix = g.Write(def.output(0) + "_matrix");
+         SetInt(g.Node("Gemm", {x, w, b}, {matrix}), "transB", 1);
+         std::vector<int64_t> dims = {-1};  // the batch, then X's other dims before axis, then M
+         dims.insert(dims.end(), x_dims.begin() + 1, x_dims.begin() + axis);
+         dims.push_back(g.ShapeOf(def.input(1))[0]);
+         const std::string shape = g.Constant(def.output(0) + "_shape", dims);
+         g.Node("Reshape", {matrix, shape}, {g.Write(def.output(0))});
        }}},
       {"Relu", {[](const OperatorDef& def, GraphBuilder& g) { Same("Relu", def, g); }}},
       {"LeakyRelu", {[](const OperatorDef& def, GraphBuilder& g) {
