@@ -21,7 +21,6 @@
 #include "lockstep/core/schema.h"
 #include "lockstep/core/version.h"
 #include "lockstep/core/workspace.h"
-#include "lockstep/data/open_batch_source.h"
 #include "lockstep/model/model_helper.h"
 #include "lockstep/model/zoo.h"
 #include "lockstep/ops/conv_pool_args.h"
@@ -58,6 +57,8 @@ class GraphBuilder {
   }
   // A new ONNX value for a write of `blob`.
   std::string Write(const std::string& blob) { return NewValue(blob); }
+  // A new ONNX value that no blob holds (between the nodes of one operator), named after `hint`.
+  std::string Intermediate(const std::string& hint) { return Unique(hint); }
   // `blob` now holds the value `value` (an operator that passes its input on).
   void Alias(const std::string& blob, const std::string& value) { value_[blob] = value; }
 
@@ -212,7 +213,7 @@ const std::map<std::string, Mapping>& Mappings() {
          if (axis < 0) axis += rank;
          std::string x = g.Read(def.input(0));
          if (rank != 2 || axis != 1) {
-           const std::string flat = g.Write(def.input(0) + "_flat");
+           const std::string flat = g.Intermediate(def.input(0) + "_flat");
            SetInt(g.Node("Flatten", {x}, {flat}), "axis", axis);
            x = flat;
          }
@@ -221,7 +222,7 @@ const std::map<std::string, Mapping>& Mappings() {
            SetInt(g.Node("Gemm", {x, w, b}, {g.Write(def.output(0))}), "transB", 1);
            return;
          }
-         const std::string matrix = g.Write(def.output(0) + "_matrix");
+         const std::string matrix = g.Intermediate(def.output(0) + "_matrix");
          SetInt(g.Node("Gemm", {x, w, b}, {matrix}), "transB", 1);
          std::vector<int64_t> dims = {-1};  // the batch, then X's other dims before axis, then M
          dims.insert(dims.end(), x_dims.begin() + 1, x_dims.begin() + axis);
@@ -242,7 +243,7 @@ const std::map<std::string, Mapping>& Mappings() {
           std::vector<std::string> in;
           for (int i = 0; i < 5; ++i) in.push_back(g.Read(def.input(i)));
           const bool relu = IntArg(def, "relu") != 0;
-          const std::string y = g.Write(relu ? def.output(0) + "_bn" : def.output(0));
+          const std::string y = relu ? g.Intermediate(def.output(0) + "_bn") : g.Write(def.output(0));
           SetFloat(g.Node("BatchNormalization", in, {y}), "epsilon", FloatArg(def, "epsilon"));
           if (relu) g.Node("Relu", {y}, {g.Write(def.output(0))});
         },
