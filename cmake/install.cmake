@@ -87,6 +87,6 @@ if(DPKG_SHLIBDEPS AND NOT LOCKSTEP_WITH_CUDA)
 else()  # what dpkg-shlibdeps finds for the CPU build on Debian 12
   string(CONCAT CPACK_DEBIAN_PACKAGE_DEPENDS
          "libc6, libstdc++6, libgcc-s1, libgomp1, libdnnl2, libprotobuf32, libfmt9, libgloo0, libleveldb1d, "
-         "liblmdb0, libturbojpeg0, libpng16-16, zlib1g")
+         "liblmdb0, libturbojpeg0, libpng16-16, zlib1g, libonnx1")
 endif()
 include(CPack)

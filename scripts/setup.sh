@@ -8,7 +8,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev opencl-headers libprotobuf-dev protobuf-compiler zlib1g-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
   libgloo-dev libhiredis-dev redis-server openmpi-bin
-  liblmdb-dev libleveldb-dev libsnappy-dev libturbojpeg0-dev libpng-dev
+  liblmdb-dev libleveldb-dev libsnappy-dev libturbojpeg0-dev libpng-dev libonnx-dev
   python3-lmdb python3-plyvel python3-pil python3-protobuf
   dataset-fashion-mnist python3-numpy python3-matplotlib python3-pytest pybind11-dev python3-dev
   python3-pip python3-setuptools python3-wheel python3-venv

@@ -102,6 +102,7 @@ PROMISES = [
     (r"--iter_log nesterov\.csv", [expect_file_lines("nesterov.csv", 3, ITER_LOG_HEADER)]),
     (r"plot logs/lenet_\*\.log -o curves\.png", [expect_files("curves.png")]),
     (r"plot momentum\.csv nesterov\.csv -o iterations\.png", [expect_files("iterations.png")]),
+    (r"lockstep export .*--output lenet\.onnx", [expect_files("lenet.onnx"), expect_lines(r"^lenet\.onnx: \d+ ONNX nodes ")]),
     (r"--tensorboard_dir tb$", [expect_files("tb/events.out.tfevents.*"),
                                 expect_lines(r"^TensorBoard events: tb/events\.out\.tfevents\.")]),
     (r"make-db .*--output fashion_train_lmdb", [

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Creates tests/.venv: the real readers of what lockstep writes for other tools, which the suite runs against
-# its files (TensorBoard's event reader), from PyPI, apart from Debian's Python. A second run with them
-# present installs nothing. The tests that need them skip, saying so, where this has not run.
+# its files (TensorBoard's event reader, onnxruntime for exported ONNX models), from PyPI, apart from Debian's
+# Python. A second run with them present installs nothing. The tests that need them skip, saying so, where
+# this has not run.
 #
 #   tests/setup_checkers.sh
 set -euo pipefail
 venv="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/.venv"
-requirements=(tensorboard==2.21.0)
+requirements=(tensorboard==2.21.0 onnxruntime==1.23.2)
 python="$venv/bin/python"
 if [[ -x "$python" ]] && "$python" -m pip show -q "${requirements[@]%%==*}" > /dev/null 2>&1; then
   echo "setup_checkers: $venv has ${requirements[*]}"

@@ -10,6 +10,10 @@ void AddEvalFlags(CLI::App* app, EvalFlags* flags) {
   app->add_option("--predictions", flags->predictions,
                   "Write one row per record to this CSV: key,label,predicted_class,score (the softmax "
                   "probability of the predicted class)");
+  app->add_flag("--with_logits", flags->with_logits,
+                "With --predictions: add each record's logits (the model's output before softmax) as columns "
+                "logit_0 ... logit_{K-1}, with 9 significant digits (a float32 reads back exactly)")
+      ->needs("--predictions");
 }
 
 int RunEval(const CLI::App& app, EvalFlags flags) {
@@ -18,7 +22,7 @@ int RunEval(const CLI::App& app, EvalFlags flags) {
   ResolveDevices(given, &c);
   ResolveDataDefaults(c.test_data, given, &c);
   ResolveModelFromCheckpoint(given, /*train=*/false, &c);
-  EvaluationResult result = EvaluateCheckpoint(c, flags.predictions);
+  EvaluationResult result = EvaluateCheckpoint(c, flags.predictions, flags.with_logits);
   fmt::print("{} records: loss {:.6f}, top-1 accuracy {:.6f} ({}), top-5 accuracy {:.6f} ({})\n",
              result.records, result.loss(), result.top1(), result.top1_correct, result.top5(),
              result.top5_correct);

@@ -10,7 +10,8 @@ namespace lockstep {
 
 struct EvalFlags {
   TrainerConfig config;
-  std::string predictions;  // CSV path, or empty
+  std::string predictions;   // CSV path, or empty
+  bool with_logits = false;  // the predictions carry each record's logits
 };
 
 // Declares the flags on `app`: the trainer's model, data and device flags (with the checkpoint and the test

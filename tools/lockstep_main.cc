@@ -1,9 +1,11 @@
 // The lockstep command line: `lockstep train ...`, `lockstep eval ...`, `lockstep make-db ...`,
-// `lockstep plot ...`, `lockstep launch ... -- train ...`, `lockstep ops [TYPE]` and `lockstep --version`.
+// `lockstep plot ...`, `lockstep launch ... -- train ...`, `lockstep ops [TYPE]`, `lockstep export ...` and
+// `lockstep --version`.
 #include <cstdio>
 #include <string>
 
 #include "eval_command.h"
+#include "export_command.h"
 #include "launch_command.h"
 #include "lockstep/core/version.h"
 #include "make_db_command.h"
@@ -48,6 +50,12 @@ int main(int argc, char** argv) {
       "Run the shards of a training job on this machine (`lockstep launch [flags] -- train ARGS...`), and "
       "restart the job from its newest checkpoint when a shard fails or stalls");
   lockstep::AddLaunchFlags(launch, &launch_flags);
+  lockstep::ExportFlags export_flags;
+  CLI::App* export_model = app.add_subcommand(
+      "export",
+      "Write a checkpoint's model as ONNX for inference (BN on its running statistics, no dropout), "
+      "validated by ONNX's checker");
+  lockstep::AddExportFlags(export_model, &export_flags);
   lockstep::OpsFlags ops_flags;
   CLI::App* ops = app.add_subcommand(
       "ops",
@@ -70,6 +78,8 @@ int main(int argc, char** argv) {
   if (make_db->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunMakeDb(make_db_flags); });
   if (plot->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunPlot(plot_flags); });
   if (ops->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunOps(ops_flags); });
+  if (export_model->parsed())
+    return lockstep::ReportErrors([&] { return lockstep::RunExport(*export_model, export_flags); });
   if (eval->parsed()) return lockstep::ReportErrors([&] { return lockstep::RunEval(*eval, eval_flags); });
   std::string arguments;
   for (int i = 1; i < argc; ++i) arguments += (i > 1 ? " " : "") + std::string(argv[i]);

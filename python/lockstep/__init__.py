@@ -7,3 +7,10 @@ Importing the package loads nothing compiled; the modules that need the core loa
 """
 
 from lockstep._version import __version__  # noqa: F401 (the project's version)
+
+
+def export_onnx(path, checkpoint=None, **kwargs):
+    """ONNX export of a checkpoint or a net (lockstep.onnx_export.export_onnx, which documents it)."""
+    from lockstep.onnx_export import export_onnx as export
+
+    return export(path, checkpoint, **kwargs)

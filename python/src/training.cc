@@ -1,6 +1,6 @@
 // What a training program needs beyond graphs: the trainer's option table (the same flags as the command
-// line), the shards of a multi-machine job, checkpoints in the trainer's safetensors format, the readers'
-// streams and the CSV log.
+// line), the shards of a multi-machine job, checkpoints in the trainer's safetensors format, their export to
+// ONNX, the readers' streams and the CSV log.
 #include <pybind11/chrono.h>
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include "lockstep/parallel/fingerprint.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/csv_log.h"
+#include "lockstep/train/onnx_export.h"
 #include "lockstep/train/run_outputs.h"
 #include "lockstep/train/trainer_options.h"
 #include "lockstep/train/training_events.h"
@@ -182,6 +183,51 @@ void BindCheckpoints(py::module_& m) {
       "path"_a, "workspace"_a, "scope"_a, "names"_a);
 }
 
+py::dict SummaryToDict(const OnnxExportSummary& s) {
+  return py::dict("node_types"_a = s.node_types, "initializers"_a = s.initializers,
+                  "parameter_values"_a = s.parameter_values, "file_bytes"_a = s.file_bytes,
+                  "checker"_a = s.checker, "opset"_a = kOnnxOpsetVersion);
+}
+
+void BindOnnxExport(py::module_& m) {
+  m.def(
+      "export_onnx_checkpoint",
+      [](const TrainerConfig& config, const std::set<std::string>& given, const std::string& path,
+         bool softmax) {
+        OnnxExportSummary summary;
+        {
+          py::gil_scoped_release release;
+          summary = ExportCheckpointToOnnx(config, given, path, softmax);
+        }
+        return SummaryToDict(summary);
+      },
+      "config"_a, "given"_a, "path"_a, "softmax"_a);
+  m.def(
+      "export_onnx_net",
+      [](const py::bytes& net_bytes, const Workspace& ws, const std::string& input, const Shape& input_shape,
+         const std::string& output, const std::string& path, bool softmax, const std::string& input_name,
+         const std::string& output_name, const std::map<std::string, std::string>& metadata) {
+        OnnxGraphSpec spec;
+        spec.input = input;
+        spec.input_shape = input_shape;
+        spec.output = output;
+        spec.softmax = softmax;
+        spec.input_name = input_name;
+        spec.output_name = output_name;
+        spec.metadata = metadata;
+        const NetDef net = NetDefFromBytes(net_bytes);
+        spec.graph_name = net.name().empty() ? "lockstep" : net.name();
+        OnnxExportSummary summary;
+        {
+          py::gil_scoped_release release;
+          summary = ExportOnnx(net, ws, spec, path);
+        }
+        return SummaryToDict(summary);
+      },
+      "net"_a, "workspace"_a, "input"_a, "input_shape"_a, "output"_a, "path"_a, "softmax"_a, "input_name"_a,
+      "output_name"_a, "metadata"_a);
+}
+
 // The training stream of a CreateDB reader: its records per pass, and a resumed run's position in it.
 void BindReaders(py::module_& m) {
   m.def("reader_records", [](const Workspace& ws, const std::string& reader) {
@@ -229,6 +275,7 @@ void BindTraining(py::module_& m) {
   BindOptions(m);
   BindShards(m);
   BindCheckpoints(m);
+  BindOnnxExport(m);
   BindReaders(m);
   BindCsvLog(m);
   BindTensorBoard(m);

@@ -43,6 +43,8 @@ void ScoreRecord(const float* logits, int64_t num_classes, int32_t label, Record
   prediction->label = label;
   prediction->predicted_class = static_cast<int32_t>(best);
   prediction->score = static_cast<float>(1 / sum);
+  prediction->logits = logits;
+  prediction->num_classes = num_classes;
 }
 
 }  // namespace
@@ -93,13 +95,22 @@ std::string CsvField(const std::string& text) {
 
 }  // namespace
 
-PredictionsCsv::PredictionsCsv(const std::string& path) : file_(path, "predictions file") {
-  pending_ = "key,label,predicted_class,score\n";
-}
+PredictionsCsv::PredictionsCsv(const std::string& path, bool with_logits)
+    : file_(path, "predictions file"), with_logits_(with_logits) {}
 
 void PredictionsCsv::Append(const std::string& key, const RecordPrediction& prediction) {
-  pending_ += fmt::format("{},{},{},{:.9g}\n", CsvField(key), prediction.label, prediction.predicted_class,
+  if (!header_written_) {
+    pending_ += "key,label,predicted_class,score";
+    for (int64_t j = 0; with_logits_ && j < prediction.num_classes; ++j)
+      pending_ += fmt::format(",logit_{}", j);
+    pending_ += "\n";
+    header_written_ = true;
+  }
+  pending_ += fmt::format("{},{},{},{:.9g}", CsvField(key), prediction.label, prediction.predicted_class,
                           prediction.score);
+  for (int64_t j = 0; with_logits_ && j < prediction.num_classes; ++j)
+    pending_ += fmt::format(",{:.9g}", prediction.logits[j]);
+  pending_ += "\n";
   if (pending_.size() >= (1 << 20)) {
     file_.Write(pending_);
     pending_.clear();
@@ -107,6 +118,7 @@ void PredictionsCsv::Append(const std::string& key, const RecordPrediction& pred
 }
 
 void PredictionsCsv::Commit() {
+  if (!header_written_) pending_ = "key,label,predicted_class,score\n";  // no record: the header alone
   file_.Write(pending_);
   pending_.clear();
   file_.Commit();

@@ -24,8 +24,10 @@ struct TestReplica {
 struct RecordPrediction {
   int64_t position = 0;  // in the source's order, in [0, size)
   int32_t label = 0;
-  int32_t predicted_class = 0;  // the highest logit, the first one among equals
-  float score = 0;              // softmax probability of predicted_class
+  int32_t predicted_class = 0;    // the highest logit, the first one among equals
+  float score = 0;                // softmax probability of predicted_class
+  const float* logits = nullptr;  // (num_classes), valid only during the on_record call
+  int64_t num_classes = 0;
 };
 
 struct EvaluationResult {
@@ -45,17 +47,21 @@ EvaluationResult Evaluate(Workspace* ws, Net* test_net, const std::vector<TestRe
                           BatchSource* source, int batch_size,
                           const std::function<void(const RecordPrediction&)>& on_record = {});
 
-// A CSV of predictions, "key,label,predicted_class,score", written to a temporary name and renamed to `path`
-// by Commit(), so `path` never holds a partial file. Throws IoError when it cannot be written.
+// A CSV of predictions, "key,label,predicted_class,score", with_logits followed by the record's logits
+// "logit_0,...,logit_{K-1}" (9 significant digits: a float32 reads back exactly), written to a temporary name
+// and renamed to `path` by Commit(), so `path` never holds a partial file. Throws IoError when it cannot be
+// written.
 class PredictionsCsv {
  public:
-  explicit PredictionsCsv(const std::string& path);
+  explicit PredictionsCsv(const std::string& path, bool with_logits = false);
   void Append(const std::string& key, const RecordPrediction& prediction);
   void Commit();
 
  private:
   AtomicFile file_;
-  std::string pending_;  // rows not written yet
+  bool with_logits_;
+  bool header_written_ = false;  // the logits' columns are known from the first record
+  std::string pending_;          // rows not written yet
 };
 
 }  // namespace lockstep

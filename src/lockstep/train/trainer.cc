@@ -550,7 +550,8 @@ TrainerResult Train(const TrainerConfig& given_config) {
   }
 }
 
-EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::string& predictions_path) {
+EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::string& predictions_path,
+                                    bool with_logits) {
   if (config.load_model_path.empty())
     throw InvalidInput("--load_model_path is required: the checkpoint to evaluate");
   if (config.test_data.empty() || config.test_data == "null")
@@ -578,7 +579,7 @@ EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::stri
   Net* test_net = ws.CreateNet(models.test.net());
 
   std::optional<PredictionsCsv> predictions;
-  if (!predictions_path.empty()) predictions.emplace(predictions_path);
+  if (!predictions_path.empty()) predictions.emplace(predictions_path, with_logits);
   EvaluationResult result = Evaluate(&ws, test_net, models.test_replicas, source.get(), config.batch_size,
                                      [&](const RecordPrediction& prediction) {
                                        if (predictions)

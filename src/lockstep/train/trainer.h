@@ -25,8 +25,10 @@ TrainerResult Train(const TrainerConfig& config);
 
 // Evaluates the checkpoint config.load_model_path on every record of config.test_data once, on the devices
 // and with the batch size of the configuration (BN in test mode, on the running statistics); the checkpoint
-// is only read. With a predictions_path, writes a row per record there (PredictionsCsv). Throws
+// is only read. With a predictions_path, writes a row per record there (PredictionsCsv), with_logits with the
+// record's logits. Throws
 // lockstep::Error with a one-line message on bad input.
-EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::string& predictions_path = "");
+EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::string& predictions_path = "",
+                                    bool with_logits = false);
 
 }  // namespace lockstep
