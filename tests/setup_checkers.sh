@@ -9,10 +9,18 @@ set -euo pipefail
 venv="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/.venv"
 requirements=(tensorboard==2.21.0 onnxruntime==1.23.2)
 python="$venv/bin/python"
-if [[ -x "$python" ]] && "$python" -m pip show -q "${requirements[@]%%==*}" > /dev/null 2>&1; then
+missing=("${requirements[@]}")
+if [[ -x "$python" ]]; then
+  installed=$("$python" -m pip freeze 2>/dev/null)
+  missing=()
+  for requirement in "${requirements[@]}"; do
+    grep -qix -- "$requirement" <<< "$installed" || missing+=("$requirement")
+  done
+fi
+if [[ ${#missing[@]} -eq 0 ]]; then
   echo "setup_checkers: $venv has ${requirements[*]}"
   exit 0
 fi
-/usr/bin/python3 -m venv "$venv"
-"$python" -m pip install -q --disable-pip-version-check "${requirements[@]}"
-echo "setup_checkers: installed ${requirements[*]} into $venv"
+[[ -x "$python" ]] || /usr/bin/python3 -m venv "$venv"
+"$python" -m pip install -q --disable-pip-version-check "${missing[@]}"
+echo "setup_checkers: installed ${missing[*]} into $venv"
