@@ -31,7 +31,7 @@ std::string WriteCheckpoint(const fs::path& dir, const std::string& name, const 
   Workspace ws;
   ws.RunNetOnce(model.param_init_net());
   TrainerState state;
-  state.model = name;
+  state.model = {name, geometry.num_channels, geometry.image_size, geometry.num_labels};
   state.epochs_done = 1;
   state.iteration = 7;
   const std::string path = (dir / (name + "_1.safetensors")).string();
@@ -123,7 +123,7 @@ TEST(OnnxExport, LeNetPassesTheCheckerWithItsCheckpointsParameters) {
   BuildModel("lenet", reference, "data", {1, 28, 10, true});
   Workspace ws;
   ws.RunNetOnce(reference.param_init_net());
-  LoadCheckpointParameters(checkpoint, "lenet", &ws, "", reference.GetParams());
+  LoadCheckpointParameters(checkpoint, &ws, "", reference.GetParams());
   ASSERT_EQ(model.graph().initializer_size(), static_cast<int>(shapes.size()));
   int64_t values = 0;
   for (const auto& tensor : model.graph().initializer()) {
