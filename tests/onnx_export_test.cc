@@ -201,7 +201,7 @@ TEST(OnnxExport, TrainingNetExportsItsInferenceGraph) {
   ModelHelper model("net");
   layers::ConvOptions conv;
   std::string x = layers::Conv(model, "data", "conv", 3, 4, 3, conv);
-  x = layers::SpatialBN(model, x, "bn", 4, /*is_test=*/false, 1e-3f, 0.9f, /*relu=*/true);
+  x = layers::SpatialBN(model, x, "bn", 4, /*is_test=*/false, /*relu=*/true, 1e-3f, 0.9f);
   x = layers::Dropout(model, x, "drop", 0.5f, /*is_test=*/false);
   model.AddOp("Relu", {x}, {x});  // in place
   x = layers::FC(model, x, "fc", 4 * 6 * 6, 5);
@@ -260,12 +260,14 @@ TEST(OnnxExport, FailureLeavesNoFile) {
   const fs::path dir = FreshDir("onnx_atomic");
   const std::string checkpoint = WriteCheckpoint(dir, "lenet", {1, 28, 10, true});
   const fs::path path = dir / "model.onnx";
-  // A geometry that does not fit the checkpoint fails after the model is built, before anything is written.
-  EXPECT_THROW(ExportCheckpointToOnnx(ExportConfig(checkpoint, 1, 32, 10), {}, path.string()), InvalidInput);
+  // A geometry that contradicts the checkpoint is refused before anything is written.
+  EXPECT_THROW(ExportCheckpointToOnnx(ExportConfig(checkpoint, 1, 32, 10), {"image_size"}, path.string()),
+               InvalidInput);
   EXPECT_EQ(FileNames(dir), std::vector<std::string>{"lenet_1.safetensors"});
 
   WriteFileAtomically(path.string(), "an older file", "test file");
-  EXPECT_THROW(ExportCheckpointToOnnx(ExportConfig(checkpoint, 3, 28, 10), {}, path.string()), InvalidInput);
+  EXPECT_THROW(ExportCheckpointToOnnx(ExportConfig(checkpoint, 3, 28, 10), {"num_channels"}, path.string()),
+               InvalidInput);
   EXPECT_EQ(ReadFile(path), "an older file");
   EXPECT_EQ(FileNames(dir), (std::vector<std::string>{"lenet_1.safetensors", "model.onnx"}));
 
@@ -288,7 +290,8 @@ TEST(OnnxExport, CommandLine) {
   CliOutput other = RunCliWithFiles(dir, "export --load_model_path " + checkpoint +
                                              " --model resnet18 --output " + (dir / "x.onnx").string());
   EXPECT_EQ(other.code, kExitNotRetryable);
-  EXPECT_NE(other.err.find("was saved from model 'lenet', not --model resnet18"), std::string::npos)
+  EXPECT_NE(other.err.find("--model resnet18 contradicts the checkpoint " + checkpoint + ", which holds lenet"),
+            std::string::npos)
       << other.err;
   EXPECT_FALSE(fs::exists(dir / "x.onnx"));
 }
