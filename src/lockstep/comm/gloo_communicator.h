@@ -47,6 +47,9 @@ class GlooCommunicator : public Communicator {
   // The allreduce algorithm, "auto" resolved.
   const std::string& algorithm() const;
   void Allreduce(const std::vector<float*>& buffers, size_t count) override;
+  // The shards' sum crosses the network in `wire` (wire_dtype.h); float16 first agrees on its scale with a
+  // one-float allreduce.
+  void AllreduceOverWire(const std::vector<float*>& buffers, size_t count, DataType wire) override;
   void Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) override;
   // Connects through the rendezvous (every shard opens channel k) the first time; needs a connected
   // communicator.
