@@ -63,7 +63,7 @@ TEST(Fingerprint, ModelsBuiltAlikeAgreeAndAWidthDiffers) {
 TEST(Fingerprint, TheGradientWireDtypeMustAgree) {
   const Fingerprint model = SmallModelFingerprint(8);
   EXPECT_EQ(FirstDifference(model, SmallModelFingerprint(8, 2, DataType::kBFloat16), 1),
-            "gradient wire dtype is float on shard 0 but bfloat16 on shard 1");
+            "gradient wire dtype is float32 on shard 0 but bfloat16 on shard 1");
   EXPECT_EQ(FirstDifference(SmallModelFingerprint(8, 2, DataType::kFloat16),
                             SmallModelFingerprint(8, 2, DataType::kBFloat16), 3),
             "gradient wire dtype is float16 on shard 0 but bfloat16 on shard 3");

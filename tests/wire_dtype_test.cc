@@ -21,6 +21,7 @@ std::vector<uint16_t> Narrow(const std::vector<float>& values, DataType wire, fl
 
 TEST(WireDtype, NamesParseAndAnythingElseIsRefusedInOneLine) {
   EXPECT_EQ(ParseWireDtype("float"), DataType::kFloat);
+  EXPECT_EQ(ParseWireDtype("float32"), DataType::kFloat) << "DataTypeName's spelling";
   EXPECT_EQ(ParseWireDtype("bfloat16"), DataType::kBFloat16);
   EXPECT_EQ(ParseWireDtype("float16"), DataType::kFloat16);
   try {
