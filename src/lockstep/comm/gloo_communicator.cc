@@ -175,6 +175,21 @@ const std::vector<std::string>& GlooAllreduceAlgorithms() {
   return names;
 }
 
+void CheckWireAlgorithm(const std::string& algorithm, int shards, DataType wire) {
+  if (wire == DataType::kFloat) return;
+  if (algorithm == "ring")
+    throw InvalidInput(
+        fmt::format("--allreduce_algorithm ring cannot send a {} wire: every shard sums in its own "
+                    "order, so the shards' 16-bit sums would differ; use ring_chunked or "
+                    "halving_doubling (or auto)",
+                    DataTypeName(wire)));
+  if (algorithm == "bcube" && (shards & (shards - 1)) != 0)
+    throw InvalidInput(
+        fmt::format("--allreduce_algorithm bcube sends a {} wire only over a power-of-two number of "
+                    "shards, not {}; use ring_chunked or halving_doubling (or auto)",
+                    DataTypeName(wire), shards));
+}
+
 struct GlooCommunicator::State {
   std::shared_ptr<Rendezvous> rendezvous;
   GlooOptions options;
@@ -406,6 +421,7 @@ void GlooCommunicator::AllreduceOverWire(const std::vector<float*>& buffers, siz
                    "gradients travel as float, bfloat16 or float16, not {}", DataTypeName(wire));
   LOCKSTEP_ENFORCE(!buffers.empty(), "Allreduce needs at least one buffer");
   LOCKSTEP_ENFORCE(state_->rendezvous, "call Connect before the first collective");
+  CheckWireAlgorithm(state_->algorithm, state_->num_shards, wire);
   SumIntoFirst(buffers, count);
   if (count == 0) return;  // every shard has the same count
   State& s = *state_;
@@ -416,8 +432,10 @@ void GlooCommunicator::AllreduceOverWire(const std::vector<float*>& buffers, siz
     on_wire.max_abs = MaxAbs(buffers[0], count);
     s.Collective("Allreduce of the float16 scale", sizeof(float), 1, [&](Rail& rail, size_t, size_t) {
       auto& algorithm = rail.allreduces[s.phase][{&on_wire.max_abs, 1}];
+      // The plain ring: the chunked and halving-doubling algorithms split a buffer into a part per shard,
+      // which one value does not have with 3 or more shards.
       if (!algorithm)
-        algorithm = NewAllreduce<float>(s.algorithm, rail.contexts[s.phase], &on_wire.max_abs, 1,
+        algorithm = NewAllreduce<float>("ring", rail.contexts[s.phase], &on_wire.max_abs, 1,
                                         gloo::ReductionFunction<float>::max);
       algorithm->run();
     });
