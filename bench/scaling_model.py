@@ -422,7 +422,8 @@ def calibrate(args, prof, shapes):
     held_out_groups = [] if args.no_held_out else [
         ("3 shards predicted by a fit to the 2- and 4-shard rows only", lambda r: r["shards"] == 3),
         ("the rows with added latency predicted by a fit to the rows without", lambda r: r["latency"] > 0),
-        ("other bucket plans predicted by a fit to the 8 MiB, no tail, 1 channel rows", lambda r: not old_plan(r))]
+        ("other bucket plans predicted by a fit to the 8 MiB, no tail, 1 channel rows", lambda r: not old_plan(r)),
+        ("the 16-bit wire rows predicted by a fit to the float32 ones", lambda r: r["wire"] != "float")]
     held_out_groups = [(title, [r for r in rows if held_out(r)], [r for r in rows if not held_out(r)])
                        for title, held_out in held_out_groups]
     held_out_groups = [g for g in held_out_groups if g[1] and g[2]]
