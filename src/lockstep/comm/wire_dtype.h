@@ -12,9 +12,8 @@
 // of two that the shards agree on (m is the largest |x| over all shards), and the result divided by it.
 #pragma once
 
-#include <math.h>
-
 #include <cfloat>
+#include <cmath>
 #include <cstddef>
 #include <string>
 
