@@ -4,8 +4,10 @@
 One step on N shards replays the 1-shard step's operators (forward, backward, update) from a trace. Buckets
 follow Parallelize: trainable parameters in reverse creation order (the traced MomentumSGDUpdate order,
 reversed), planned by the library itself (--allreduce_bucket_mb B, --allreduce_tail_bucket_mb T: see
-PlanGradientBuckets). Shapes come from a checkpoint's safetensors header. Bucket i goes to channel i % K (--allreduce_channels); a channel runs its
-allreduces one at a time in order, each starting once its gradients are written.
+PlanGradientBuckets). Shapes come from a checkpoint's safetensors header. Bucket i goes to channel i % K
+(--allreduce_channels); a channel runs its allreduces one at a time in order, each starting once its gradients
+are written. With --allreduce_dtype bfloat16 or float16 (run.sh's wire column) a bucket crosses the links in 2
+bytes per value, half its bytes.
 
 An allreduce runs in phases (`phases`), each its steps (rounds) of link latency, then its transfers: every shard
 sends its buffers (multiples of b bytes) over its own link at B, all at once; a phase ends when all have sent.
@@ -237,7 +239,8 @@ def read_table(path):
     text = text[heading.end():]
     following = re.search(rf"^#{{1,{len(heading.group(1))}}} ", text, re.MULTILINE)
     text = text[: following.start()] if following else text
-    defaults = {"latency ms": "0", "bucket MiB": "8", "tail MiB": "0", "channels": "1", "delay.py CPU s/step": "0"}
+    defaults = {"latency ms": "0", "bucket MiB": "8", "tail MiB": "0", "channels": "1", "wire": "float",
+                "delay.py CPU s/step": "0"}
     rows, header = [], None
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -253,7 +256,7 @@ def table_row(cell):
     mean = lambda s: statistics.mean(float(x) for x in s.split("/"))
     return {"shards": int(cell["shards"]), "gbit": float(cell["Gbit/s"]), "latency": mean(cell["latency ms"]),
             "algorithm": cell["algorithm"], "bucket": float(cell["bucket MiB"]), "tail": float(cell["tail MiB"]),
-            "channels": int(cell["channels"]), "step": mean(cell["step s"]),
+            "channels": int(cell["channels"]), "wire": cell.get("wire", "float"), "step": mean(cell["step s"]),
             "allreduce": mean(cell["allreduce s/step"]), "delay_cpu": mean(cell["delay.py CPU s/step"])}
 
 
@@ -263,19 +266,21 @@ def read_runs(paths):
     runs = []
     for path in paths:
         with open(path) as f:
-            runs.append([line.split() for line in f if line[:1].isdigit()])
+            rows = [line.split() for line in f if line[:1].isdigit()]
+        # outputs from before the wire column sent float32
+        runs.append([r[:7] + ["float"] + r[7:] if len(r) == 11 else r for r in rows])
         if not runs[-1]:
             raise ValueError(f"{path}: no rows of multihost/run.sh output")
-    if any(len(run) != len(runs[0]) or [c[:7] for c in run] != [c[:7] for c in runs[0]] for run in runs):
+    if any(len(run) != len(runs[0]) or [c[:8] for c in run] != [c[:8] for c in runs[0]] for run in runs):
         raise ValueError(f"{', '.join(paths)}: the invocations ran different configurations")
     # run.sh's columns under the tables' headers, the measured ones `a / b`; no latency or delay.py counts as 0
-    header = ["shards", "Gbit/s", "latency ms", "algorithm", "bucket MiB", "tail MiB", "channels", "step s",
-              "allreduce s/step", "hidden", "delay.py CPU s/step"]
+    header = ["shards", "Gbit/s", "latency ms", "algorithm", "bucket MiB", "tail MiB", "channels", "wire",
+              "step s", "allreduce s/step", "hidden", "delay.py CPU s/step"]
     cell = lambda values: " / ".join("0" if v in ("none", "n/a") else v for v in values)
     rows = []
     for cells in zip(*runs):  # one configuration: its row in each invocation
-        measured = [cell(column) for column in list(zip(*cells))[7:]]
-        rows.append(table_row(dict(zip(header, [cell([c]) for c in cells[0][:7]] + measured))))
+        measured = [cell(column) for column in list(zip(*cells))[8:]]
+        rows.append(table_row(dict(zip(header, [cell([c]) for c in cells[0][:7]] + [cells[0][7]] + measured))))
     return rows
 
 
@@ -317,7 +322,8 @@ def predict_row(row, theta, prof, shapes, args):
             out.append((steps * max(step, peer_s), overlapped * step, transfers))
         return out, cap
 
-    calls = [call(i, size) for i, (size, _) in enumerate(buckets)]
+    wire = 0.5 if row["wire"] in ("bfloat16", "float16") else 1.0  # 2 of a float's 4 bytes on the links
+    calls = [call(i, wire * size) for i, (size, _) in enumerate(buckets)]
     ready = [scale * max(prof["grad_ready"][p] for p in names) for _, names in buckets]
     # where the shared cores carry the transfers, compute slows while they run, and delay.py's CPU time there
     # (measured per step) is taken from the shards, less the TCP receive work it does for them
@@ -375,15 +381,15 @@ def fit(rows, prof, shapes, args):
 
 def print_rows(rows, predictions):
     """Prints a markdown table of measured against predicted times and how many rows are within 10%."""
-    print("| shards | Gbit/s | latency ms | algorithm | bucket MiB | tail MiB | channels | "
+    print("| shards | Gbit/s | latency ms | algorithm | bucket MiB | tail MiB | channels | wire | "
           "allreduce s meas / model | step s measured | step s model | error |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     within = 0
     for r, (step, busy) in zip(rows, predictions):
         err = step / r["step"] - 1
         within += abs(err) <= 0.10
         print(f"| {r['shards']} | {r['gbit']:g} | {r['latency']:g} | {r['algorithm']} | {r['bucket']:g} | "
-              f"{r['tail']:g} | {r['channels']} | {r['allreduce']:.3f} / {busy:.3f} | {r['step']:.3f} | "
+              f"{r['tail']:g} | {r['channels']} | {r['wire']} | {r['allreduce']:.3f} / {busy:.3f} | {r['step']:.3f} | "
               f"{step:.3f} | {100 * err:+.1f}% |")
     print(f"\n{within} of {len(rows)} configurations within 10%.\n")
 
@@ -405,7 +411,8 @@ def calibrate(args, prof, shapes):
     held_out_groups = [] if args.no_held_out else [
         ("3 shards predicted by a fit to the 2- and 4-shard rows only", lambda r: r["shards"] == 3),
         ("the rows with added latency predicted by a fit to the rows without", lambda r: r["latency"] > 0),
-        ("other bucket plans predicted by a fit to the 8 MiB, no tail, 1 channel rows", lambda r: not old_plan(r))]
+        ("other bucket plans predicted by a fit to the 8 MiB, no tail, 1 channel rows", lambda r: not old_plan(r)),
+        ("the 16-bit wire rows predicted by a fit to the float32 ones", lambda r: r["wire"] != "float")]
     held_out_groups = [(title, [r for r in rows if held_out(r)], [r for r in rows if not held_out(r)])
                        for title, held_out in held_out_groups]
     held_out_groups = [g for g in held_out_groups if g[1] and g[2]]

@@ -284,6 +284,25 @@ TEST(DataParallel, BucketsReportTheBuffersTheirAllreduceAllocates) {
   EXPECT_EQ(bucket.bytes, 64 + 1280 + 64 + 192u);
 }
 
+// A 16-bit wire: the same buckets, half the bytes sent, and every gradient Allreduce says so (the Allreduce
+// of combined BN statistics, if any, stays float32).
+TEST(DataParallel, TheWireDtypeReachesTheBucketsAndTheirAllreduces) {
+  ModelHelper model("small");
+  ParallelOptions o = SmallNetOptions({}, 2);
+  o.allreduce_dtype = DataType::kBFloat16;
+  DataParallelModel dp = Parallelize(model, o);
+  ASSERT_EQ(dp.buckets.size(), 1u);
+  EXPECT_EQ(dp.buckets[0].wire, DataType::kBFloat16);
+  EXPECT_EQ(dp.buckets[0].wire_bytes, dp.buckets[0].bytes / 2);
+  int allreduces = 0;
+  for (const auto& op : model.net().op())
+    if (op.type() == "Allreduce") {
+      ++allreduces;
+      EXPECT_EQ(GetStringArgument(op, "wire_dtype", "float"), "bfloat16");
+    }
+  EXPECT_EQ(allreduces, 1);
+}
+
 // The common world is a blob of the graph: param_init_net's CreateCommonWorld writes it, and every collective
 // (the training net's Allreduces, the broadcasts) reads it as input 0.
 TEST(DataParallel, CollectivesReadTheCommunicatorThatParamInitNetCreates) {
@@ -435,6 +454,8 @@ TEST(DataParallel, BadSetupsFailBeforeTraining) {
   expect_error([](ParallelOptions& o) { o.devices = {0, 0}; }, "listed twice");
   expect_error([](ParallelOptions& o) { o.allreduce_channels = 0; },
                "allreduce_channels must be in [1, 64], got 0");
+  expect_error([](ParallelOptions& o) { o.allreduce_dtype = DataType::kInt32; },
+               "allreduce_dtype must be float, bfloat16 or float16, got int32");
   expect_error(
       [](ParallelOptions& o) {
         o.forward_builder = [](ModelHelper&, float) { return std::vector<std::string>{}; };

@@ -1,5 +1,5 @@
-// Model fingerprints: models built alike agree, a different layer width or device count shows up, and
-// FirstDifference names the first entry that differs, with both values and the shard.
+// Model fingerprints: models built alike agree, a different layer width, device count or gradient wire dtype
+// shows up, and FirstDifference names the first entry that differs, with both values and the shard.
 #include "lockstep/parallel/fingerprint.h"
 
 #include <gtest/gtest.h>
@@ -11,8 +11,9 @@ namespace lockstep::testing {
 namespace {
 
 // FC (16 -> hidden) -> relu -> FC (hidden -> 3) -> softmax loss, on `devices` devices.
-Fingerprint SmallModelFingerprint(int hidden, int devices = 2) {
+Fingerprint SmallModelFingerprint(int hidden, int devices = 2, DataType wire = DataType::kFloat) {
   ParallelOptions o;
+  o.allreduce_dtype = wire;
   for (int d = 0; d < devices; ++d) o.devices.push_back(d);
   o.threads_per_device = 1;
   o.input_builder = [](ModelHelper& model) { layers::ReadBatch(model, "reader", "data", "label"); };
@@ -56,6 +57,16 @@ TEST(Fingerprint, ModelsBuiltAlikeAgreeAndAWidthDiffers) {
 
   const std::string devices = FirstDifference(model, SmallModelFingerprint(8, 3), 2);
   EXPECT_EQ(devices, "devices per shard is 2 on shard 0 but 3 on shard 2");
+}
+
+// Shards that sent their gradients in different dtypes would read each other's bytes as other numbers.
+TEST(Fingerprint, TheGradientWireDtypeMustAgree) {
+  const Fingerprint model = SmallModelFingerprint(8);
+  EXPECT_EQ(FirstDifference(model, SmallModelFingerprint(8, 2, DataType::kBFloat16), 1),
+            "gradient wire dtype is float32 on shard 0 but bfloat16 on shard 1");
+  EXPECT_EQ(FirstDifference(SmallModelFingerprint(8, 2, DataType::kFloat16),
+                            SmallModelFingerprint(8, 2, DataType::kBFloat16), 3),
+            "gradient wire dtype is float16 on shard 0 but bfloat16 on shard 3");
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // GlooCommunicator: shards as threads over loopback sum exactly with every algorithm, shard count, device
 // count and size, reuse their cached algorithms, broadcast bytes, split over two rails, run collectives on
-// channels side by side, refuse bad options, and blame the shard that went away.
+// channels side by side, refuse bad options, and blame the shard that went away; the 16-bit wire stays within
+// its stated bound of the float64 sum.
 #include "lockstep/comm/gloo_communicator.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -12,6 +14,7 @@
 #include <memory>
 #include <thread>
 
+#include "lockstep/comm/wire_dtype.h"
 #include "lockstep/core/enforce.h"
 #include "shards.h"
 
@@ -148,6 +151,129 @@ TEST(GlooCommunicator, RepeatedAllreduceOnTheSameBuffersStaysExact) {
       }
     });
   }
+}
+
+// Gradient-like values for the 16-bit wire: both signs, magnitudes spread over 2^-20 .. 2^0 times
+// `magnitude`, none of them sums of small integers.
+float WireValue(int shard, int device, size_t i, float magnitude) {
+  uint32_t h = static_cast<uint32_t>(i * 2654435761u + shard * 40503u + device * 9973u);
+  h ^= h >> 13;
+  h *= 0x5bd1e995u;
+  h ^= h >> 15;
+  const float fraction = 1.0f + static_cast<float>(h & 0xffffu) / 65536.0f;
+  const int exponent = -static_cast<int>((h >> 16) % 21);
+  return ((h >> 31) ? -1.0f : 1.0f) * std::ldexp(fraction, exponent) * magnitude;
+}
+
+// The 16-bit allreduce of `devices` buffers of `count` values against the float64 sum over all shards and
+// devices. The bound (wire_dtype.h): the shards' k sums are narrowed once each and pass k - 1 float32
+// additions rounded to the wire, each rounding at most u (2^-8 bfloat16, 2^-11 float16) times the sum of |x|
+// so far, so |result - exact| <= k u (1 + u)^k sum|x|; plus float32's rounding of the local devices' sum, and
+// for float16 half its smallest subnormal (2^-25, over the scale) per rounding. Returns device 0's result.
+std::vector<float> WireAllreduceAndCheck(GlooCommunicator& communicator, DataType wire, int devices,
+                                         size_t count, float magnitude) {
+  const int shards = communicator.size(), shard = communicator.rank();
+  std::vector<std::vector<float>> buffers(devices, std::vector<float>(count));
+  std::vector<float*> pointers;
+  for (int d = 0; d < devices; ++d) {
+    for (size_t i = 0; i < count; ++i) buffers[d][i] = WireValue(shard, d, i, magnitude);
+    pointers.push_back(buffers[d].data());
+  }
+  communicator.AllreduceOverWire(pointers, count, wire);
+  const double u = wire == DataType::kBFloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  float largest = 0;  // over every shard's local sum, as the shards agree on it
+  std::vector<double> exact(count), sum_abs(count);
+  for (size_t i = 0; i < count; ++i) {
+    for (int s = 0; s < shards; ++s) {
+      float local = 0;
+      for (int d = 0; d < devices; ++d) {
+        const float x = WireValue(s, d, i, magnitude);
+        local += x;
+        exact[i] += x;
+        sum_abs[i] += std::fabs(x);
+      }
+      largest = std::max(largest, std::fabs(local));
+    }
+  }
+  const double scale = wire == DataType::kFloat16 ? Float16WireScale(largest, shards) : 1.0;
+  for (int d = 0; d < devices; ++d)
+    for (size_t i = 0; i < count; ++i) {
+      const double bound = shards * u * std::pow(1 + u, shards) * sum_abs[i] +
+                           devices * std::ldexp(1.0, -24) * sum_abs[i] +
+                           2 * shards * std::ldexp(1.0, -25) / scale;
+      if (std::fabs(buffers[d][i] - exact[i]) > bound) {  // one report per buffer, not one per element
+        ADD_FAILURE() << DataTypeName(wire) << " wire, shard " << shard << " device " << d << " element " << i
+                      << " of " << count << ": " << buffers[d][i] << " vs the exact " << exact[i]
+                      << ", beyond " << bound;
+        break;
+      }
+    }
+  return buffers[0];
+}
+
+class GlooWireSweep : public ::testing::TestWithParam<int> {};
+
+// The algorithms that carry 16 bits (CheckWireAlgorithm): not the plain ring, bcube on powers of two only.
+std::vector<std::string> WireAlgorithmsFor(int shards) {
+  std::vector<std::string> algorithms;
+  for (const auto& name : AlgorithmsFor(shards))
+    if (name != "ring" && (name != "bcube" || (shards & (shards - 1)) == 0)) algorithms.push_back(name);
+  return algorithms;
+}
+
+TEST_P(GlooWireSweep, SixteenBitAllreduceStaysWithinItsBoundOfTheFloat64Sum) {
+  const int shards = GetParam();
+  for (const auto& algorithm : WireAlgorithmsFor(shards)) {
+    SCOPED_TRACE(algorithm);
+    std::vector<std::vector<float>> results(shards);
+    OnConnectedShards(shards, Loopback(algorithm), [&](int shard, GlooCommunicator& communicator) {
+      for (DataType wire : {DataType::kBFloat16, DataType::kFloat16})
+        for (int devices : {1, 2})
+          for (size_t count : {0, 1, 17, 1001, 100003})
+            WireAllreduceAndCheck(communicator, wire, devices, count, 1.0f);
+      // float16's scale keeps gradient-sized values (1e-6 and below) out of its subnormals, and large ones
+      // below its 65504.
+      WireAllreduceAndCheck(communicator, DataType::kFloat16, 1, 4099, 1e-6f);
+      WireAllreduceAndCheck(communicator, DataType::kFloat16, 1, 4099, 3e4f);
+      results[shard] = WireAllreduceAndCheck(communicator, DataType::kBFloat16, 1, 4099, 1e-6f);
+    });
+    for (int shard = 1; shard < shards; ++shard)
+      EXPECT_EQ(results[shard], results[0]) << "every shard gets the same sums: shard " << shard;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shards, GlooWireSweep, ::testing::Values(1, 2, 3, 4, 5, 6, 7),
+                         [](const auto& info) { return std::to_string(info.param) + "Shards"; });
+
+TEST(GlooCommunicator, AlgorithmsThatCannotCarry16BitsAreRefusedInOneLine) {
+  EXPECT_NO_THROW(CheckWireAlgorithm("ring", 3, DataType::kFloat));
+  EXPECT_NO_THROW(CheckWireAlgorithm("auto", 6, DataType::kBFloat16));
+  EXPECT_NO_THROW(CheckWireAlgorithm("bcube", 4, DataType::kFloat16));
+  try {
+    CheckWireAlgorithm("ring", 2, DataType::kBFloat16);
+    ADD_FAILURE() << "ring was accepted";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(
+        std::string(e.what()),
+        "--allreduce_algorithm ring cannot send a bfloat16 wire: every shard sums in its own order, so the "
+        "shards' 16-bit sums would differ; use ring_chunked or halving_doubling (or auto)");
+  }
+  EXPECT_THROW(CheckWireAlgorithm("bcube", 6, DataType::kFloat16), InvalidInput);
+  OnConnectedShards(2, Loopback("ring"), [&](int, GlooCommunicator& communicator) {
+    std::vector<float> buffer(5, 1.0f);
+    EXPECT_THROW(communicator.AllreduceOverWire({buffer.data()}, buffer.size(), DataType::kBFloat16),
+                 InvalidInput);
+  });
+}
+
+TEST(GlooCommunicator, SixteenBitWireReusesItsBuffersAcrossStepsAndRails) {
+  for (DataType wire : {DataType::kBFloat16, DataType::kFloat16})
+    OnConnectedShards(3, Loopback("auto", {"lo", "lo"}), [&](int, GlooCommunicator& communicator) {
+      for (int step = 0; step < 3; ++step) {
+        WireAllreduceAndCheck(communicator, wire, 2, 100003, 1.0f);
+        if (step == 0) communicator.EndFirstIteration();
+      }
+    });
 }
 
 // Broadcasts `bytes` bytes from `root` to both devices of every shard.

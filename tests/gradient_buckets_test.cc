@@ -27,6 +27,25 @@ TEST(GradientBuckets, SlicesAreAlignedAndBucketsCloseAtTheLimit) {
   EXPECT_TRUE(PlanGradientBuckets({}).empty());
 }
 
+// A 16-bit wire sends half a bucket's bytes; the buckets themselves stay the same.
+TEST(GradientBuckets, TheWireDtypeHalvesTheBytesSentButNotTheBuckets) {
+  const std::vector<std::pair<std::string, Shape>> blobs{{"a", {5}}, {"b", {4, 4}}, {"c", {3}}};
+  auto float32 = PlanGradientBuckets(blobs, 100);
+  EXPECT_EQ(float32[0].wire, DataType::kFloat);
+  EXPECT_EQ(float32[0].wire_bytes, 128u);
+  for (DataType wire : {DataType::kBFloat16, DataType::kFloat16}) {
+    auto halved = PlanGradientBuckets(blobs, 100, 0, wire);
+    ASSERT_EQ(halved.size(), float32.size());
+    for (size_t b = 0; b < halved.size(); ++b) {
+      EXPECT_EQ(halved[b].params, float32[b].params);
+      EXPECT_EQ(halved[b].offsets, float32[b].offsets);
+      EXPECT_EQ(halved[b].bytes, float32[b].bytes);
+      EXPECT_EQ(halved[b].wire, wire);
+      EXPECT_EQ(halved[b].wire_bytes, float32[b].bytes / 2);
+    }
+  }
+}
+
 TEST(GradientBuckets, TheTailBucketIsFormedFromTheEnd) {
   // 64 bytes each after alignment.
   const std::vector<std::pair<std::string, Shape>> blobs{

@@ -214,6 +214,17 @@ TEST(TrainerOptions, FashionMnistDefaultsToOnePassUnlessEpochSizeIsGiven) {
             "--image_size 32 does not match fashion-mnist (28); leave it out");
 }
 
+TEST(TrainerOptions, AllreduceDtypeIsFloatBFloat16OrFloat16) {
+  TrainerConfig config = Valid();
+  for (const std::string dtype : {"float", "bfloat16", "float16"}) {
+    config.allreduce_dtype = dtype;
+    EXPECT_EQ(ErrorOf([&] { ValidateTrainerConfig(config); }), "") << dtype;
+  }
+  config.allreduce_dtype = "half";
+  EXPECT_EQ(ErrorOf([&] { ValidateTrainerConfig(config); }),
+            "unknown --allreduce_dtype 'half'; choose float, bfloat16 or float16");
+}
+
 // The hyper-parameters the shards compare before the first step, generated from the table.
 TEST(TrainerOptions, ShardAgreementEntries) {
   TrainerConfig config = Valid();
@@ -221,12 +232,14 @@ TEST(TrainerOptions, ShardAgreementEntries) {
   auto entries = ShardAgreementEntries(config);
   std::set<std::string> names;
   for (const auto& [name, value] : entries) names.insert(name);
+  // clang-format off
   EXPECT_EQ(names, (std::set<std::string>{
                        "--model", "--batch_size", "--epoch_size", "--num_epochs", "--base_learning_rate",
                        "--momentum", "--nesterov", "--weight_decay", "--combine_spatial_bn",
                        "--model_parallel", "--micro_batches", "--dtype", "--loss_scale", "--seed",
-                       "--train_data", "--allreduce_algorithm", "--allreduce_bucket_mb",
+                       "--train_data", "--allreduce_algorithm", "--allreduce_dtype", "--allreduce_bucket_mb",
                        "--allreduce_tail_bucket_mb", "--allreduce_channels", "--distributed_interfaces"}));
+  // clang-format on
   for (const auto& [name, value] : entries) {
     if (name == "--distributed_interfaces") {
       EXPECT_EQ(value, "2 values");

@@ -28,19 +28,24 @@ delay_cpu_s is the CPU time per step of the delay.py processes (all shards, both
   --bucket_mb B        train --allreduce_bucket_mb (default 8)
   --tail_mb T          train --allreduce_tail_bucket_mb (default 0)
   --channels K         train --allreduce_channels (default 1)
+  --allreduce_dtype D  train --allreduce_dtype: float, bfloat16 or float16, the dtype the gradients cross the
+                       links in (default float)
   --model M            lockstep model (default resnet18)
   --image_size N       input height and width (default 64)
   --batch_size B       images per shard and step (default 8)
   --steps S            steps per epoch (default 5)
   --run_timeout SECS   limit of each shard's run (default 180)
   --sweep              run the matrix: shards (--sweep_shards), links (--sweep_gbit), latencies
-                       (--sweep_latencies), algorithms (--sweep_algorithms), bucket plans (--sweep_plans)
+                       (--sweep_latencies), algorithms (--sweep_algorithms), bucket plans (--sweep_plans),
+                       wire dtypes (--sweep_dtypes)
   --sweep_shards LIST  shard counts of the sweep, comma-separated (default 2,3)
   --sweep_gbit LIST    link bandwidths of the sweep in Gbit/s, comma-separated (default 1,10)
   --sweep_latencies LIST  one-way latencies of the sweep in ms, comma-separated; 0 adds none (default 0.1,1)
   --sweep_algorithms LIST  algorithms of the sweep, comma-separated (default ring,ring_chunked,halving_doubling,bcube)
   --sweep_plans LIST   bucket plans of the sweep, comma-separated B:T:K (bucket MiB, tail MiB, channels);
                        default the one that --bucket_mb, --tail_mb and --channels give
+  --sweep_dtypes LIST  wire dtypes, comma-separated, each run after the other on the same configuration (also
+                       without --sweep); default --allreduce_dtype's
   --keep DIR           copy every run's output, logs and traces to DIR
   -h, --help           this text
 EOF
@@ -66,6 +71,8 @@ bucket_mb=8
 tail_mb=0
 channels=1
 sweep_plans=
+allreduce_dtype=float
+sweep_dtypes=
 keep=
 
 # shellcheck source=bench/common.sh
@@ -83,7 +90,7 @@ while (($#)); do
     --sweep) sweep=1; shift ;;
     --build | --shards | --gbit | --latency_ms | --algorithm | --model | --image_size | --batch_size | --steps | \
       --run_timeout | --sweep_shards | --sweep_gbit | --sweep_latencies | --sweep_algorithms | --bucket_mb | \
-      --tail_mb | --channels | --sweep_plans | --keep)
+      --tail_mb | --channels | --sweep_plans | --keep | --allreduce_dtype | --sweep_dtypes)
       needs_value "$1" $#
       case $1 in
         --build) build=$2 ;;
@@ -105,6 +112,8 @@ while (($#)); do
         --channels) positive "$1" "$2"; channels=$2 ;;
         --sweep_plans) sweep_plans=$2 ;;
         --keep) keep=$2 ;;
+        --allreduce_dtype) allreduce_dtype=$2 ;;
+        --sweep_dtypes) sweep_dtypes=$2 ;;
       esac
       shift 2
       ;;
@@ -133,6 +142,13 @@ for plan in "${plans[@]}"; do
     echo "error: --sweep_plans takes bucket_mb:tail_mb:channels triples such as 8:1:2, got '$plan'" >&2
     exit 2
   fi
+done
+IFS=, read -r -a dtypes <<<"${sweep_dtypes:-$allreduce_dtype}"
+for dtype in "${dtypes[@]}"; do
+  case $dtype in
+    float | bfloat16 | float16) ;;
+    *) echo "error: --allreduce_dtype and --sweep_dtypes take float, bfloat16 or float16, got '$dtype'" >&2; exit 2 ;;
+  esac
 done
 require_lockstep "$build"
 lockstep=$build/lockstep
@@ -267,16 +283,16 @@ wait_started() {  # output files, in the order of ${started[@]}
 }
 
 header() {
-  printf '%-6s %-8s %-11s %-16s %-9s %-7s %-8s %-10s %-14s %-8s %s\n' shards Gbit/s latency_ms algorithm \
-    bucket_mb tail_mb channels step_s allreduce_s hidden delay_cpu_s
+  printf '%-6s %-8s %-11s %-16s %-9s %-7s %-8s %-9s %-10s %-14s %-8s %s\n' shards Gbit/s latency_ms algorithm \
+    bucket_mb tail_mb channels wire step_s allreduce_s hidden delay_cpu_s
 }
 
 # One configuration: prints its row.
-run_config() {  # shards gbit latency_ms algorithm bucket_mb:tail_mb:channels
-  local n=$1 rate=$2 delay=$3 algo=$4 plan=$5 k dir outputs=() step summary bucket tail channels
+run_config() {  # shards gbit latency_ms algorithm bucket_mb:tail_mb:channels wire_dtype
+  local n=$1 rate=$2 delay=$3 algo=$4 plan=$5 wire=$6 k dir outputs=() step summary bucket tail channels
   IFS=: read -r bucket tail channels <<<"$plan"
   runs=$((runs + 1))  # a plan may be listed twice: each run gets its own folder and run id
-  local tag=${runs}_n${n}_g${rate}_l${delay}_${algo}_b${bucket}_t${tail}_c$channels
+  local tag=${runs}_n${n}_g${rate}_l${delay}_${algo}_b${bucket}_t${tail}_c${channels}_$wire
   dir=$work/$tag
   mkdir -p "$dir/store" "$dir/log"
   setup_network "$n" "$rate" "$delay"
@@ -286,7 +302,8 @@ run_config() {  # shards gbit latency_ms algorithm bucket_mb:tail_mb:channels
       --train_data null --use_cpu --threads 1 --epoch_size $((n * batch_size * steps)) --num_epochs 2 \
       --num_shards "$n" --shard_id "$k" --run_id "lsbench_$$_$tag" --file_store_path "$dir/store" \
       --distributed_interfaces veth0 --allreduce_algorithm "$algo" --allreduce_bucket_mb "$bucket" \
-      --allreduce_tail_bucket_mb "$tail" --allreduce_channels "$channels" --timeout 60 --first_iter_timeout 120 \
+      --allreduce_tail_bucket_mb "$tail" --allreduce_channels "$channels" --allreduce_dtype "$wire" \
+      --timeout 60 --first_iter_timeout 120 \
       --log_dir "$dir/log" --iter_log "$dir/iter.csv" --log_every_iters 1 >"$dir/shard$k.out" 2>&1 &
     started+=($!)
     outputs+=("$dir/shard$k.out")
@@ -294,8 +311,8 @@ run_config() {  # shards gbit latency_ms algorithm bucket_mb:tail_mb:channels
   local latency_column=$delay
   [[ $latency_via != none ]] || latency_column=none
   if ! wait_started "${outputs[@]}"; then
-    printf '%-6s %-8s %-11s %-16s %-9s %-7s %-8s failed\n' "$n" "$rate" "$latency_column" "$algo" "$bucket" \
-      "$tail" "$channels"
+    printf '%-6s %-8s %-11s %-16s %-9s %-7s %-8s %-9s failed\n' "$n" "$rate" "$latency_column" "$algo" "$bucket" \
+      "$tail" "$channels" "$wire"
     [[ -z $keep ]] || { mkdir -p "$keep"; cp -r "$dir" "$keep/"; }
     return 0
   fi
@@ -304,14 +321,14 @@ run_config() {  # shards gbit latency_ms algorithm bucket_mb:tail_mb:channels
     END { if (!found) exit 1; printf "%.4f\n", worst / steps }' "$dir"/log/*.log) ||
     { echo "error: no epoch 2 row in the logs of $dir/log" >&2; return 1; }
   summary=$(/usr/bin/python3 "$repo/bench/multihost/trace_summary.py" --skip "$steps" --json "$dir/trace0.train.json")
-  /usr/bin/python3 - "$summary" "$n" "$rate" "$latency_column" "$algo" "$bucket" "$tail" "$channels" "$step" \
-    "$(delayer_cpu_per_step)" <<'EOF'
+  /usr/bin/python3 - "$summary" "$n" "$rate" "$latency_column" "$algo" "$bucket" "$tail" "$channels" "$wire" \
+    "$step" "$(delayer_cpu_per_step)" <<'EOF'
 import json, sys
 s = json.loads(sys.argv[1])
-n, rate, latency, algo, bucket, tail, channels, step, delay_cpu = sys.argv[2:]
+n, rate, latency, algo, bucket, tail, channels, wire, step, delay_cpu = sys.argv[2:]
 hidden = "n/a" if s["hidden"] is None else f"{100 * s['hidden']:.0f}%"
-print(f"{n:<6} {rate:<8} {latency:<11} {algo:<16} {bucket:<9} {tail:<7} {channels:<8} {float(step):<10.3f} "
-      f"{s['allreduce_s']:<14.3f} {hidden:<8} {delay_cpu}")
+print(f"{n:<6} {rate:<8} {latency:<11} {algo:<16} {bucket:<9} {tail:<7} {channels:<8} {wire:<9} "
+      f"{float(step):<10.3f} {s['allreduce_s']:<14.3f} {hidden:<8} {delay_cpu}")
 EOF
   [[ -z $keep ]] || { mkdir -p "$keep"; cp -r "$dir" "$keep/"; }
 }
@@ -326,7 +343,9 @@ if ((sweep)); then
         [[ $latency_via != none || $delay == "${delays[0]}" ]] || continue  # no latency to vary
         for algo in "${algorithms[@]}"; do
           if [[ $algo == bcube ]] && ((n % 2)); then continue; fi
-          for plan in "${plans[@]}"; do run_config "$n" "$rate" "$delay" "$algo" "$plan"; done
+          for plan in "${plans[@]}"; do
+            for dtype in "${dtypes[@]}"; do run_config "$n" "$rate" "$delay" "$algo" "$plan" "$dtype"; done
+          done
         done
       done
     done
@@ -336,6 +355,8 @@ else
     echo "error: bcube needs an even shard count" >&2
     exit 2
   fi
-  for plan in "${plans[@]}"; do run_config "$shards" "$gbit" "$latency_ms" "$algorithm" "$plan"; done
+  for plan in "${plans[@]}"; do
+    for dtype in "${dtypes[@]}"; do run_config "$shards" "$gbit" "$latency_ms" "$algorithm" "$plan" "$dtype"; done
+  done
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

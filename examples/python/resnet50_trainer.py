@@ -110,7 +110,7 @@ def main(argv):
         blobs_to_keep=["loss", "accuracy"], max_threads=flag("threads"),
         bucket_bytes=int(flag("allreduce_bucket_mb") * (1 << 20)),
         tail_bucket_bytes=int(flag("allreduce_tail_bucket_mb") * (1 << 20)),
-        max_concurrent_distributed_ops=flag("allreduce_channels"),
+        max_concurrent_distributed_ops=flag("allreduce_channels"), allreduce_dtype=flag("allreduce_dtype"),
         num_threads_per_device=max(1, flag("threads") // len(devices)) if flag("threads") > 0 else 0)
     if train_model.shards:
         say(f"shard {shard_id} of {num_shards}: joined {train_model.shards.description}")

@@ -20,7 +20,8 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
                 broadcast_computed_params=True, optimize_gradient_memory=False, blobs_to_keep=None,
                 use_nccl=False, max_concurrent_distributed_ops=2, cpu_device=False, num_threads_per_device=0,
                 shared_model=False, combine_spatial_bn=False, bucket_bytes=8 << 20, share_buffers=True,
-                micro_batches=1, devices_per_replica=1, max_threads=0, tail_bucket_bytes=0):
+                micro_batches=1, devices_per_replica=1, max_threads=0, tail_bucket_bytes=0,
+                allreduce_dtype="float"):
     """Builds ``model_helper_obj.net`` as the data-parallel training net (it must be empty).
 
     input_builder_fun(model): adds the ops that read this replica's input (brew.image_input).
@@ -37,6 +38,8 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
         connections (channels), on CPU devices; CUDA devices use one. The default is the command line's, 2
         (Caffe2's was 16; more than 2 measured no faster).
     bucket_bytes, tail_bucket_bytes: gradients allreduced together (ParallelOptions).
+    allreduce_dtype: "float", or "bfloat16" / "float16": the buckets cross shards (and GPUs) in 16 bits, summed
+        in float32 at every hop; the update reads float32 gradients (--allreduce_dtype).
 
     share_buffers: blobs whose lifetimes do not overlap share buffers (the memory plan; the same results).
         Blobs that no op reads after writing them (accuracies), the returned losses and what they are
@@ -72,6 +75,7 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
     options.max_threads = int(max_threads)
     options.bucket_bytes = int(bucket_bytes)
     options.tail_bucket_bytes = int(tail_bucket_bytes)
+    options.allreduce_dtype = str(allreduce_dtype)
     if rendezvous is not None and device_type == core.CPU:
         options.allreduce_channels = int(max_concurrent_distributed_ops)
     options.micro_batches = int(micro_batches)

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "bindings.h"
+#include "lockstep/comm/wire_dtype.h"
 #include "lockstep/core/cpu_isa.h"
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/enforce.h"
@@ -227,6 +228,12 @@ void BindParallelize(py::module_& m) {
       .def_readwrite("bucket_bytes", &ParallelOptions::bucket_bytes)
       .def_readwrite("tail_bucket_bytes", &ParallelOptions::tail_bucket_bytes)
       .def_readwrite("allreduce_channels", &ParallelOptions::allreduce_channels)
+      .def_property(
+          "allreduce_dtype",
+          [](const ParallelOptions& o) { return std::string(DataTypeName(o.allreduce_dtype)); },
+          [](ParallelOptions& o, const std::string& name) {
+            o.allreduce_dtype = ParseWireDtype(name, "allreduce_dtype");
+          })
       .def_readwrite("combine_spatial_bn", &ParallelOptions::combine_spatial_bn)
       .def_readwrite("share_buffers", &ParallelOptions::share_buffers)
       .def_readwrite("keep_blobs", &ParallelOptions::keep_blobs)

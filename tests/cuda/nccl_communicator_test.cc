@@ -1,17 +1,21 @@
 // CUDA communicators (skipped without a GPU): the factory's choice sums 1, 2 and 4 logical devices exactly
 // and broadcasts; NCCL itself on the distinct GPUs there are; staging through a host communicator, in one
 // process and across two shards over Gloo; the Allreduce and Broadcast ops on device buffers, through the
-// communicator that CreateCommonWorld makes.
+// communicator that CreateCommonWorld makes. The 16-bit wire (NCCL's bfloat16 / float16, and Gloo's across
+// staged shards) sums these small integers exactly too, and the device's narrowing matches the host's bits.
 #include "lockstep/comm/cuda/nccl_communicator.h"
 
 #include <iterator>
 #include <numeric>
 
 #include "lockstep/comm/cuda/cuda_communicator.h"
+#include "lockstep/comm/cuda/wire_cast.h"
 #include "lockstep/comm/gloo_communicator.h"
 #include "lockstep/comm/local_communicator.h"
 #include "lockstep/comm/rendezvous.h"
+#include "lockstep/comm/wire_dtype.h"
 #include "lockstep/core/device_backend.h"
+#include "lockstep/cuda/cuda_context.h"
 #include "lockstep/ops/op_defs.h"
 #include "shards.h"
 #include "test_util.h"
@@ -76,9 +80,11 @@ void ExpectSums(const std::vector<Tensor>& buffers, const std::vector<std::vecto
 
 // Allreduces (or Reduces) buffers of sizes 0, 1, odd and large, twice each, as gradient buckets: the same
 // buffers every time (a staged communicator keeps a host buffer, and Gloo an algorithm, per device buffer, so
-// every shard must present new buffers at the same collectives).
+// every shard must present new buffers at the same collectives). A 16-bit wire carries the sums of these
+// small integers exactly: bfloat16 holds integers to 256, float16 to 2048, and float16's scale is a power of
+// two.
 void SumAndCheck(CudaCommunicator& communicator, const std::vector<std::vector<int>>& devices_of_shard,
-                 int shard, bool reduce_only) {
+                 int shard, bool reduce_only, DataType wire = DataType::kFloat) {
   const std::vector<int>& devices = devices_of_shard[shard];
   const size_t counts[] = {0, 1, 1001, (1 << 20) + 3};
   std::vector<std::vector<Tensor>> kept(std::size(counts), std::vector<Tensor>(devices.size()));
@@ -91,7 +97,7 @@ void SumAndCheck(CudaCommunicator& communicator, const std::vector<std::vector<i
       if (reduce_only)
         communicator.Reduce(Pointers(buffers), count);
       else
-        communicator.Allreduce(Pointers(buffers), count);
+        communicator.AllreduceOverWire(Pointers(buffers), count, wire);
       ExpectSums(buffers, devices_of_shard, shard, round, reduce_only ? 1 : buffers.size());
       ++round;
     }
@@ -168,6 +174,52 @@ TEST(CudaCommunicator, NcclSumsAndBroadcastsOnDistinctGpus) {
   SumAndCheck(communicator, {FirstDevices(n)}, 0, false);
   SumAndCheck(communicator, {FirstDevices(n)}, 0, true);
   BroadcastAndCheck(communicator, 0, 0);
+  for (DataType wire : {DataType::kBFloat16, DataType::kFloat16}) {
+    SCOPED_TRACE(DataTypeName(wire));
+    SumAndCheck(communicator, {FirstDevices(n)}, 0, false, wire);
+  }
+}
+
+// The kernels that narrow for NCCL round as the host's NarrowToWire does, bit for bit, and widen exactly.
+TEST(CudaCommunicator, DeviceNarrowingMatchesTheHostsBits) {
+  if (GpuCount() == 0) GTEST_SKIP() << "no GPU";
+  const size_t count = 100003;
+  Tensor host({static_cast<int64_t>(count)}, DataType::kFloat);
+  for (size_t i = 0; i < count; ++i)
+    host.data<float>()[i] = std::ldexp(static_cast<float>(static_cast<int>(i * 2654435761u % 20001) - 10000),
+                                       -static_cast<int>(i % 30));
+  Tensor values, wire_bits, scale;
+  values.PlaceOn({DeviceType::kCuda, 0});
+  values.CopyFrom(host);
+  wire_bits.PlaceOn({DeviceType::kCuda, 0});
+  wire_bits.Resize({static_cast<int64_t>(count)}, DataType::kFloat16);
+  scale.PlaceOn({DeviceType::kCuda, 0});
+  scale.Resize({1}, DataType::kFloat);
+  cudaStream_t stream = cuda::ContextFor(0).stream();
+  for (DataType wire : {DataType::kBFloat16, DataType::kFloat16}) {
+    const float* device_scale = nullptr;
+    float host_scale = 1;
+    if (wire == DataType::kFloat16) {
+      MaxAbsOnDevice(values.data<float>(), count, scale.data<float>(), stream);
+      Float16ScaleOnDevice(scale.data<float>(), 3, stream);
+      device_scale = scale.data<float>();
+      host_scale = Float16WireScale(MaxAbs(host.data<float>(), count), 3);
+    }
+    NarrowOnDevice(values.data<float>(), count, wire, device_scale, wire_bits.raw_data(), stream);
+    std::vector<uint16_t> expected(count), got(count);
+    NarrowToWire(host.data<float>(), count, wire, host_scale, expected.data());
+    LOCKSTEP_CUDA_CHECK(
+        cudaMemcpyAsync(got.data(), wire_bits.raw_data(), count * 2, cudaMemcpyDeviceToHost, stream));
+    LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    EXPECT_EQ(got, expected) << DataTypeName(wire);
+    Tensor widened;
+    widened.PlaceOn({DeviceType::kCuda, 0});
+    widened.Resize({static_cast<int64_t>(count)}, DataType::kFloat);
+    WidenOnDevice(wire_bits.raw_data(), count, wire, device_scale, widened.data<float>(), stream);
+    std::vector<float> want(count);
+    WidenFromWire(expected.data(), count, wire, host_scale, want.data());
+    EXPECT_EQ(Values(widened), want) << DataTypeName(wire);
+  }
 }
 
 // The staging path within one process: the host communicator of a single process adds nothing, so the
@@ -210,6 +262,8 @@ TEST(CudaCommunicator, StagingAcrossTwoShardsOverGlooSumsEveryDevice) {
       EXPECT_EQ(communicator->size(), shards);
       SumAndCheck(*communicator, devices_of_shard, shard, false);
       BroadcastAndCheck(*communicator, shard, 1);
+      SumAndCheck(*communicator, devices_of_shard, shard, false, DataType::kBFloat16);
+      SumAndCheck(*communicator, devices_of_shard, shard, false, DataType::kFloat16);
     } catch (const std::exception& e) {
       rendezvous->ReportFailure(-1, e.what());  // the other shard stops waiting
       throw;

@@ -157,6 +157,17 @@ def test_builder_exceptions_leave_parallelize_with_their_traceback():
     assert any(entry.name == "forward" for entry in raised.traceback)
 
 
+def test_parallelize_sends_the_gradients_in_the_wire_dtype_it_is_given():
+    model = model_helper.ModelHelper(name="wire")
+    data_parallel_model.Parallelize_CPU(model, **dict(fc_softmax_builders(0.5, 2, 8), allreduce_dtype="bfloat16"))
+    wires = [arg.s for op in model.net.Proto().op if op.type == "Allreduce" for arg in op.arg
+             if arg.name == "wire_dtype"]
+    assert wires == [b"bfloat16"]
+    with pytest.raises(InvalidInput, match="unknown allreduce_dtype 'fp8'; choose float, bfloat16 or float16"):
+        data_parallel_model.Parallelize_CPU(model_helper.ModelHelper(name="bad_wire"),
+                                            **dict(fc_softmax_builders(0.5, 2, 8), allreduce_dtype="fp8"))
+
+
 def test_core_errors_keep_their_one_line_message():
     model = model_helper.ModelHelper(name="bad")
     with pytest.raises(InvalidInput, match="devices is empty"):

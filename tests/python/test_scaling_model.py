@@ -152,9 +152,9 @@ def test_read_table_averages_invocations_and_fills_missing_columns(tmp_path):
 | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 | 2 | 1 | ring | 8 | 1 | 2 | 0.4 / 0.6 | 0.3 / 0.5 | 10% / 20% |
 
-| shards | Gbit/s | latency ms | algorithm | step s | allreduce s/step | delay.py CPU s/step |
-| --- | --- | --- | --- | --- | --- | --- |
-| 4 | 10 | 0.1 | bcube | 0.3 / 0.3 / 0.6 | 0.2 | 0.1 / 0.3 |
+| shards | Gbit/s | latency ms | algorithm | wire | step s | allreduce s/step | delay.py CPU s/step |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+| 4 | 10 | 0.1 | bcube | bfloat16 | 0.3 / 0.3 / 0.6 | 0.2 | 0.1 / 0.3 |
 
 ## Next section
 
@@ -165,9 +165,9 @@ def test_read_table_averages_invocations_and_fills_missing_columns(tmp_path):
     rows = sm.read_table(str(readme))
     assert rows == [
         {"shards": 2, "gbit": 1.0, "latency": 0.0, "algorithm": "ring", "bucket": 8.0, "tail": 1.0, "channels": 2,
-         "step": pytest.approx(0.5), "allreduce": pytest.approx(0.4), "delay_cpu": 0.0},
+         "wire": "float", "step": pytest.approx(0.5), "allreduce": pytest.approx(0.4), "delay_cpu": 0.0},
         {"shards": 4, "gbit": 10.0, "latency": 0.1, "algorithm": "bcube", "bucket": 8.0, "tail": 0.0,
-         "channels": 1, "step": pytest.approx(0.4), "allreduce": pytest.approx(0.2),
+         "channels": 1, "wire": "bfloat16", "step": pytest.approx(0.4), "allreduce": pytest.approx(0.2),
          "delay_cpu": pytest.approx(0.2)},
     ]
 
@@ -190,7 +190,7 @@ def test_the_calibration_tables_are_where_the_model_looks_by_default():
     assert len(rows) >= 132 and {row["shards"] for row in rows} == {2, 3, 4}
 
 
-def predict(gbit, latency_ms, peer_s, algorithm="ring_chunked"):
+def predict(gbit, latency_ms, peer_s, algorithm="ring_chunked", wire="float"):
     """Step time of 4 shards on one bucket of SHAPES whose allreduce transfers take 20 ms on a shaped link."""
     prof = {"params": ["w1", "b1", "w2", "b2"], "grad_ready": {"w1": 0.1, "b1": 0.1, "w2": 0.05, "b2": 0.05},
             "backward_end": 0.1, "update_s": 0.0}
@@ -199,8 +199,15 @@ def predict(gbit, latency_ms, peer_s, algorithm="ring_chunked"):
     bw = 1.5 * bucket_bytes / 0.02
     theta = {("bw", 1.0): bw, ("bw", 10.0): bw, "sync_s": 0.0, "idle": 0.0, "overlap": 0.0, "peer_s": peer_s}
     row = {"shards": 4, "gbit": gbit, "latency": latency_ms, "algorithm": algorithm, "bucket": 8, "tail": 0,
-           "channels": 1, "delay_cpu": 0.0}
+           "channels": 1, "wire": wire, "delay_cpu": 0.0}
     return sm.predict_row(row, theta, prof, SHAPES, args)[0]
+
+
+def test_a_16_bit_wire_halves_the_transfers():
+    # no latency, no peer wait: after the backward (0.2 s: 4 shards on 2 cores) the transfers take 20 ms, then 10
+    for wire in ("bfloat16", "float16"):
+        assert predict(1, 0, 0) == pytest.approx(0.22)
+        assert predict(1, 0, 0, wire=wire) == pytest.approx(0.21)
 
 
 def test_ring_chunked_hides_its_notification_rounds_only_where_the_network_limits_the_link():
@@ -231,11 +238,26 @@ def test_read_runs_averages_the_invocations_of_run_sh(tmp_path):
     rows = sm.read_runs([str(first), str(second)])
     assert rows == [
         {"shards": 2, "gbit": 10.0, "latency": 0.0, "algorithm": "ring_chunked", "bucket": 8.0, "tail": 1.0,
-         "channels": 2, "step": pytest.approx(0.15), "allreduce": pytest.approx(0.123), "delay_cpu": 0.0},
+         "channels": 2, "wire": "float", "step": pytest.approx(0.15), "allreduce": pytest.approx(0.123),
+         "delay_cpu": 0.0},
         {"shards": 3, "gbit": 1.0, "latency": 0.5, "algorithm": "halving_doubling", "bucket": 2.0, "tail": 0.5,
-         "channels": 4, "step": pytest.approx(0.8), "allreduce": pytest.approx(2.4),
+         "channels": 4, "wire": "float", "step": pytest.approx(0.8), "allreduce": pytest.approx(2.4),
          "delay_cpu": pytest.approx(0.25)},
     ]
+
+
+WIRE_OUTPUT = """shards Gbit/s   latency_ms  algorithm        bucket_mb tail_mb channels wire      step_s     allreduce_s    hidden   delay_cpu_s
+2      1        0           halving_doubling 8         1       2        float     {step}      0.700          20%      n/a
+2      1        0           halving_doubling 8         1       2        bfloat16  0.250      0.350          30%      n/a
+"""
+
+
+def test_read_runs_reads_the_wire_column(tmp_path):
+    first, second = tmp_path / "1.txt", tmp_path / "2.txt"
+    first.write_text(WIRE_OUTPUT.format(step="0.440"))
+    second.write_text(WIRE_OUTPUT.format(step="0.460"))
+    rows = sm.read_runs([str(first), str(second)])
+    assert [(r["wire"], r["step"]) for r in rows] == [("float", pytest.approx(0.45)), ("bfloat16", 0.25)]
 
 
 def test_read_runs_refuses_invocations_of_different_sweeps(tmp_path):

@@ -2,7 +2,10 @@
 // first_iter_timeout (the initial broadcast and the first step) and one whose pairs wait up to timeout (Gloo
 // fixes a pair's timeout when it is created). Allreduce algorithms are built once per buffer and context and
 // reused, as Gloo intends; every shard builds them in the same order, so their slots agree. Buffers must
-// therefore outlive the communicator's use of them (the Allreduce op's buckets do).
+// therefore outlive the communicator's use of them (the Allreduce op's buckets do). A 16-bit wire
+// (wire_dtype.h) gives each bucket a 16-bit copy, made on its first allreduce and kept like the algorithms:
+// every Gloo algorithm takes the element type and the reduction, so each carries bfloat16 and float16 alike,
+// widening to float32 at every hop.
 #include "lockstep/comm/gloo_communicator.h"
 
 #include <gloo/allreduce_bcube.h>
@@ -22,9 +25,11 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "lockstep/comm/gloo_message.h"
 #include "lockstep/comm/local_communicator.h"
+#include "lockstep/comm/wire_dtype.h"
 #include "lockstep/core/enforce.h"
 
 namespace lockstep {
@@ -42,13 +47,15 @@ std::string Bytes(size_t bytes) {
 std::string ResolveAlgorithm(const std::string& name, int shards) {
   const auto& known = GlooAllreduceAlgorithms();
   if (std::find(known.begin(), known.end(), name) == known.end())
-    throw InvalidInput(fmt::format("unknown allreduce algorithm '{}'; choose auto, ring, ring_chunked, "
-                                   "halving_doubling or bcube",
-                                   name));
+    throw InvalidInput(
+        fmt::format("unknown allreduce algorithm '{}'; choose auto, ring, ring_chunked, "
+                    "halving_doubling or bcube",
+                    name));
   if (name == "bcube" && shards % 2 != 0)
-    throw InvalidInput(fmt::format("the bcube allreduce needs an even number of shards, got {}; choose ring or "
-                                   "halving_doubling",
-                                   shards));
+    throw InvalidInput(
+        fmt::format("the bcube allreduce needs an even number of shards, got {}; choose ring or "
+                    "halving_doubling",
+                    shards));
   if (name != "auto") return name;
   // Halving-doubling takes the fewest steps, but on a shard count that is not a power of two Gloo splits it
   // into binary blocks whose busiest shard sends 2 buffers where ring_chunked sends 2(N-1)/N: 3 shards on
@@ -56,19 +63,27 @@ std::string ResolveAlgorithm(const std::string& name, int shards) {
   return (shards & (shards - 1)) == 0 ? "halving_doubling" : "ring_chunked";
 }
 
-std::unique_ptr<gloo::Algorithm> NewAllreduce(const std::string& algorithm,
-                                              const std::shared_ptr<gloo::Context>& context, float* data,
-                                              size_t count) {
-  LOCKSTEP_ENFORCE(count <= static_cast<size_t>(INT_MAX), "Gloo allreduces at most {} floats at once", INT_MAX);
-  const std::vector<float*> ptrs{data};
+// The hops of the 16-bit wire: both operands widened to float32, added, rounded back.
+const gloo::ReductionFunction<BFloat16> kSumBFloat16(gloo::CUSTOM, &SumBFloat16);
+const gloo::ReductionFunction<Float16> kSumFloat16(gloo::CUSTOM, &SumFloat16);
+
+template <typename T>
+std::unique_ptr<gloo::Algorithm> NewAllreduce(
+    const std::string& algorithm, const std::shared_ptr<gloo::Context>& context, T* data, size_t count,
+    const gloo::ReductionFunction<T>* fn = gloo::ReductionFunction<T>::sum) {
+  LOCKSTEP_ENFORCE(count <= static_cast<size_t>(INT_MAX), "Gloo allreduces at most {} elements at once",
+                   INT_MAX);
+  const std::vector<T*> ptrs{data};
   const int n = static_cast<int>(count);
-  if (algorithm == "ring") return std::make_unique<gloo::AllreduceRing<float>>(context, ptrs, n);
-  if (algorithm == "ring_chunked") return std::make_unique<gloo::AllreduceRingChunked<float>>(context, ptrs, n);
-  if (algorithm == "bcube") return std::make_unique<gloo::AllreduceBcube<float>>(context, ptrs, n);
-  return std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context, ptrs, n);
+  if (algorithm == "ring") return std::make_unique<gloo::AllreduceRing<T>>(context, ptrs, n, fn);
+  if (algorithm == "ring_chunked")
+    return std::make_unique<gloo::AllreduceRingChunked<T>>(context, ptrs, n, fn);
+  if (algorithm == "bcube") return std::make_unique<gloo::AllreduceBcube<T>>(context, ptrs, n, fn);
+  return std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context, ptrs, n, fn);
 }
 
-std::shared_ptr<gloo::transport::Device> NewDevice(const std::string& transport, const std::string& interface) {
+std::shared_ptr<gloo::transport::Device> NewDevice(const std::string& transport,
+                                                   const std::string& interface) {
   try {
     if (transport == "ibverbs") {
       std::vector<std::string> names = gloo::transport::ibverbs::getDeviceNames();
@@ -96,8 +111,9 @@ class MeshContext : public gloo::Context {
  public:
   MeshContext(int rank, int size) : gloo::Context(rank, size) {}
 
-  void Connect(Rendezvous* rendezvous, const std::string& key, const std::shared_ptr<gloo::transport::Device>& device,
-               std::chrono::milliseconds timeout, std::string* addresses) {
+  void Connect(Rendezvous* rendezvous, const std::string& key,
+               const std::shared_ptr<gloo::transport::Device>& device, std::chrono::milliseconds timeout,
+               std::string* addresses) {
     setTimeout(timeout);
     auto transport = device->createContext(rank, size);
     transport->setTimeout(timeout);
@@ -143,7 +159,7 @@ struct Rail {
   std::string name;
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::Context> contexts[2];
-  std::map<std::pair<float*, size_t>, std::unique_ptr<gloo::Algorithm>> allreduces[2];
+  std::map<std::pair<const void*, size_t>, std::unique_ptr<gloo::Algorithm>> allreduces[2];
 };
 
 // Rail r's share [begin, end) of n elements, in multiples of 16.
@@ -159,6 +175,21 @@ const std::vector<std::string>& GlooAllreduceAlgorithms() {
   return names;
 }
 
+void CheckWireAlgorithm(const std::string& algorithm, int shards, DataType wire) {
+  if (wire == DataType::kFloat) return;
+  if (algorithm == "ring")
+    throw InvalidInput(
+        fmt::format("--allreduce_algorithm ring cannot send a {} wire: every shard sums in its own "
+                    "order, so the shards' 16-bit sums would differ; use ring_chunked or "
+                    "halving_doubling (or auto)",
+                    DataTypeName(wire)));
+  if (algorithm == "bcube" && (shards & (shards - 1)) != 0)
+    throw InvalidInput(
+        fmt::format("--allreduce_algorithm bcube sends a {} wire only over a power-of-two number of "
+                    "shards, not {}; use ring_chunked or halving_doubling (or auto)",
+                    DataTypeName(wire), shards));
+}
+
 struct GlooCommunicator::State {
   std::shared_ptr<Rendezvous> rendezvous;
   GlooOptions options;
@@ -170,6 +201,12 @@ struct GlooCommunicator::State {
   std::map<std::string, int> shard_of_address;  // every peer pair's address -> its shard
   std::string key_prefix;                       // of its rendezvous keys: "" or "channel<k>/"
   std::map<int, std::shared_ptr<GlooCommunicator>> channels;
+  // A bucket's 16-bit copy on the wire, and for float16 its largest |value|, which the shards agree on.
+  struct Wire {
+    std::vector<uint16_t> values;
+    float max_abs = 0;
+  };
+  std::map<std::tuple<const float*, size_t, DataType>, Wire> wires;
 
   void Connect();
   template <class Part>
@@ -177,14 +214,15 @@ struct GlooCommunicator::State {
   std::string Blame(const std::string& operation, const std::string& message);
 };
 
-GlooCommunicator::GlooCommunicator(const GlooOptions& options, int num_shards) : state_(std::make_unique<State>()) {
+GlooCommunicator::GlooCommunicator(const GlooOptions& options, int num_shards)
+    : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.options = options;
   s.num_shards = num_shards;
   s.algorithm = ResolveAlgorithm(options.algorithm, num_shards);
   if (options.transport != "tcp" && options.transport != "ibverbs")
-    throw InvalidInput(
-        fmt::format("unknown --distributed_transport '{}'; use tcp, or ibverbs on InfiniBand", options.transport));
+    throw InvalidInput(fmt::format("unknown --distributed_transport '{}'; use tcp, or ibverbs on InfiniBand",
+                                   options.transport));
   if (options.timeout.count() <= 0 || options.first_iter_timeout.count() <= 0)
     throw InvalidInput("--timeout and --first_iter_timeout must be positive");
   std::vector<std::string> interfaces = options.interfaces;
@@ -312,7 +350,8 @@ void GlooCommunicator::State::Collective(const char* name, size_t bytes, size_t 
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw IoError(Blame(fmt::format("{} of {} (collective {})", name, Bytes(bytes), collectives), GlooMessage(e.what())));
+    throw IoError(Blame(fmt::format("{} of {} (collective {})", name, Bytes(bytes), collectives),
+                        GlooMessage(e.what())));
   }
 }
 
@@ -324,15 +363,18 @@ std::string GlooCommunicator::State::Blame(const std::string& operation, const s
   int suspect = size == 2 ? 1 - me : -1;
   for (const auto& [address, shard] : shard_of_address)
     if (message.find(address) != std::string::npos) suspect = shard;
-  for (int shard = 0; shard < size && suspect < 0; ++shard) {  // unknown peer: one that stopped on its own error
+  for (int shard = 0; shard < size && suspect < 0;
+       ++shard) {  // unknown peer: one that stopped on its own error
     auto report = shard == me ? std::nullopt : rendezvous->FailureOf(shard);
     if (report && report->suspect < 0) suspect = shard;
   }
-  const bool timed_out = message.find("imeout") != std::string::npos || message.find("imed out") != std::string::npos;
+  const bool timed_out =
+      message.find("imeout") != std::string::npos || message.find("imed out") != std::string::npos;
   const auto waited = phase == kSetup ? options.first_iter_timeout : options.timeout;
-  std::string kind = timed_out ? fmt::format("sent nothing for {} s: it is stalled, or slower than --timeout allows",
-                                             waited.count() / 1000)
-                               : "closed its connection: it was killed, crashed or stopped on an error";
+  std::string kind =
+      timed_out ? fmt::format("sent nothing for {} s: it is stalled, or slower than --timeout allows",
+                              waited.count() / 1000)
+                : "closed its connection: it was killed, crashed or stopped on an error";
   rendezvous->ReportFailure(suspect, kind);
   if (suspect < 0) return fmt::format("shard {}: {} failed: {}", me, operation, message);
 
@@ -370,6 +412,48 @@ void GlooCommunicator::Allreduce(const std::vector<float*>& buffers, size_t coun
   });
   // Empty buffers may be null, and memcpy wants valid pointers even for no bytes.
   if (count == 0) return;
+  for (size_t b = 1; b < buffers.size(); ++b) std::memcpy(buffers[b], buffers[0], count * sizeof(float));
+}
+
+void GlooCommunicator::AllreduceOverWire(const std::vector<float*>& buffers, size_t count, DataType wire) {
+  if (wire == DataType::kFloat) return Allreduce(buffers, count);
+  LOCKSTEP_ENFORCE(wire == DataType::kBFloat16 || wire == DataType::kFloat16,
+                   "gradients travel as float, bfloat16 or float16, not {}", DataTypeName(wire));
+  LOCKSTEP_ENFORCE(!buffers.empty(), "Allreduce needs at least one buffer");
+  LOCKSTEP_ENFORCE(state_->rendezvous, "call Connect before the first collective");
+  CheckWireAlgorithm(state_->algorithm, state_->num_shards, wire);
+  SumIntoFirst(buffers, count);
+  if (count == 0) return;  // every shard has the same count
+  State& s = *state_;
+  State::Wire& on_wire = s.wires[{buffers[0], count, wire}];
+  if (on_wire.values.empty()) on_wire.values.resize(count);
+  float scale = 1;
+  if (wire == DataType::kFloat16) {
+    on_wire.max_abs = MaxAbs(buffers[0], count);
+    s.Collective("Allreduce of the float16 scale", sizeof(float), 1, [&](Rail& rail, size_t, size_t) {
+      auto& algorithm = rail.allreduces[s.phase][{&on_wire.max_abs, 1}];
+      // The plain ring: the chunked and halving-doubling algorithms split a buffer into a part per shard,
+      // which one value does not have with 3 or more shards.
+      if (!algorithm)
+        algorithm = NewAllreduce<float>("ring", rail.contexts[s.phase], &on_wire.max_abs, 1,
+                                        gloo::ReductionFunction<float>::max);
+      algorithm->run();
+    });
+    scale = Float16WireScale(on_wire.max_abs, s.num_shards);
+  }
+  NarrowToWire(buffers[0], count, wire, scale, on_wire.values.data());
+  uint16_t* values = on_wire.values.data();
+  s.Collective("Allreduce", count * sizeof(uint16_t), count, [&](Rail& rail, size_t begin, size_t n) {
+    auto& algorithm = rail.allreduces[s.phase][{values + begin, n}];
+    if (!algorithm && wire == DataType::kBFloat16)
+      algorithm = NewAllreduce(s.algorithm, rail.contexts[s.phase],
+                               reinterpret_cast<BFloat16*>(values + begin), n, &kSumBFloat16);
+    if (!algorithm)
+      algorithm = NewAllreduce(s.algorithm, rail.contexts[s.phase],
+                               reinterpret_cast<Float16*>(values + begin), n, &kSumFloat16);
+    algorithm->run();
+  });
+  WidenFromWire(values, count, wire, scale, buffers[0]);
   for (size_t b = 1; b < buffers.size(); ++b) std::memcpy(buffers[b], buffers[0], count * sizeof(float));
 }
 

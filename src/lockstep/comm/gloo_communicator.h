@@ -31,6 +31,12 @@ struct GlooOptions {
 // "halving_doubling", "bcube".
 const std::vector<std::string>& GlooAllreduceAlgorithms();
 
+// Throws InvalidInput, in one line, where `algorithm` cannot send `wire` (bfloat16 or float16) over `shards`
+// shards: Gloo's plain ring has every shard add the others' buffers in its own order, so 16-bit sums would
+// differ from shard to shard (and so would the replicas), and bcube summed wrongly in 16 bits on shard counts
+// that are not powers of two. auto, ring_chunked and halving_doubling carry both.
+void CheckWireAlgorithm(const std::string& algorithm, int shards, DataType wire);
+
 class GlooCommunicator : public Communicator {
  public:
   // Opens the network devices; throws InvalidInput on bad options (before any shard waits for this one).
@@ -47,6 +53,9 @@ class GlooCommunicator : public Communicator {
   // The allreduce algorithm, "auto" resolved.
   const std::string& algorithm() const;
   void Allreduce(const std::vector<float*>& buffers, size_t count) override;
+  // The shards' sum crosses the network in `wire` (wire_dtype.h); float16 first agrees on its scale with a
+  // one-float allreduce.
+  void AllreduceOverWire(const std::vector<float*>& buffers, size_t count, DataType wire) override;
   void Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) override;
   // Connects through the rendezvous (every shard opens channel k) the first time; needs a connected
   // communicator.

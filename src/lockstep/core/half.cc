@@ -52,13 +52,4 @@ float ToFloat(Float16 value) {
   return FromBits(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
-BFloat16 ToBFloat16(float value) {
-  const uint32_t bits = Bits(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return {static_cast<uint16_t>((bits >> 16) | 0x40u)};  // quiet NaN
-  const uint32_t odd = (bits >> 16) & 1u;
-  return {static_cast<uint16_t>((bits + 0x7fffu + odd) >> 16)};
-}
-
-float ToFloat(BFloat16 value) { return FromBits(static_cast<uint32_t>(value.bits) << 16); }
-
 }  // namespace lockstep

@@ -38,7 +38,7 @@ std::shared_ptr<Communicator> ShardCommunicatorInput(const OperatorDef& def, con
 void CheckReplicaMatches(const OperatorDef& def, int j, const Tensor& first, int i, const Tensor& replica);
 
 // The bucket of device 0's blobs (blob j is blobs[j], named output j), which must be plain float tensors; the
-// other devices' buckets have the same layout.
+// other devices' buckets have the same layout. It crosses processes in the dtype of the op's wire_dtype.
 GradientBucket PlanDeviceBucket(const OperatorDef& def, const std::vector<const Tensor*>& blobs);
 
 // Blob j must still be the plain float tensor of the shape the bucket was planned for.

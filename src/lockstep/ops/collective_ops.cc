@@ -5,12 +5,14 @@
 // same blob when computed in place).
 //   Allreduce: every output gets the sum of blob j over all devices (and all processes). A device's m blobs
 //              travel as one contiguous bucket (ops/gradient_buckets.h), so one collective serves many
-//              small gradients.
+//              small gradients; with wire_dtype bfloat16 or float16 the bucket crosses processes in 16 bits,
+//              summed in float32 at every hop (comm/wire_dtype.h).
 //   Broadcast: every output gets device 0's blob j (of the communicator's rank 0).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
+#include "lockstep/comm/wire_dtype.h"
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/collective_op.h"
@@ -53,7 +55,8 @@ GradientBucket PlanDeviceBucket(const OperatorDef& def, const std::vector<const 
                                DataTypeName(blob.dtype()), blob.is_plain() ? "" : " in a blocked layout"));
     packed.emplace_back(def.output(j), blob.shape());
   }
-  return PlanGradientBuckets(packed).at(0);
+  return PlanGradientBuckets(packed, SIZE_MAX, 0, ParseWireDtype(StringArg(def, "wire_dtype"), "wire_dtype"))
+      .at(0);
 }
 
 void CheckBucketBlob(const OperatorDef& def, const GradientBucket& bucket, int j, const Tensor& blob) {
@@ -138,7 +141,7 @@ class AllreduceOp : public CollectiveOp {
         }
       }
     }
-    communicator->Allreduce(buffers_, bucket_.bytes / sizeof(float));
+    communicator->AllreduceOverWire(buffers_, bucket_.bytes / sizeof(float), bucket_.wire);
   }
 
  private:
@@ -182,10 +185,12 @@ class BroadcastOp : public CollectiveOp {
 }  // namespace
 
 OperatorDef AllreduceDef(const std::string& world, const std::vector<std::string>& blobs,
-                         const std::vector<std::string>& outputs, int num_devices) {
+                         const std::vector<std::string>& outputs, int num_devices, DataType wire) {
   std::vector<std::string> inputs{world};
   inputs.insert(inputs.end(), blobs.begin(), blobs.end());
-  return MakeOperatorDef("Allreduce", inputs, outputs, {Arg("num_devices", int64_t{num_devices})});
+  std::vector<Arg> args{Arg("num_devices", int64_t{num_devices})};
+  if (wire != DataType::kFloat) args.push_back(Arg("wire_dtype", std::string(DataTypeName(wire))));
+  return MakeOperatorDef("Allreduce", inputs, outputs, args);
 }
 
 OperatorDef BroadcastDef(const std::string& world, const std::vector<std::string>& blobs, int num_devices) {
@@ -199,7 +204,11 @@ LOCKSTEP_OPERATOR_SCHEMA(Allreduce)
         "Every output gets the sum over all devices (and processes) of its blob; a device's blobs travel "
         "as one contiguous bucket.")
     .Include(DeclareCollective)
-    .Output(0, "sums...", "one per blob, in the same order; may be the blobs themselves");
+    .Output(0, "sums...", "one per blob, in the same order; may be the blobs themselves")
+    .Arg(
+        "wire_dtype", ArgType::kString, "float",
+        "the dtype the sums cross processes (or GPUs, over NCCL) in: float, or bfloat16 / float16, summed in "
+        "float32 at every hop");
 LOCKSTEP_OPERATOR_SCHEMA(Broadcast)
     .SetDoc("Every output gets device 0's blob (of the communicator's rank 0).")
     .Include(DeclareCollective)

@@ -14,7 +14,9 @@ size_t AlignedBytes(const Shape& shape) {
 }  // namespace
 
 std::vector<GradientBucket> PlanGradientBuckets(const std::vector<std::pair<std::string, Shape>>& blobs,
-                                                size_t bucket_bytes, size_t tail_bytes) {
+                                                size_t bucket_bytes, size_t tail_bytes, DataType wire) {
+  LOCKSTEP_ENFORCE(wire == DataType::kFloat || wire == DataType::kBFloat16 || wire == DataType::kFloat16,
+                   "gradients travel as float, bfloat16 or float16, not {}", DataTypeName(wire));
   // The tail bucket takes blobs [tail_begin, end).
   size_t tail_begin = blobs.size();
   for (size_t held = 0; tail_bytes > 0 && tail_begin > 0 && held < tail_bytes;)
@@ -28,6 +30,10 @@ std::vector<GradientBucket> PlanGradientBuckets(const std::vector<std::pair<std:
     bucket.shapes.push_back(blobs[i].second);
     bucket.offsets.push_back(bucket.bytes);
     bucket.bytes += AlignedBytes(blobs[i].second);
+  }
+  for (GradientBucket& bucket : buckets) {
+    bucket.wire = wire;
+    bucket.wire_bytes = bucket.bytes / sizeof(float) * ElementSize(wire);
   }
   return buckets;
 }

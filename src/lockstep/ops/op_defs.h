@@ -36,9 +36,11 @@ OperatorDef CreateCommonWorldDef(const std::string& world, const std::vector<int
                                  const std::string& shards = "", int channel = 0);
 // Collectives through the communicator `world`: `blobs` are grouped by device, blob j of device d at
 // d * m + j for m blobs per device. Allreduce writes the sums over all devices of blob i into outputs[i];
-// Broadcast copies device 0's blobs to the others, in place.
+// Broadcast copies device 0's blobs to the others, in place. Allreduce's sums cross processes as `wire`
+// values (float, bfloat16 or float16; comm/wire_dtype.h).
 OperatorDef AllreduceDef(const std::string& world, const std::vector<std::string>& blobs,
-                         const std::vector<std::string>& outputs, int num_devices);
+                         const std::vector<std::string>& outputs, int num_devices,
+                         DataType wire = DataType::kFloat);
 OperatorDef BroadcastDef(const std::string& world, const std::vector<std::string>& blobs, int num_devices);
 
 }  // namespace lockstep

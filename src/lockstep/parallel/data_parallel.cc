@@ -51,6 +51,10 @@ void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
                     "spread over its {} devices",
                     o.devices_per_replica, o.devices_per_replica));
   if (o.threads_per_device < 0 || o.max_threads < 0) Fail("threads_per_device and max_threads must be >= 0");
+  if (o.allreduce_dtype != DataType::kFloat && o.allreduce_dtype != DataType::kBFloat16 &&
+      o.allreduce_dtype != DataType::kFloat16)
+    Fail(fmt::format("allreduce_dtype must be float, bfloat16 or float16, got {}",
+                     DataTypeName(o.allreduce_dtype)));
   if (o.allreduce_channels < 1 || o.allreduce_channels > 64)
     Fail(fmt::format("allreduce_channels must be in [1, 64], got {}", o.allreduce_channels));
   if (o.device_type == DeviceType::kCuda && o.allreduce_channels > 1)
@@ -160,12 +164,12 @@ void Interleave(NetDef* net, const std::vector<int>& replica_of, int replicas, c
 // The replica's trainable parameters, unscoped, in reverse creation order: about the order in which backward
 // computes their gradients.
 std::vector<GradientBucket> PlanBuckets(const ModelHelper& model, const std::string& scope,
-                                        size_t bucket_bytes, size_t tail_bucket_bytes) {
+                                        size_t bucket_bytes, size_t tail_bucket_bytes, DataType wire) {
   std::vector<std::pair<std::string, Shape>> params;
   auto scoped = model.GetTrainableParams(scope);
   for (auto it = scoped.rbegin(); it != scoped.rend(); ++it)
     params.emplace_back(it->substr(scope.size()), model.Param(*it).shape);
-  return PlanGradientBuckets(params, bucket_bytes, tail_bucket_bytes);
+  return PlanGradientBuckets(params, bucket_bytes, tail_bucket_bytes, wire);
 }
 
 // The workspace object of channel k of the job's communicator; channel 0 is the world itself.
@@ -200,7 +204,8 @@ void AddBucketAllreduces(NetDef* net, const ModelHelper& model, const std::vecto
         position = std::max(position, writer->second);
       }
     after.emplace(position,
-                  OnDevice(AllreduceDef(world, grads, grads, static_cast<int>(scopes.size())), first_device));
+                  OnDevice(AllreduceDef(world, grads, grads, static_cast<int>(scopes.size()), bucket.wire),
+                           first_device));
   }
   NetDef planned = *net;
   planned.clear_op();
@@ -332,7 +337,7 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
                       o.devices[r * o.devices_per_replica]));
 
   Interleave(&model.net(), ReplicaOfEachOp(model.net(), o, dp.scopes), replicas, device_world, first_device);
-  dp.buckets = PlanBuckets(model, dp.scopes[0], o.bucket_bytes, o.tail_bucket_bytes);
+  dp.buckets = PlanBuckets(model, dp.scopes[0], o.bucket_bytes, o.tail_bucket_bytes, o.allreduce_dtype);
   if (training && !single)
     AddBucketAllreduces(&model.net(), model, dp.buckets, dp.scopes, job_world, o.allreduce_channels,
                         first_device);

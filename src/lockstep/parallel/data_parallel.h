@@ -52,10 +52,14 @@ struct ParallelOptions {
   // which is reduced after the backward pass has ended, holds only the first parameters up to that size.
   size_t bucket_bytes = 8 << 20;
   size_t tail_bucket_bytes = 0;
+  // The dtype the gradient buckets cross processes (Gloo) and GPUs (NCCL) in: kFloat, or kBFloat16 /
+  // kFloat16 for half the bytes, summed in float32 at every hop (comm/wire_dtype.h); the updates read
+  // float32.
+  DataType allreduce_dtype = DataType::kFloat;
   // CPU devices: bucket i is allreduced on channel i % allreduce_channels of the job's communicator
   // (Communicator::Channel), so that as many collectives can be in flight at once, each channel in order.
   int allreduce_channels = 1;
-  bool combine_spatial_bn = false;        // BN batch statistics over all devices of the machine
+  bool combine_spatial_bn = false;  // BN batch statistics over all devices of the machine
   // Blobs whose lifetimes do not overlap share buffers (parallel/memory_plan.h); results are unchanged.
   bool share_buffers = true;
   // Unscoped names never shared: blobs read after a step. The returned losses and the inputs of the ops

@@ -39,10 +39,14 @@ Fingerprint ModelFingerprint(const ModelHelper& model, const DataParallelModel& 
   Fingerprint fingerprint{{"lockstep version", LOCKSTEP_VERSION},
                           {"devices per shard", std::to_string(parallel.scopes.size())}};
   for (const auto& name : model.GetParams(scope))
-    fingerprint.emplace_back("parameter " + name.substr(scope.size()), ShapeToString(model.Param(name).shape));
+    fingerprint.emplace_back("parameter " + name.substr(scope.size()),
+                             ShapeToString(model.Param(name).shape));
   fingerprint.emplace_back("state blobs", Join(parallel.state_blobs));
   for (size_t i = 0; i < parallel.buckets.size(); ++i)
     fingerprint.emplace_back(fmt::format("gradient bucket {}", i), Join(parallel.buckets[i].params));
+  // Shards that sent different dtypes would read each other's bytes as garbage.
+  if (!parallel.buckets.empty())
+    fingerprint.emplace_back("gradient wire dtype", DataTypeName(parallel.buckets[0].wire));
   return fingerprint;
 }
 
@@ -50,13 +54,15 @@ std::string FirstDifference(const Fingerprint& first, const Fingerprint& other, 
   std::map<std::string, std::string> theirs(other.begin(), other.end());
   for (const auto& [entry, value] : first) {
     auto it = theirs.find(entry);
-    if (it == theirs.end()) return fmt::format("{} exists on shard 0 but not on shard {}", entry, other_shard);
+    if (it == theirs.end())
+      return fmt::format("{} exists on shard 0 but not on shard {}", entry, other_shard);
     if (it->second != value)
       return fmt::format("{} is {} on shard 0 but {} on shard {}", entry, value, it->second, other_shard);
   }
   std::map<std::string, std::string> ours(first.begin(), first.end());
   for (const auto& [entry, value] : other)
-    if (!ours.count(entry)) return fmt::format("{} exists on shard {} but not on shard 0", entry, other_shard);
+    if (!ours.count(entry))
+      return fmt::format("{} exists on shard {} but not on shard 0", entry, other_shard);
   return "";
 }
 
@@ -66,9 +72,10 @@ void AgreeOnModel(Rendezvous* rendezvous, const Fingerprint& mine) {
   for (size_t shard = 1; shard < all.size(); ++shard) {
     std::string difference = FirstDifference(first, Parse(all[shard]), static_cast<int>(shard));
     if (!difference.empty())
-      throw InvalidInput(fmt::format("shard {}: the shards of {} differ: {}; start every shard with the same model "
-                                     "and flags",
-                                     rendezvous->shard(), rendezvous->description(), difference));
+      throw InvalidInput(
+          fmt::format("shard {}: the shards of {} differ: {}; start every shard with the same model "
+                      "and flags",
+                      rendezvous->shard(), rendezvous->description(), difference));
   }
 }
 

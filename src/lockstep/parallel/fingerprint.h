@@ -1,7 +1,7 @@
 // What every shard of a job must agree on before the first step: lockstep's version, the replica's parameters
-// and shapes, its state blobs and the gradient buckets (the order of the collectives), plus whatever the caller
-// adds (the trainer adds its hyper-parameters). A mismatch stops every shard before any collective runs, with
-// a message that names the first differing shard and entry.
+// and shapes, its state blobs, the gradient buckets (the order of the collectives) and their wire dtype, plus
+// whatever the caller adds (the trainer adds its hyper-parameters). A mismatch stops every shard before any
+// collective runs, with a message that names the first differing shard and entry.
 #pragma once
 
 #include <string>

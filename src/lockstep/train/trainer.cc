@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "lockstep/comm/gloo_communicator.h"
+#include "lockstep/comm/wire_dtype.h"
 #include "lockstep/core/buffer_placement.h"
 #include "lockstep/core/net.h"
 #include "lockstep/core/output_directory.h"
@@ -63,15 +64,22 @@ int Replicas(const TrainerConfig& c) { return c.num_devices / c.model_parallel; 
 // "6 buckets, 47.2 MB in all, the last 1.1 MB, on 2 channels with halving_doubling"
 std::string GradientPlan(const TrainerConfig& c, const DataParallelModel& parallel,
                          const GlooCommunicator& gloo) {
-  size_t total = 0;
-  for (const auto& bucket : parallel.buckets) total += bucket.bytes;
+  size_t total = 0, wire_total = 0;
+  for (const auto& bucket : parallel.buckets) {
+    total += bucket.bytes;
+    wire_total += bucket.wire_bytes;
+  }
   const size_t n = parallel.buckets.size();
   std::string buckets = n == 1 ? fmt::format("1 bucket of {:.1f} MB", total / 1e6)
                                : fmt::format("{} buckets, {:.1f} MB in all, the last {:.1f} MB", n,
                                              total / 1e6, n == 0 ? 0.0 : parallel.buckets.back().bytes / 1e6);
   const int channels = AllreduceChannels(c);
-  return fmt::format("{}, on {} channel{} with {}", buckets, channels, channels == 1 ? "" : "s",
-                     gloo.algorithm());
+  const DataType wire = parallel.buckets.empty() ? DataType::kFloat : parallel.buckets[0].wire;
+  const std::string sent = wire == DataType::kFloat ? ""
+                                                    : fmt::format(", sent as {} ({:.1f} MB)",
+                                                                  DataTypeName(wire), wire_total / 1e6);
+  return fmt::format("{}, on {} channel{} with {}{}", buckets, channels, channels == 1 ? "" : "s",
+                     gloo.algorithm(), sent);
 }
 
 DataType ComputeType(const TrainerConfig& c) {
@@ -149,6 +157,7 @@ void BuildModels(const TrainerConfig& config, const std::string& shard_communica
   options.bucket_bytes = static_cast<size_t>(config.allreduce_bucket_mb * (1 << 20));
   options.tail_bucket_bytes = static_cast<size_t>(config.allreduce_tail_bucket_mb * (1 << 20));
   options.allreduce_channels = AllreduceChannels(config);
+  options.allreduce_dtype = ParseWireDtype(config.allreduce_dtype);
   options.share_buffers = config.share_buffers;
   options.input_shapes = TrainingInputShapes(config);
   options.keep_blobs = {"loss", "accuracy"};

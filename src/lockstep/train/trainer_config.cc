@@ -9,7 +9,9 @@
 #include <optional>
 #include <utility>
 
+#include "lockstep/comm/gloo_communicator.h"
 #include "lockstep/comm/launcher.h"
+#include "lockstep/comm/wire_dtype.h"
 #include "lockstep/core/cpu_isa.h"
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/enforce.h"
@@ -197,6 +199,7 @@ void CheckShards(const TrainerConfig& c) {
     throw InvalidInput(
         "--run_id is required with --num_shards > 1: pass the same unique id (e.g. $(date +%s)) to every "
         "shard");
+  CheckWireAlgorithm(c.allreduce_algorithm, c.num_shards, ParseWireDtype(c.allreduce_dtype));
 }
 
 void CheckCheckpoints(const TrainerConfig& c) {

@@ -56,6 +56,7 @@ struct TrainerConfig {
   std::string distributed_transport = "tcp";
   std::vector<std::string> distributed_interfaces;
   std::string allreduce_algorithm = "auto";
+  std::string allreduce_dtype = "float";  // ParallelOptions' allreduce_dtype: float, bfloat16 or float16
   // ParallelOptions' bucket_bytes, tail_bucket_bytes (in MiB) and allreduce_channels (0: 2 across shards
   // of CPU devices, else 1).
   double allreduce_bucket_mb = 8, allreduce_tail_bucket_mb = 1;

@@ -178,6 +178,11 @@ const std::vector<TrainerOption>& Table() {
        "Gloo allreduce across shards: auto (halving_doubling for a power-of-two shard count, else "
        "ring_chunked), ring, ring_chunked, halving_doubling, bcube (even shard counts)",
        kNoRange, kSame, false},
+      {"allreduce_dtype", &C::allreduce_dtype,
+       "Dtype the gradients cross shards (and GPUs) in: float, or bfloat16 / float16 for half the bytes, "
+       "summed in float32 at every hop (float16 scaled by a power of two the shards agree on); the update "
+       "reads float32 gradients",
+       kNoRange, kSame, false},
       {"allreduce_bucket_mb", &C::allreduce_bucket_mb,
        "Gradients allreduced together: a bucket takes parameters (last layers first) until it holds this "
        "many MiB",

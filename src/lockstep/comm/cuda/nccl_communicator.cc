@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "lockstep/comm/cuda/wire_cast.h"
 #include "lockstep/cuda/cuda_context.h"
 
 namespace lockstep {
@@ -61,6 +62,46 @@ void NcclCommunicator::Allreduce(const std::vector<float*>& buffers, size_t coun
   InGroup(devices(), [&](size_t i, cudaStream_t stream) {
     LOCKSTEP_NCCL_CHECK(ncclAllReduce(buffers[i], buffers[i], count, ncclFloat, ncclSum, comms_[i], stream));
   });
+}
+
+void NcclCommunicator::AllreduceOverWire(const std::vector<float*>& buffers, size_t count, DataType wire) {
+  if (wire == DataType::kFloat) return Allreduce(buffers, count);
+  LOCKSTEP_ENFORCE(wire == DataType::kBFloat16 || wire == DataType::kFloat16,
+                   "gradients travel as float, bfloat16 or float16, not {}", DataTypeName(wire));
+  CheckBuffers(buffers.size(), "Allreduce");
+  if (count == 0) return;
+  Wire& on_wire = wires_[{buffers[0], count, wire}];
+  if (on_wire.values.empty())
+    for (int device : devices()) {
+      cuda::CudaContext& context = cuda::ContextFor(device);
+      on_wire.values.push_back(context.allocator().Allocate(count * sizeof(uint16_t)));
+      on_wire.scales.push_back(context.allocator().Allocate(sizeof(float)));
+    }
+  const bool float16 = wire == DataType::kFloat16;
+  auto scale = [&](size_t i) {
+    return float16 ? reinterpret_cast<float*>(on_wire.scales[i].get()) : nullptr;
+  };
+  if (float16) {
+    for (size_t i = 0; i < buffers.size(); ++i)
+      MaxAbsOnDevice(buffers[i], count, scale(i), cuda::ContextFor(devices()[i]).stream());
+    InGroup(devices(), [&](size_t i, cudaStream_t stream) {
+      LOCKSTEP_NCCL_CHECK(ncclAllReduce(scale(i), scale(i), 1, ncclFloat, ncclMax, comms_[i], stream));
+    });
+    for (size_t i = 0; i < buffers.size(); ++i)
+      Float16ScaleOnDevice(scale(i), static_cast<int>(buffers.size()),
+                           cuda::ContextFor(devices()[i]).stream());
+  }
+  for (size_t i = 0; i < buffers.size(); ++i)
+    NarrowOnDevice(buffers[i], count, wire, scale(i), on_wire.values[i].get(),
+                   cuda::ContextFor(devices()[i]).stream());
+  InGroup(devices(), [&](size_t i, cudaStream_t stream) {
+    void* values = on_wire.values[i].get();
+    LOCKSTEP_NCCL_CHECK(ncclAllReduce(values, values, count, float16 ? ncclFloat16 : ncclBfloat16, ncclSum,
+                                      comms_[i], stream));
+  });
+  for (size_t i = 0; i < buffers.size(); ++i)
+    WidenOnDevice(on_wire.values[i].get(), count, wire, scale(i), buffers[i],
+                  cuda::ContextFor(devices()[i]).stream());
 }
 
 void NcclCommunicator::Reduce(const std::vector<float*>& buffers, size_t count) {

@@ -33,6 +33,10 @@ StagedCommunicator::~StagedCommunicator() {
 }
 
 void StagedCommunicator::Reduce(const std::vector<float*>& buffers, size_t count) {
+  ReduceOverWire(buffers, count, DataType::kFloat);
+}
+
+void StagedCommunicator::ReduceOverWire(const std::vector<float*>& buffers, size_t count, DataType wire) {
   CheckBuffers(buffers.size(), "Reduce");
   if (count == 0) return;
   local_->Reduce(buffers, count);
@@ -41,12 +45,16 @@ void StagedCommunicator::Reduce(const std::vector<float*>& buffers, size_t count
   cuda::CudaContext& root = cuda::ContextFor(devices()[0]);
   LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(host, buffers[0], bytes, cudaMemcpyDeviceToHost, root.stream()));
   WaitForDevice0();
-  across_->Allreduce({host}, count);
+  across_->AllreduceOverWire({host}, count, wire);
   LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(buffers[0], host, bytes, cudaMemcpyHostToDevice, root.stream()));
 }
 
 void StagedCommunicator::Allreduce(const std::vector<float*>& buffers, size_t count) {
-  Reduce(buffers, count);
+  AllreduceOverWire(buffers, count, DataType::kFloat);
+}
+
+void StagedCommunicator::AllreduceOverWire(const std::vector<float*>& buffers, size_t count, DataType wire) {
+  ReduceOverWire(buffers, count, wire);
   local_->Broadcast(std::vector<void*>(buffers.begin(), buffers.end()), count * sizeof(float), 0);
 }
 

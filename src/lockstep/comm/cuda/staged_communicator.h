@@ -27,6 +27,9 @@ class StagedCommunicator : public CudaCommunicator {
   int rank() const override { return across_->rank(); }
   int size() const override { return across_->size(); }
   void Allreduce(const std::vector<float*>& buffers, size_t count) override;
+  // The processes' stage crosses the network in `wire` (across_processes narrows the host buffer); the local
+  // stages stay float32.
+  void AllreduceOverWire(const std::vector<float*>& buffers, size_t count, DataType wire) override;
   void Broadcast(const std::vector<void*>& buffers, size_t bytes, int root_rank) override;
   void Reduce(const std::vector<float*>& buffers, size_t count) override;
 
@@ -35,6 +38,8 @@ class StagedCommunicator : public CudaCommunicator {
   // kept: the Gloo communicator builds its algorithms for a host buffer once and reuses them, so each device
   // buffer (a gradient bucket) keeps its own host buffer, and the steady-state step allocates nothing.
   float* HostBuffer(const float* device_buffer, size_t count);
+  // Reduce with the processes' stage in `wire`.
+  void ReduceOverWire(const std::vector<float*>& buffers, size_t count, DataType wire);
   // Blocks until device 0 has done the work queued on its stream so far (a copy that the host reads or reuses
   // next), and not the work that its ops queue after it.
   void WaitForDevice0();

@@ -109,7 +109,7 @@ class CudaAllreduceOp : public CudaCollectiveOp {
         }
       }
     }
-    communicator_->Allreduce(buffers_, bucket_.bytes / sizeof(float));
+    communicator_->AllreduceOverWire(buffers_, bucket_.bytes / sizeof(float), bucket_.wire);
   }
 
  private:
