@@ -5,7 +5,6 @@
 #include <omp.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 
@@ -32,13 +31,13 @@
 #include "lockstep/train/csv_log.h"
 #include "lockstep/train/evaluate.h"
 #include "lockstep/train/interval_log.h"
-#include "lockstep/train/training_events.h"
 #include "lockstep/train/memory_report.h"
 #include "lockstep/train/progress.h"
 #include "lockstep/train/resume.h"
 #include "lockstep/train/run_outputs.h"
 #include "lockstep/train/safetensors.h"
 #include "lockstep/train/trainer_options.h"
+#include "lockstep/train/training_events.h"
 
 namespace lockstep {
 
