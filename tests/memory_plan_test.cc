@@ -30,6 +30,7 @@ struct Trained {
   std::map<std::string, std::vector<float>> state;  // every device's float state
   size_t allocated_bytes = 0;
   MemoryPlan plan;
+  int recomputed = 0;  // activations the backward pass computes again (parallel/recompute.h)
 };
 
 constexpr int kBatchPerDevice = 4;
@@ -73,6 +74,8 @@ Trained Train(const Job& job, int steps) {
         run.state[scope + name] = Values(ws.Blob(scope + name));
   run.allocated_bytes = ws.AllocatedBytes();
   run.plan = dp.memory_plan;
+  for (const auto& op : model.net().op())
+    if (op.output_size() == 1 && op.output(0).find("_recomputed") != std::string::npos) ++run.recomputed;
   return run;
 }
 
@@ -87,6 +90,8 @@ void ExpectSameBitsInLessMemory(const std::string& model, int devices) {
   ASSERT_EQ(shared.state.size(), unshared.state.size());
   for (const auto& [name, values] : unshared.state) EXPECT_EQ(shared.state.at(name), values) << name;
   EXPECT_LT(shared.allocated_bytes, unshared.allocated_bytes);
+  EXPECT_EQ(unshared.recomputed, 0);
+  if (model == "resnet18") EXPECT_EQ(shared.recomputed, 9 * devices);  // the stem and each of the 8 blocks
   ASSERT_TRUE(shared.plan.unknown.empty()) << shared.plan.unknown;
   EXPECT_NEAR(double(shared.plan.Total()), double(shared.allocated_bytes),
               kTolerance * shared.allocated_bytes);
