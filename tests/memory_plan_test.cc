@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <regex>
 
 #include "lockstep/core/net.h"
 #include "lockstep/data/batch_reader.h"
@@ -228,6 +229,32 @@ TEST(MemoryPlan, PlanMemoryNamesTheLargestBatchThatFits) {
   // The memory in use moves a little between plans (an allocator may keep what was freed): 10% either side.
   EXPECT_TRUE(fits(largest * 9 / 10));
   EXPECT_FALSE(fits(largest * 11 / 10));
+}
+
+// With --test_data the plan adds the evaluation net's activations, whose buffers stay beside the training
+// net's, to each device.
+TEST(MemoryPlan, WithTestDataThePlanCountsTheEvaluationNet) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDirectory dir;
+  TrainerConfig config = NullLeNet(dir.path());
+  config.train_data = "fashion-mnist";
+  config.plan_memory = true;
+  auto planned = [&](std::string* output) {
+    ::testing::internal::CaptureStdout();
+    lockstep::Train(config);
+    *output = ::testing::internal::GetCapturedStdout();
+    std::smatch kib;
+    const std::regex tensors("tensors ([0-9.]+) (KiB|MiB)");
+    EXPECT_TRUE(std::regex_search(*output, kib, tensors)) << *output;
+    return std::stod(kib[1]) * (kib[2] == "MiB" ? 1024 : 1);
+  };
+  std::string without_output, with_output;
+  const double without = planned(&without_output);
+  EXPECT_EQ(without_output.find("evaluation"), std::string::npos) << without_output;
+  config.test_data = "fashion-mnist";
+  const double with = planned(&with_output);
+  EXPECT_NE(with_output.find(", evaluation "), std::string::npos) << with_output;
+  EXPECT_GT(with, without);
 }
 
 // A plan above --memory_limit_gb stops before the first step and names the batch size that fits.
