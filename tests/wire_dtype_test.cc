@@ -20,12 +20,12 @@ std::vector<uint16_t> Narrow(const std::vector<float>& values, DataType wire, fl
 }
 
 TEST(WireDtype, NamesParseAndAnythingElseIsRefusedInOneLine) {
-  EXPECT_EQ(ParseWireDtype("float"), DataType::kFloat);
-  EXPECT_EQ(ParseWireDtype("float32"), DataType::kFloat) << "DataTypeName's spelling";
-  EXPECT_EQ(ParseWireDtype("bfloat16"), DataType::kBFloat16);
-  EXPECT_EQ(ParseWireDtype("float16"), DataType::kFloat16);
+  EXPECT_EQ(ParseFloatType("float", "--allreduce_dtype"), DataType::kFloat);
+  EXPECT_EQ(ParseFloatType("float32", "--allreduce_dtype"), DataType::kFloat) << "DataTypeName's spelling";
+  EXPECT_EQ(ParseFloatType("bfloat16", "--allreduce_dtype"), DataType::kBFloat16);
+  EXPECT_EQ(ParseFloatType("float16", "--allreduce_dtype"), DataType::kFloat16);
   try {
-    ParseWireDtype("fp8");
+    ParseFloatType("fp8", "--allreduce_dtype");
     FAIL() << "fp8 was accepted";
   } catch (const InvalidInput& e) {
     EXPECT_STREQ(e.what(), "unknown --allreduce_dtype 'fp8'; choose float, bfloat16 or float16");

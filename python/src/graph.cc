@@ -232,7 +232,7 @@ void BindParallelize(py::module_& m) {
           "allreduce_dtype",
           [](const ParallelOptions& o) { return std::string(DataTypeName(o.allreduce_dtype)); },
           [](ParallelOptions& o, const std::string& name) {
-            o.allreduce_dtype = ParseWireDtype(name, "allreduce_dtype");
+            o.allreduce_dtype = ParseFloatType(name, "allreduce_dtype");
           })
       .def_readwrite("combine_spatial_bn", &ParallelOptions::combine_spatial_bn)
       .def_readwrite("share_buffers", &ParallelOptions::share_buffers)

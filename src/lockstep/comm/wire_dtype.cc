@@ -8,13 +8,6 @@
 
 namespace lockstep {
 
-DataType ParseWireDtype(const std::string& name, const std::string& flag) {
-  if (name == "float" || name == "float32") return DataType::kFloat;  // the flag's name, and DataTypeName's
-  if (name == "bfloat16") return DataType::kBFloat16;
-  if (name == "float16") return DataType::kFloat16;
-  throw InvalidInput(fmt::format("unknown {} '{}'; choose float, bfloat16 or float16", flag, name));
-}
-
 bool IsWireDtype(DataType type) {
   return type == DataType::kFloat || type == DataType::kBFloat16 || type == DataType::kFloat16;
 }

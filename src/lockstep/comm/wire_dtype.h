@@ -21,8 +21,6 @@
 
 namespace lockstep {
 
-// "float" (or "float32"), "bfloat16" or "float16"; throws InvalidInput naming `flag` for anything else.
-DataType ParseWireDtype(const std::string& name, const std::string& flag = "--allreduce_dtype");
 // float, bfloat16 or float16.
 bool IsWireDtype(DataType type);
 

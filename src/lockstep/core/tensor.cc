@@ -43,6 +43,13 @@ const char* DataTypeName(DataType type) {
   return info ? info->name : "unknown";
 }
 
+DataType ParseFloatType(const std::string& name, const std::string& what) {
+  if (name == "float" || name == DataTypeName(DataType::kFloat)) return DataType::kFloat;
+  for (DataType type : {DataType::kBFloat16, DataType::kFloat16})
+    if (name == DataTypeName(type)) return type;
+  throw InvalidInput(fmt::format("unknown {} '{}'; choose float, bfloat16 or float16", what, name));
+}
+
 std::string Device::ToString() const {
   return fmt::format("{}:{}", type == DeviceType::kCpu ? "cpu" : "gpu", id);
 }

@@ -34,6 +34,9 @@ struct BFloat16 {
 
 size_t ElementSize(DataType type);
 const char* DataTypeName(DataType type);
+// The floating-point type named "float" (or DataTypeName's "float32"), "bfloat16" or "float16"; throws
+// InvalidInput naming `what` (a flag) for anything else.
+DataType ParseFloatType(const std::string& name, const std::string& what);
 // The DataType of an element type; any other type does not compile.
 template <typename T>
 constexpr DataType DataTypeOf() {

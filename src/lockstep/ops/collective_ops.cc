@@ -55,7 +55,7 @@ GradientBucket PlanDeviceBucket(const OperatorDef& def, const std::vector<const 
                                DataTypeName(blob.dtype()), blob.is_plain() ? "" : " in a blocked layout"));
     packed.emplace_back(def.output(j), blob.shape());
   }
-  return PlanGradientBuckets(packed, SIZE_MAX, 0, ParseWireDtype(StringArg(def, "wire_dtype"), "wire_dtype"))
+  return PlanGradientBuckets(packed, SIZE_MAX, 0, ParseFloatType(StringArg(def, "wire_dtype"), "wire_dtype"))
       .at(0);
 }
 

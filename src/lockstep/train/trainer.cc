@@ -82,11 +82,7 @@ std::string GradientPlan(const TrainerConfig& c, const DataParallelModel& parall
                      gloo.algorithm(), sent);
 }
 
-DataType ComputeType(const TrainerConfig& c) {
-  if (c.dtype == "float16") return DataType::kFloat16;
-  if (c.dtype == "bfloat16") return DataType::kBFloat16;
-  return DataType::kFloat;
-}
+DataType ComputeType(const TrainerConfig& c) { return ParseFloatType(c.dtype, "--dtype"); }
 
 float LossScale(const TrainerConfig& c) {
   if (c.loss_scale > 0) return c.loss_scale;
@@ -157,7 +153,7 @@ void BuildModels(const TrainerConfig& config, const std::string& shard_communica
   options.bucket_bytes = static_cast<size_t>(config.allreduce_bucket_mb * (1 << 20));
   options.tail_bucket_bytes = static_cast<size_t>(config.allreduce_tail_bucket_mb * (1 << 20));
   options.allreduce_channels = AllreduceChannels(config);
-  options.allreduce_dtype = ParseWireDtype(config.allreduce_dtype);
+  options.allreduce_dtype = ParseFloatType(config.allreduce_dtype, "--allreduce_dtype");
   options.share_buffers = config.share_buffers;
   options.input_shapes = TrainingInputShapes(config);
   options.keep_blobs = {"loss", "accuracy"};

@@ -178,16 +178,15 @@ void CheckDeviceSplit(const TrainerConfig& c) {
 }
 
 void CheckPrecision(const TrainerConfig& c) {
-  if (c.dtype != "float" && c.dtype != "float16" && c.dtype != "bfloat16")
-    throw InvalidInput(fmt::format("--dtype '{}': use float, float16 or bfloat16", c.dtype));
+  const DataType dtype = ParseFloatType(c.dtype, "--dtype");
   if (c.device_type == DeviceType::kCpu &&
-      (c.dtype == "float16" || c.float16_compute || c.enable_tensor_core))
+      (dtype == DataType::kFloat16 || c.float16_compute || c.enable_tensor_core))
     throw InvalidInput(
         "--dtype float16, --float16_compute and --enable_tensor_core need a GPU; CPUs train in float or "
         "bfloat16");
-  if (c.device_type == DeviceType::kCpu && c.dtype == "bfloat16")
+  if (c.device_type == DeviceType::kCpu && dtype == DataType::kBFloat16)
     RequireCpuBFloat16("--dtype bfloat16 on CPU");
-  if (c.float16_compute && c.dtype != "float16")
+  if (c.float16_compute && dtype != DataType::kFloat16)
     throw InvalidInput("--float16_compute needs --dtype float16");
 }
 
@@ -199,7 +198,7 @@ void CheckShards(const TrainerConfig& c) {
     throw InvalidInput(
         "--run_id is required with --num_shards > 1: pass the same unique id (e.g. $(date +%s)) to every "
         "shard");
-  CheckWireAlgorithm(c.allreduce_algorithm, c.num_shards, ParseWireDtype(c.allreduce_dtype));
+  CheckWireAlgorithm(c.allreduce_algorithm, c.num_shards, ParseFloatType(c.allreduce_dtype, "--allreduce_dtype"));
 }
 
 void CheckCheckpoints(const TrainerConfig& c) {
