@@ -1,6 +1,6 @@
-// Recomputing relu(BN(X)) in the backward pass: test-mode SpatialBN with the batch's saved statistics gives
-// the training output bit for bit (the premise), and the rewrite sends every gradient reader, and only
-// those, to one recomputation placed just before the first of them.
+// Recomputing relu(BN(X)) in the backward pass: SpatialBNReluAgain gives the training output and mask bit for
+// bit (the premise), and the rewrite sends every gradient reader of either, and only those, to one
+// recomputation placed just before the first of them.
 #include <cstring>
 
 #include "lockstep/core/cpu_isa.h"
@@ -23,12 +23,13 @@ bool SameBytes(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-TEST(Recompute, TestModeWithSavedStatisticsGivesTheTrainingOutputBitForBit) {
+TEST(Recompute, SpatialBNReluAgainGivesTheTrainingOutputAndMaskBitForBit) {
   std::vector<DataType> dtypes{DataType::kFloat};
   if (CpuHasBFloat16Instructions()) dtypes.push_back(DataType::kBFloat16);
   for (DataType dtype : dtypes)
     for (bool blocked : {false, true})
-      for (Shape shape : {Shape{4, 16, 7, 7}, Shape{3, 5, 6, 2}, Shape{8, 64, 14, 14}}) {
+      for (Shape shape : {Shape{4, 16, 7, 7}, Shape{3, 5, 6, 2}, Shape{8, 64, 14, 14}, Shape{6, 8}}) {
+        if (blocked && shape.size() != 4) continue;
         SCOPED_TRACE(fmt::format("{} {} {}", DataTypeName(dtype), blocked ? "blocked" : "plain",
                                  ShapeToString(shape)));
         Workspace ws;
@@ -41,11 +42,36 @@ TEST(Recompute, TestModeWithSavedStatisticsGivesTheTrainingOutputBitForBit) {
         Feed(&ws, "rm", RandomTensor({c}, 4));
         Feed(&ws, "rv", RandomTensor({c}, 5, 0.5f, 2.f));
         RunOp(&ws, FusedTrainingBN("x", "y"));
-        RunOp(&ws, MakeOperatorDef("SpatialBN", {"x", "scale", "bias", "y_saved_mean", "y_saved_var"},
-                                   {"again"}, {Arg("epsilon", 1e-5f), Arg("relu", 1), Arg("is_test", 1)}));
+        RunOp(&ws, MakeOperatorDef("SpatialBNReluAgain", {"x", "scale", "bias", "y_saved_mean", "y_saved_var"},
+                                   {"again", "again_mask"}, {Arg("epsilon", 1e-5f)}));
         EXPECT_TRUE(SameBytes(ws.Blob("again"), ws.Blob("y")));
         EXPECT_EQ(ws.Blob("again").is_plain(), ws.Blob("y").is_plain());
+        EXPECT_TRUE(SameBytes(ws.Blob("again_mask"), ws.Blob("y_mask")));
       }
+}
+
+// The shape function sizes the mask as the op writes it, so the memory plan can place it.
+TEST(Recompute, SpatialBNReluAgainShapes) {
+  const OperatorDef def = MakeOperatorDef(
+      "SpatialBNReluAgain", {"x", "scale", "bias", "mean", "var"}, {"y", "mask"}, {Arg("epsilon", 1e-5f)});
+  const Shape x{2, 4, 3, 3};
+  const std::vector<TensorShape> inputs{{x, DataType::kFloat},
+                                        {{4}, DataType::kFloat},
+                                        {{4}, DataType::kFloat},
+                                        {{4}, DataType::kFloat},
+                                        {{4}, DataType::kFloat}};
+  const std::vector<TensorShape> out = SchemaRegistry::Of(def).InferShapes(def, inputs);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].dims, x);
+  Workspace ws;
+  Feed(&ws, "x", RandomTensor(x, 1));
+  for (const char* name : {"scale", "bias", "mean"}) Feed(&ws, name, RandomTensor({4}, 2));
+  Feed(&ws, "var", RandomTensor({4}, 3, 0.5f, 1.f));
+  RunOp(&ws, def);
+  EXPECT_EQ(out[1].dtype, DataType::kUInt8);
+  EXPECT_EQ(out[1].dims, ws.Blob("mask").shape());
+  const std::vector<TensorShape> wrong{inputs[0], {{5}, DataType::kFloat}, inputs[2], inputs[3], inputs[4]};
+  EXPECT_THROW(SchemaRegistry::Of(def).InferShapes(def, wrong), InvalidInput);
 }
 
 TEST(Recompute, GradientReadersReadOneRecomputationPlacedBeforeTheFirst) {
@@ -62,33 +88,43 @@ TEST(Recompute, GradientReadersReadOneRecomputationPlacedBeforeTheFirst) {
   OperatorDef conv_gradient = MakeOperatorDef("ConvGradient", {"r1", "w2", "dc2"}, {"dw2", "dr1"});
   conv_gradient.set_is_gradient_op(true);
   *net.add_op() = conv_gradient;
-  OperatorDef other_reader = MakeOperatorDef("Copy", {"r1"}, {"r1_copy"});
-  other_reader.set_is_gradient_op(true);
-  *net.add_op() = other_reader;
+  OperatorDef bn_gradient = MakeOperatorDef(
+      "SpatialBNGradient", {"c1", "scale", "dr1", "r1_saved_mean", "r1_saved_var", "r1_mask"}, {"dc1"},
+      {Arg("relu", 1), Arg("gradients", std::vector<int64_t>{0})});
+  bn_gradient.set_is_gradient_op(true);
+  *net.add_op() = bn_gradient;
   net.mutable_op(1)->mutable_device_option()->set_device_id(1);
+  OperatorDef on_gpu = FusedTrainingBN("c3", "r3");
+  SetDevice(&on_gpu, {DeviceType::kCuda, 0});
+  *net.add_op() = on_gpu;
+  OperatorDef gpu_reader = MakeOperatorDef("Copy", {"r3"}, {"r3_copy"});
+  gpu_reader.set_is_gradient_op(true);
+  *net.add_op() = gpu_reader;
 
-  ASSERT_EQ(RecomputeNormalizedActivations(&net), 1);
-  ASSERT_EQ(net.op_size(), 9);
+  ASSERT_EQ(RecomputeNormalizedActivations(&net), std::set<std::string>{"r1_mask"});
+  ASSERT_EQ(net.op_size(), 11);
   EXPECT_EQ(net.op(2).input(0), "r1");  // forward readers keep the forward output
   EXPECT_EQ(net.op(3).input(0), "r1");
   const OperatorDef& again = net.op(6);
-  EXPECT_EQ(again.type(), "SpatialBN");
+  EXPECT_EQ(again.type(), "SpatialBNReluAgain");
   EXPECT_TRUE(again.is_gradient_op());
   EXPECT_EQ(std::vector<std::string>(again.input().begin(), again.input().end()),
             (std::vector<std::string>{"c1", "scale", "bias", "r1_saved_mean", "r1_saved_var"}));
   EXPECT_EQ(std::vector<std::string>(again.output().begin(), again.output().end()),
-            std::vector<std::string>{"r1_recomputed"});
-  EXPECT_EQ(IntArg(again, "is_test"), 1);
-  EXPECT_EQ(IntArg(again, "relu"), 1);
+            (std::vector<std::string>{"r1_recomputed", "r1_mask_recomputed"}));
+  EXPECT_FLOAT_EQ(FloatArg(again, "epsilon"), 1e-5f);
   EXPECT_EQ(again.device_option().device_id(), 1);
   EXPECT_EQ(net.op(7).type(), "ConvGradient");
   EXPECT_EQ(net.op(7).input(0), "r1_recomputed");
-  EXPECT_EQ(net.op(8).input(0), "r1_recomputed");
+  EXPECT_EQ(net.op(8).type(), "SpatialBNGradient");
+  EXPECT_EQ(net.op(8).input(0), "c1");
+  EXPECT_EQ(net.op(8).input(5), "r1_mask_recomputed");
+  EXPECT_EQ(net.op(10).input(0), "r3");  // a GPU's keeps its output
 
   NetDef without_gradients;
   *without_gradients.add_op() = FusedTrainingBN("c1", "r1");
   *without_gradients.add_op() = MakeOperatorDef("Conv", {"r1", "w2"}, {"c2"}, {Arg("kernel", 3)});
-  EXPECT_EQ(RecomputeNormalizedActivations(&without_gradients), 0);
+  EXPECT_TRUE(RecomputeNormalizedActivations(&without_gradients).empty());
   EXPECT_EQ(without_gradients.op_size(), 2);
 }
 

@@ -81,15 +81,21 @@ dnnl::normalization_flags Flags(bool global_stats, bool relu) {
   return flags;
 }
 
+// training: the form that writes the ReLU mask (relu) for the gradient, also with given statistics.
 dnnl::batch_normalization_forward::primitive_desc ForwardDesc(const dnnl::memory::desc& x, float epsilon,
-                                                              bool global_stats, bool relu) {
-  auto kind = global_stats ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
+                                                              bool global_stats, bool relu, bool training) {
+  auto kind = training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
   dnnl::batch_normalization_forward::desc desc(kind, x, epsilon, Flags(global_stats, relu));
   return dnnl::batch_normalization_forward::primitive_desc(desc, CpuEngine());
 }
 
 // The mask is opaque bytes whose count depends on X's layout (bits per element and channel padding vary
 // with the implementation oneDNN picks); inference reports the count for plain X.
+TensorShape MaskShape(const TensorShape& x, float epsilon, bool global_stats) {
+  auto forward = ForwardDesc(PlainDesc(x.dims, x.dtype), epsilon, global_stats, true, true);
+  return {{static_cast<int64_t>(forward.workspace_desc().get_size())}, DataType::kUInt8};
+}
+
 std::vector<TensorShape> SpatialBNShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
   bool combined = CombinesStatistics(def);
   int num_outputs = SpatialBNNumOutputs(def);
@@ -101,10 +107,15 @@ std::vector<TensorShape> SpatialBNShapes(const OperatorDef& def, const std::vect
   for (int i = 1; i < std::min(num_outputs, 5); ++i) out.push_back({{channels}, DataType::kFloat});
   if (num_outputs == 6) {
     float epsilon = FloatArg(def, "epsilon");
-    auto forward = ForwardDesc(PlainDesc(in[0].dims, in[0].dtype), epsilon, false, true);
-    out.push_back({{static_cast<int64_t>(forward.workspace_desc().get_size())}, DataType::kUInt8});
+    out.push_back(MaskShape(in[0], FloatArg(def, "epsilon"), /*global_stats=*/false));
   }
   return out;
+}
+
+// (X, scale, bias, saved_mean, saved_var) -> Y, relu_mask.
+std::vector<TensorShape> SpatialBNReluAgainShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  ChannelCount(def, in[0].dims, {{1, &in[1].dims}, {2, &in[2].dims}, {3, &in[3].dims}, {4, &in[4].dims}});
+  return {in[0], MaskShape(in[0], FloatArg(def, "epsilon"), /*global_stats=*/true)};
 }
 
 // tensor is (C), plain: oneDNN never blocks 1-D tensors.
@@ -149,7 +160,7 @@ class SpatialBNOp : public Operator {
                                                {DNNL_ARG_SHIFT, ChannelMemory(bias)}};
     if (desc != desc_) {
       desc_ = desc;
-      auto forward = ForwardDesc(desc, epsilon_, is_test_ || combined_, relu_);
+      auto forward = ForwardDesc(desc, epsilon_, is_test_ || combined_, relu_, !(is_test_ || combined_));
       workspace_desc_ = forward.workspace_desc();
       primitive_ = dnnl::batch_normalization_forward(forward);
     }
@@ -213,6 +224,44 @@ class SpatialBNOp : public Operator {
   dnnl::batch_normalization_forward primitive_;
 };
 
+// relu(BN(X)) again, with the statistics and in the form of the training pass, so Y and the mask are the
+// bits SpatialBN(relu=1) wrote: the backward pass computes them instead of keeping them
+// (parallel/recompute.h).
+class SpatialBNReluAgainOp : public Operator {
+ public:
+  SpatialBNReluAgainOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws), epsilon_(FloatArg("epsilon")) {
+    AcceptLayouts();
+  }
+
+  void Run() override {
+    const Tensor& x = Input(0);  // x is (N, C, H, W) or (N, C)
+    ChannelCount(def_, x.shape(),
+                 {{1, &Input(1).shape()}, {2, &Input(2).shape()}, {3, &Input(3).shape()}, {4, &Input(4).shape()}});
+    auto desc = DescOf(x);
+    if (desc != desc_) {
+      desc_ = desc;
+      auto forward = ForwardDesc(desc, epsilon_, /*global_stats=*/true, /*relu=*/true, /*training=*/true);
+      workspace_desc_ = forward.workspace_desc();
+      primitive_ = dnnl::batch_normalization_forward(forward);
+    }
+    Tensor* mask = Output(1);  // mask is oneDNN's ReLU workspace, as SpatialBN's output 5
+    mask->Resize({static_cast<int64_t>(workspace_desc_.get_size())}, DataType::kUInt8);
+    Execute(primitive_, {{DNNL_ARG_SRC, AsMemory(x)},
+                         {DNNL_ARG_DST, ResizeForDesc(Output(0), x.shape(), desc)},
+                         {DNNL_ARG_SCALE, ChannelMemory(Input(1))},
+                         {DNNL_ARG_SHIFT, ChannelMemory(Input(2))},
+                         {DNNL_ARG_MEAN, ChannelMemory(Input(3))},
+                         {DNNL_ARG_VARIANCE, ChannelMemory(Input(4))},
+                         {DNNL_ARG_WORKSPACE, dnnl::memory(workspace_desc_, CpuEngine(), mask->raw_data())}});
+  }
+
+ private:
+  float epsilon_;
+  dnnl::memory::desc desc_, workspace_desc_;
+  dnnl::batch_normalization_forward primitive_;
+};
+
 // Arg `gradients` lists which of dX (0), dscale (1), dbias (2) are outputs, in that order. oneDNN 2.6
 // computes dX with a scale only together with dscale and dbias, so the ones not listed go to scratch.
 // With relu=1 the gradients are those of relu(BN(X)): the forward pass's ReLU mask (input 5) zeroes dY.
@@ -249,7 +298,7 @@ class SpatialBNGradientOp : public Operator {
       dnnl::batch_normalization_backward::desc op_desc(dnnl::prop_kind::backward, desc, desc, epsilon_,
                                                        Flags(is_test_, relu_));
       dnnl::batch_normalization_backward::primitive_desc backward(
-          op_desc, CpuEngine(), ForwardDesc(desc, epsilon_, is_test_, relu_));
+          op_desc, CpuEngine(), ForwardDesc(desc, epsilon_, is_test_, relu_, !is_test_));
       workspace_desc_ = backward.workspace_desc();
       primitive_ = dnnl::batch_normalization_backward(backward);
     }
@@ -422,7 +471,25 @@ LOCKSTEP_OPERATOR_SCHEMA(SpatialBNGradient)
     .NumOutputs(1, 3)
     .ShapeFunction(SpatialBNGradientShapes)
     .LowPrecisionInputs({0, 2});  // scale and the statistics stay float32
+LOCKSTEP_OPERATOR_SCHEMA(SpatialBNReluAgain)
+    .SetDoc(
+        "relu(BN(X)) and its ReLU mask again from a training SpatialBN(relu=1)'s input and saved statistics: "
+        "the same bits, for the backward pass, which then need not keep them.")
+    .Input(0, "X", "the training SpatialBN's input")
+    .Input(1, "scale", "(C)")
+    .Input(2, "bias", "(C)")
+    .Input(3, "saved_mean", "(C): the training SpatialBN's output 3")
+    .Input(4, "saved_var", "(C): the training SpatialBN's output 4")
+    .Output(0, "Y", "X's shape")
+    .Output(1, "relu_mask", "as the training SpatialBN's output 5")
+    .Arg("epsilon", ArgType::kFloat, kDefaultEpsilon, "the training SpatialBN's")
+    .Min(0)
+    .NumInputs(5)
+    .NumOutputs(2)
+    .ShapeFunction(SpatialBNReluAgainShapes)
+    .LowPrecisionInputs({0});
 LOCKSTEP_REGISTER_CPU_OPERATOR(SpatialBN, SpatialBNOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(SpatialBNReluAgain, SpatialBNReluAgainOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(SpatialBNGradient, SpatialBNGradientOp);
 LOCKSTEP_REGISTER_GRADIENT(SpatialBN, SpatialBNGradient);
 

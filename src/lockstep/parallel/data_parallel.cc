@@ -344,8 +344,8 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
                         first_device);
 
   // Part of the plan: what is cheaper to compute again than to keep is not kept.
-  if (training && o.share_buffers) RecomputeNormalizedActivations(&model.net());
   MemoryPlanOptions plan;
+  if (training && o.share_buffers) plan.scratch = RecomputeNormalizedActivations(&model.net());
   plan.share = o.share_buffers;
   plan.scopes = dp.scopes;
   plan.keep.insert(dp.losses.begin(), dp.losses.end());

@@ -90,7 +90,8 @@ std::function<bool(const std::string&, const Lifetime&)> Renamable(const NetDef&
   pinned.insert(net.external_output().begin(), net.external_output().end());
   return [pinned, &options](const std::string& name, const Lifetime& life) {
     return name.compare(0, options.namescope.size(), options.namescope) == 0 && !pinned.count(name) &&
-           life.first_write >= 0 && life.read && !life.collective && !life.object &&
+           life.first_write >= 0 && (life.read || options.scratch.count(name)) && !life.collective &&
+           !life.object &&
            (options.share_activations || life.written_by_gradient_op);
   };
 }

@@ -19,12 +19,13 @@ struct MemongerOptions {
   // Bytes of every blob the net writes (e.g. the capacities after one step without sharing). When given, a
   // blob goes to the free buffer that fits it best; without them, to the most recently freed one.
   std::map<std::string, size_t> blob_bytes;
+  std::set<std::string> scratch;  // written and never read, yet no result: they share like any other
 };
 
 // Returns `net` with blobs renamed so that blobs with disjoint lifetimes share a name (and so a buffer).
 // A blob may be renamed when it is under the namescope, not kept, not an external input or output of the
 // net, written before it is read (a blob read first carries state across runs), read by some op (a blob
-// only written is a result the caller fetches), not touched by a collective
+// only written is a result the caller fetches) unless it is scratch, not touched by a collective
 // op, and not a workspace object (OpSchema::ObjectInputs). Two blobs share only if the last op using one
 // comes strictly before the first op writing the other, so no op ever reads one and writes the other. Shared
 // names are "<namescope>__shared_<k>".

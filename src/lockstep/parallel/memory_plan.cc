@@ -107,6 +107,7 @@ MemoryPlan PlanMemory(NetDef* net, const NetDef& init_net, const MemoryPlanOptio
       MemongerOptions memonger;
       memonger.namescope = scope;
       memonger.keep = options.keep;
+      memonger.scratch = options.scratch;
       memonger.share_activations = true;
       if (!plan.unknown.empty()) {  // without sizes: shared names, most recently freed first
         *net = ShareBlobs(*net, memonger);

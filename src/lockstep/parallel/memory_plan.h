@@ -34,6 +34,7 @@ struct MemoryPlanOptions {
   bool share = true;                 // share buffers (else only measure)
   std::vector<std::string> scopes;   // blobs share only within a scope (a replica's device)
   std::set<std::string> keep;        // never shared: losses, parameter gradients, blobs read after a run
+  std::set<std::string> scratch;     // written, never read and no result (MemongerOptions::scratch)
   std::set<std::string> parameters;  // trainable parameters (full names)
   std::set<std::string> gradients;   // their gradients
   // Shapes of the blobs that no shape function gives (what the readers produce), by full name.
