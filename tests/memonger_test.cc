@@ -122,6 +122,19 @@ TEST(Memonger, WithSizesTheBestFittingBufferIsReused) {
   EXPECT_THROW(ShareBlobs(net, options), InvalidInput);
 }
 
+// A blob no op reads is a result the caller fetches, unless it is named scratch (a forward mask whose readers
+// read a recomputed one instead): then it shares like any other.
+TEST(Memonger, UnreadBlobsShareOnlyAsScratch) {
+  NetDef net = NetOf({ForwardOp({"x"}, {"a", "mask"}), ForwardOp({"a"}, {"b"}), ForwardOp({"b"}, {"c"})});
+  MemongerOptions options{"", {"c"}, /*share_activations=*/true};
+  EXPECT_EQ(Share(net, options)["mask"], "mask");
+  options.scratch = {"mask"};
+  auto names = Share(net, options);
+  EXPECT_EQ(names["mask"], "__shared_1");
+  EXPECT_EQ(names["b"], "__shared_1");  // mask's last use, its write, comes before b's
+  EXPECT_EQ(names["a"], "__shared_0");
+}
+
 TEST(Memonger, ActivationsShareOnlyWhenAsked) {
   NetDef net = NetOf({ForwardOp({"x"}, {"a"}), ForwardOp({"a"}, {"b"}), ForwardOp({"b"}, {"c"}),
                       GradientOp({"c"}, {"d"}), GradientOp({"d"}, {"e"}), GradientOp({"e"}, {"f"})});
