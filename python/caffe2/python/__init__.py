@@ -1,0 +1,1 @@
+"""caffe2.python: Caffe2's Python modules as adapters over lockstep's."""

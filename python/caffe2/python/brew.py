@@ -1,0 +1,100 @@
+"""Caffe2's ``brew`` over lockstep's: the same layer helpers, ``arg_scope``, and Caffe2's initializer
+arguments (``WeightInitializer`` / ``BiasInitializer``). Layers build through lockstep's C++ layers."""
+import contextlib
+import threading
+
+from caffe2.python._unsupported import refuse
+from caffe2.python.modeling.initializers import Initializer, PseudoFP16Initializer
+from lockstep import brew as _brew
+
+_scopes = threading.local()
+
+
+@contextlib.contextmanager
+def arg_scope(single_helper_or_list, **kwargs):
+    """Default keyword arguments of the given helpers (brew.conv, ...) inside the block; they nest."""
+    helpers = single_helper_or_list if isinstance(single_helper_or_list, (list, tuple)) else [
+        single_helper_or_list]
+    names = {helper if isinstance(helper, str) else helper.__name__ for helper in helpers}
+    stack = getattr(_scopes, "stack", [])
+    _scopes.stack = stack + [(names, kwargs)]
+    try:
+        yield
+    finally:
+        _scopes.stack = stack
+
+
+def _arguments(helper, kwargs):
+    merged = {}
+    for names, scoped in getattr(_scopes, "stack", []):
+        if helper in names:
+            merged.update(scoped)
+    merged.update(kwargs)
+    return merged
+
+
+def _initializer(layer, initializer, fill, default):
+    """The (fill type, args) a layer's parameter gets from Caffe2's initializer arguments."""
+    if initializer is None or initializer is Initializer:
+        return fill or default
+    if initializer is PseudoFP16Initializer or isinstance(initializer, PseudoFP16Initializer):
+        refuse(f"brew.{layer}: PseudoFP16Initializer (float16 parameters) is not supported; lockstep keeps "
+               "parameters float32 (lockstep.mixed_precision computes in 16 bits)")
+    if isinstance(initializer, Initializer):
+        return initializer.fill(fill or default)
+    refuse(f"brew.{layer}: initializer {initializer!r} is not supported; pass Initializer or an instance")
+
+
+def _compute_options(layer, kwargs):
+    if kwargs.pop("float16_compute", False):
+        refuse(f"brew.{layer}: float16_compute is not supported; lockstep computes in float32 (or bfloat16 "
+               "through lockstep.mixed_precision)")
+    kwargs.pop("enable_tensor_core", None)  # cuDNN and cuBLAS pick tensor cores themselves in lockstep
+    if kwargs.pop("transform_inputs", None) is not None:
+        refuse(f"brew.{layer}: transform_inputs is not supported")
+
+
+def conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=None, bias_init=None,
+         WeightInitializer=None, BiasInitializer=None, **kwargs):
+    kwargs = _arguments("conv", kwargs)
+    WeightInitializer = kwargs.pop("WeightInitializer", WeightInitializer)
+    BiasInitializer = kwargs.pop("BiasInitializer", BiasInitializer)
+    _compute_options("conv", kwargs)
+    weight = _initializer("conv", WeightInitializer, weight_init, ("XavierFill", {}))
+    bias = _initializer("conv", BiasInitializer, bias_init, ("ConstantFill", {"value": 0.0}))
+    return _brew.conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=weight, bias_init=bias,
+                      **kwargs)
+
+
+def fc(model, blob_in, blob_out, dim_in, dim_out, weight_init=None, bias_init=None, WeightInitializer=None,
+       BiasInitializer=None, **kwargs):
+    kwargs = _arguments("fc", kwargs)
+    WeightInitializer = kwargs.pop("WeightInitializer", WeightInitializer)
+    BiasInitializer = kwargs.pop("BiasInitializer", BiasInitializer)
+    _compute_options("fc", kwargs)
+    weight = _initializer("fc", WeightInitializer, weight_init, ("XavierFill", {}))
+    bias = _initializer("fc", BiasInitializer, bias_init, ("ConstantFill", {"value": 0.0}))
+    return _brew.fc(model, blob_in, blob_out, dim_in, dim_out, weight_init=weight, bias_init=bias, **kwargs)
+
+
+def _helper(name):
+    layer = getattr(_brew, name)
+
+    def helper(model, *args, **kwargs):
+        return layer(model, *args, **_arguments(name, kwargs))
+
+    helper.__name__ = name
+    helper.__doc__ = layer.__doc__
+    return helper
+
+
+relu = _helper("relu")
+max_pool = _helper("max_pool")
+average_pool = _helper("average_pool")
+spatial_bn = _helper("spatial_bn")
+dropout = _helper("dropout")
+sum = _helper("sum")  # noqa: A001 (Caffe2's name)
+softmax_with_loss = _helper("softmax_with_loss")
+accuracy = _helper("accuracy")
+scale = _helper("scale")
+flatten = _helper("flatten")
