@@ -152,6 +152,12 @@ def _names(blobs):
     return [str(blobs)] if isinstance(blobs, str) else [str(b) for b in blobs]
 
 
+def _scoped(blobs):
+    """Blob names under the current name scope; BlobReferences as given."""
+    blobs = [blobs] if isinstance(blobs, str) else list(blobs)
+    return [blob if isinstance(blob, BlobReference) else ScopedName(str(blob)) for blob in blobs]
+
+
 def CreateOperator(operator_type, inputs, outputs, name="", control_input=None, device_option=None, arg=None,
                    engine=None, **kwargs):
     """An OperatorDef message. Names are used as given; the device is ``device_option`` or the current
@@ -202,13 +208,11 @@ class Net:
         return ScopedName(f"{self.Name()}_{op_type.lower()}_{self._next_name}")
 
     def AddOperator(self, op_type, inputs=(), outputs=None, **kwargs):
-        scope = lambda blob: blob if isinstance(blob, BlobReference) else ScopedName(str(blob))  # noqa: E731
         if outputs is None:
             outputs = 1
         if isinstance(outputs, int):
-            outputs = [self._output_name(op_type) for _ in range(outputs)]
-        op = CreateOperator(op_type, [scope(b) for b in _names(inputs)], [scope(b) for b in _names(outputs)],
-                            **kwargs)
+            outputs = [BlobReference(self._output_name(op_type)) for _ in range(outputs)]
+        op = CreateOperator(op_type, _scoped(inputs), _scoped(outputs), **kwargs)
         self._net.op.extend([op])
         refs = tuple(BlobReference(name) for name in op.output)
         return refs[0] if len(refs) == 1 else refs
