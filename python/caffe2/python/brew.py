@@ -6,6 +6,7 @@ import threading
 from caffe2.python._unsupported import refuse
 from caffe2.python.modeling.initializers import Initializer, PseudoFP16Initializer
 from lockstep import brew as _brew
+from lockstep import core
 
 _scopes = threading.local()
 
@@ -98,3 +99,46 @@ softmax_with_loss = _helper("softmax_with_loss")
 accuracy = _helper("accuracy")
 scale = _helper("scale")
 flatten = _helper("flatten")
+
+
+def image_input(model, blob_in, blob_out, order="NCHW", use_gpu_transform=False, **kwargs):
+    """Caffe2's ImageInput: this replica's slice of the next batch of the reader ``blob_in`` (from
+    ModelHelper.CreateDB) into ``blob_out = [data, label]``: decoded, resized so the shortest side is
+    ``scale``, cropped to ``crop`` (randomly and mirrored in training, centred with ``is_test``), normalized
+    as (pixel - 128) / 128. Decoding runs on CPU threads whatever ``use_gpu_transform`` says."""
+    kwargs = _arguments("image_input", kwargs)
+    reader = getattr(model, "_readers", {}).get(str(blob_in))
+    if reader is None:
+        return _brew.image_input(model, blob_in, blob_out, **kwargs)
+    if order != "NCHW":
+        refuse(f"brew.image_input: order={order!r} is not supported; lockstep reads images as NCHW")
+    if kwargs.pop("output_type", "float") != "float":
+        refuse("brew.image_input: output_type float16 is not supported; lockstep reads float images")
+    for name in ("mean", "std"):
+        values = kwargs.pop(name, 128.0)
+        if any(float(v) != 128.0 for v in (values if isinstance(values, (list, tuple)) else [values])):
+            refuse(f"brew.image_input: {name}={values} is not supported; lockstep normalizes as "
+                   "(pixel - 128) / 128")
+    is_test = bool(kwargs.pop("is_test", False))
+    if not is_test and not kwargs.pop("mirror", 0):
+        refuse("brew.image_input: training without mirror=1 is not supported; lockstep mirrors training "
+               "images at random")
+    kwargs.pop("mirror", None)
+    args = dict(db=reader["db"], db_type=reader["db_type"], batch_size=int(kwargs.pop("batch_size")),
+                num_replicas=len(model._devices) * reader["num_shards"], train=0 if is_test else 1,
+                record_format="datum" if kwargs.pop("use_caffe_datum", False) else "tensorprotos",
+                num_channels=3 if kwargs.pop("color", 1) else 1)
+    if "crop" in kwargs:
+        args["image_size"] = int(kwargs.pop("crop"))
+    if "scale" in kwargs:
+        args["scale"] = int(kwargs.pop("scale"))
+    if kwargs:
+        refuse(f"brew.image_input: arguments {', '.join(sorted(kwargs))} are not supported")
+    if reader["created"] is None:
+        # One reader for every replica, on the host: each replica reads its own slice of each global batch.
+        with core.DeviceScope(core.DeviceOption(core.CPU, 0)):
+            model.param_init_net.CreateDB([], core.BlobReference(str(blob_in)), **args)
+        reader["created"] = args
+    elif reader["created"] != args:
+        refuse(f"brew.image_input: reader {blob_in} is read with different arguments by another replica")
+    return _brew.image_input(model, str(blob_in), blob_out)
