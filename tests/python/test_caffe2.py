@@ -337,3 +337,109 @@ def test_refusal_ends_a_program_with_one_line():
                                                    "d.Parallelize_BMUF(None)"], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 1 and result.stderr.count("\n") == 1 and "Parallelize_BMUF" in result.stderr
+
+
+def write_cifar10_batch(path, count, labels):
+    """``count`` random colour images in a CIFAR-10 binary batch (a label byte, then 32x32 RGB planes)."""
+    rng = np.random.RandomState(3)
+    records = [np.concatenate([[i % labels], rng.randint(0, 256, 3 * 32 * 32)]) for i in range(count)]
+    path.write_bytes(np.array(records, np.uint8).tobytes())
+
+
+def make_lmdb(tmp_path, count=32, labels=LABELS):
+    """An LMDB of Caffe Datum records made by `lockstep make-db`."""
+    cli = os.environ.get("LOCKSTEP_CLI_PATH")
+    if not cli:
+        pytest.skip("LOCKSTEP_CLI_PATH (the lockstep program) is not set; ctest sets it")
+    write_cifar10_batch(tmp_path / "batch.bin", count, labels)
+    db = str(tmp_path / "train_lmdb")
+    subprocess.run([cli, "make-db", "--cifar10", str(tmp_path / "batch.bin"), "--output", db], check=True,
+                   capture_output=True)
+    return db
+
+
+def test_image_input_reads_a_lockstep_made_lmdb_as_the_trainer_does(tmp_path):
+    db = make_lmdb(tmp_path)
+    model = model_helper.ModelHelper(name="resnet50")
+    reader = model.CreateDB("reader", db=db, db_type="lmdb", num_shards=1, shard_id=0)
+
+    def add_image_input(model):
+        data, label = brew.image_input(model, reader, ["data", "label"], batch_size=BATCH_PER_DEVICE,
+                                       output_type="float", use_gpu_transform=model._device_type == 1,
+                                       use_caffe_datum=True, mean=128., std=128., scale=IMAGE, crop=IMAGE,
+                                       mirror=1, is_test=False)
+
+    def forward(model, loss_scale):
+        x = brew.conv(model, "data", "conv1", 3, 4, 3, pad=1)
+        pred = brew.fc(model, brew.relu(model, x, "relu1"), "pred", 4 * IMAGE * IMAGE, LABELS)
+        softmax, loss = model.SoftmaxWithLoss([pred, "label"], ["softmax", "loss"])
+        return [model.Scale(loss, scale=loss_scale)]
+
+    data_parallel_model.Parallelize_CPU(model, input_builder_fun=add_image_input, forward_pass_builder_fun=forward,
+                                        param_update_builder_fun=lambda m: optimizer.build_sgd(m, 0.01),
+                                        devices=[0, 1], blobs_to_keep=["data", "label"])
+    create = [op for op in model.param_init_net.Proto().op if op.type == "CreateDB"]
+    assert len(create) == 1 and list(create[0].output) == ["reader"]
+    args = {a.name: a for a in create[0].arg}
+    assert (args["batch_size"].i, args["num_replicas"].i, args["record_format"].s) == (4, 2, b"datum")
+    data_parallel_model.RunInitNet(model)
+    data_parallel_model.RunNet(model, 1)
+    data, label = workspace.FetchBlob("cpu_1/data"), workspace.FetchBlob("cpu_1/label")
+    assert data.shape == (BATCH_PER_DEVICE, 3, IMAGE, IMAGE) and np.abs(data).max() <= 1.0
+    assert label.shape == (BATCH_PER_DEVICE,) and set(label.tolist()) <= set(range(LABELS))
+    with pytest.raises(Unsupported, match="mean=100"):
+        brew.image_input(model, reader, ["d", "l"], batch_size=4, mean=100.0)
+
+
+SHARD_PROGRAM = """
+import sys
+import numpy as np
+from caffe2.python import brew, core, data_parallel_model, model_helper, optimizer, workspace
+db, out, devices, num_shards, shard_id, store = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), \\
+    int(sys.argv[5]), sys.argv[6]
+rendezvous = None
+if num_shards > 1:
+    workspace.RunOperatorOnce(core.CreateOperator("FileStoreHandlerCreate", [], ["store_handler"], path=store,
+                                                  prefix="shards"))
+    rendezvous = dict(kv_handler="store_handler", shard_id=shard_id, num_shards=num_shards, engine="GLOO",
+                      transport="tcp", interface="", exit_nets=None)
+model = model_helper.ModelHelper(name="shards")
+reader = model.CreateDB("reader", db=db, db_type="lmdb", num_shards=num_shards, shard_id=shard_id)
+
+def add_input(model):
+    brew.image_input(model, reader, ["data", "label"], batch_size=2, use_caffe_datum=True, scale=8,
+                     crop=8, mirror=1)
+
+def forward(model, loss_scale):
+    pred = brew.fc(model, "data", "pred", 3 * 8 * 8, 5)
+    softmax, loss = model.SoftmaxWithLoss([pred, "label"], ["softmax", "loss"])
+    return [model.Scale(loss, scale=loss_scale)]
+
+data_parallel_model.Parallelize(model, input_builder_fun=add_input, forward_pass_builder_fun=forward,
+                                optimizer_builder_fun=lambda m: optimizer.build_sgd(m, 0.1, momentum=0.9),
+                                devices=list(range(devices)), rendezvous=rendezvous, cpu_device=True,
+                                barrier_net_timeout_sec=120)
+data_parallel_model.RunInitNet(model)
+data_parallel_model.RunNet(model, 3)
+np.savez(out, **{p: workspace.FetchBlob(p) for p in data_parallel_model.GetCheckpointParams(model)})
+"""
+
+
+def test_two_shards_through_a_file_store_equal_one_process_with_two_devices(tmp_path):
+    db = make_lmdb(tmp_path)
+
+    def launch(out, devices, shards, shard):
+        return subprocess.Popen([sys.executable, "-c", SHARD_PROGRAM, db, str(tmp_path / out), str(devices),
+                                 str(shards), str(shard), str(tmp_path)], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    runs = [launch("one.npz", 2, 1, 0), launch("shard0.npz", 1, 2, 0), launch("shard1.npz", 1, 2, 1)]
+    for run in runs:
+        output, _ = run.communicate(timeout=240)
+        assert run.returncode == 0, output
+    one, shard0, shard1 = (np.load(tmp_path / name) for name in ("one.npz", "shard0.npz", "shard1.npz"))
+    assert sorted(one.files) == sorted(shard0.files) and "cpu_0/pred_w" in one.files
+    for name in one.files:
+        np.testing.assert_allclose(shard0[name], one[name], rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(shard1[name], shard0[name])
+    assert not np.array_equal(one["cpu_0/pred_w"], np.zeros_like(one["cpu_0/pred_w"]))
