@@ -2,6 +2,7 @@
 rendezvous dict, and the helpers Caffe2 programs call around it."""
 import copy
 
+from caffe2.proto import caffe2_pb2
 from caffe2.python import workspace
 from caffe2.python._unsupported import refuse
 from lockstep import core
@@ -110,10 +111,20 @@ def Synchronize(model, timeout_sec=None):
 
 
 def AddBlobSync(model, blobs, net=None):
-    """Caffe2 copies ``blobs`` from the first device to the others in ``net``."""
-    if blobs:
-        refuse("data_parallel_model.AddBlobSync is not supported; lockstep keeps the parameters, their "
-               "statistics and the optimizer's state in sync itself")
+    """Appends to ``net`` (default model.net) a broadcast of each of ``blobs`` (unprefixed names) from the
+    first replica to the others, over the devices and shards that Parallelize joined."""
+    if not blobs:
+        return
+    prefixed = [b for b in blobs if str(b).startswith(model._device_prefix)]
+    if prefixed:
+        refuse(f"data_parallel_model.AddBlobSync: give unprefixed blob names, not {', '.join(prefixed)}")
+    (broadcast,) = caffe2_pb2.NetDef.FromString(_dpm._parallel(model).broadcast_net_bytes()).op
+    scopes = GetDeviceScopes(model)
+    replicas = [core.BlobReference(scope + str(b)) for scope in scopes for b in blobs]
+    net = model.net if net is None else net
+    with core.DeviceScope(core.DeviceOption.of(broadcast.device_option)):
+        net.Broadcast([core.BlobReference(broadcast.input[0])] + replicas, replicas,
+                      **{arg.name: arg.i for arg in broadcast.arg})
 
 
 def OptimizeGradientMemory(model, input_shapes, excluded_blobs, recycle_activations):
