@@ -55,26 +55,28 @@ def _compute_options(layer, kwargs):
         refuse(f"brew.{layer}: transform_inputs is not supported")
 
 
-def conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=None, bias_init=None,
-         WeightInitializer=None, BiasInitializer=None, **kwargs):
-    kwargs = _arguments("conv", kwargs)
+def _parameters(layer, kwargs, weight_init, bias_init, WeightInitializer, BiasInitializer):
+    """A conv's or fc's keyword arguments (arg_scope's under the given ones) and its weight and bias
+    initializers as lockstep's (fill type, args) pairs."""
+    kwargs = _arguments(layer, kwargs)
     WeightInitializer = kwargs.pop("WeightInitializer", WeightInitializer)
     BiasInitializer = kwargs.pop("BiasInitializer", BiasInitializer)
-    _compute_options("conv", kwargs)
-    weight = _initializer("conv", WeightInitializer, weight_init, ("XavierFill", {}))
-    bias = _initializer("conv", BiasInitializer, bias_init, ("ConstantFill", {"value": 0.0}))
+    _compute_options(layer, kwargs)
+    weight = _initializer(layer, WeightInitializer, weight_init, ("XavierFill", {}))
+    bias = _initializer(layer, BiasInitializer, bias_init, ("ConstantFill", {"value": 0.0}))
+    return kwargs, weight, bias
+
+
+def conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=None, bias_init=None,
+         WeightInitializer=None, BiasInitializer=None, **kwargs):
+    kwargs, weight, bias = _parameters("conv", kwargs, weight_init, bias_init, WeightInitializer, BiasInitializer)
     return _brew.conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=weight, bias_init=bias,
                       **kwargs)
 
 
 def fc(model, blob_in, blob_out, dim_in, dim_out, weight_init=None, bias_init=None, WeightInitializer=None,
        BiasInitializer=None, **kwargs):
-    kwargs = _arguments("fc", kwargs)
-    WeightInitializer = kwargs.pop("WeightInitializer", WeightInitializer)
-    BiasInitializer = kwargs.pop("BiasInitializer", BiasInitializer)
-    _compute_options("fc", kwargs)
-    weight = _initializer("fc", WeightInitializer, weight_init, ("XavierFill", {}))
-    bias = _initializer("fc", BiasInitializer, bias_init, ("ConstantFill", {"value": 0.0}))
+    kwargs, weight, bias = _parameters("fc", kwargs, weight_init, bias_init, WeightInitializer, BiasInitializer)
     return _brew.fc(model, blob_in, blob_out, dim_in, dim_out, weight_init=weight, bias_init=bias, **kwargs)
 
 

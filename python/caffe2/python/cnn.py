@@ -15,35 +15,17 @@ class CNNModelHelper(ModelHelper):
                          param_model=param_model, arg_scope={"order": order})
         self.order = order
 
-    def Conv(self, *args, **kwargs):
-        return brew.conv(self, *args, **kwargs)
 
-    def FC(self, *args, **kwargs):
-        return brew.fc(self, *args, **kwargs)
+def _layer_method(helper):
+    def method(self, *args, **kwargs):
+        return helper(self, *args, **kwargs)
 
-    def Relu(self, *args, **kwargs):
-        return brew.relu(self, *args, **kwargs)
+    method.__doc__ = f"brew.{helper.__name__}(model, ...)"
+    return method
 
-    def MaxPool(self, *args, **kwargs):
-        return brew.max_pool(self, *args, **kwargs)
 
-    def AveragePool(self, *args, **kwargs):
-        return brew.average_pool(self, *args, **kwargs)
-
-    def SpatialBN(self, *args, **kwargs):
-        return brew.spatial_bn(self, *args, **kwargs)
-
-    def Dropout(self, *args, **kwargs):
-        return brew.dropout(self, *args, **kwargs)
-
-    def Sum(self, *args, **kwargs):
-        return brew.sum(self, *args, **kwargs)
-
-    def Accuracy(self, *args, **kwargs):
-        return brew.accuracy(self, *args, **kwargs)
-
-    def Flatten(self, *args, **kwargs):
-        return brew.flatten(self, *args, **kwargs)
-
-    def ImageInput(self, *args, **kwargs):
-        return brew.image_input(self, *args, **kwargs)
+for _name, _helper in (("Conv", brew.conv), ("FC", brew.fc), ("Relu", brew.relu), ("MaxPool", brew.max_pool),
+                       ("AveragePool", brew.average_pool), ("SpatialBN", brew.spatial_bn),
+                       ("Dropout", brew.dropout), ("Sum", brew.sum), ("Accuracy", brew.accuracy),
+                       ("Flatten", brew.flatten), ("ImageInput", brew.image_input)):
+    setattr(CNNModelHelper, _name, _layer_method(_helper))

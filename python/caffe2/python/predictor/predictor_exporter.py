@@ -42,23 +42,13 @@ class PredictorExportMeta(collections.namedtuple(
         return super().__new__(cls, predict_net, parameters, inputs, outputs, dict(shapes or {}), name, None,
                                net_type, num_workers)
 
-    def inputs_name(self):
-        return utils.get_comp_name(predictor_constants.INPUTS_BLOB_TYPE, self.name)
 
-    def outputs_name(self):
-        return utils.get_comp_name(predictor_constants.OUTPUTS_BLOB_TYPE, self.name)
-
-    def parameters_name(self):
-        return utils.get_comp_name(predictor_constants.PARAMETERS_BLOB_TYPE, self.name)
-
-    def global_init_name(self):
-        return utils.get_comp_name(predictor_constants.GLOBAL_INIT_NET_TYPE, self.name)
-
-    def predict_init_name(self):
-        return utils.get_comp_name(predictor_constants.PREDICT_INIT_NET_TYPE, self.name)
-
-    def predict_net_name(self):
-        return utils.get_comp_name(predictor_constants.PREDICT_NET_TYPE, self.name)
+# inputs_name() ... predict_net_name(): the MetaNetDef keys of the export's blob lists and nets.
+for _method, _key in (("inputs_name", "INPUTS_BLOB_TYPE"), ("outputs_name", "OUTPUTS_BLOB_TYPE"),
+                      ("parameters_name", "PARAMETERS_BLOB_TYPE"), ("global_init_name", "GLOBAL_INIT_NET_TYPE"),
+                      ("predict_init_name", "PREDICT_INIT_NET_TYPE"), ("predict_net_name", "PREDICT_NET_TYPE")):
+    setattr(PredictorExportMeta, _method,
+            lambda self, key=getattr(predictor_constants, _key): utils.get_comp_name(key, self.name))
 
 
 def get_meta_net_def(predictor_export_meta, ws=None):
