@@ -456,3 +456,14 @@ def test_two_shards_through_a_file_store_equal_one_process_with_two_devices(tmp_
         np.testing.assert_allclose(shard0[name], one[name], rtol=0, atol=1e-6)
         np.testing.assert_array_equal(shard1[name], shard0[name])
     assert not np.array_equal(one["cpu_0/pred_w"], np.zeros_like(one["cpu_0/pred_w"]))
+
+
+def test_programming_guide_example_runs_as_a_caffe2_program(tmp_path):
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python",
+                           "caffe2_programming_guide.py")
+    for data in ("null", make_lmdb(tmp_path)):
+        result = subprocess.run([sys.executable, example, "--gpus", "0,1", "--batch_size", "4", "--image_size", "32",
+                                 "--num_labels", str(LABELS), "--iterations", "2", "--train_data", data],
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "step 2/2: loss " in result.stdout and "161 parameters per device" in result.stdout
