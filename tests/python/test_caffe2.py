@@ -77,7 +77,7 @@ def test_standalone_net_scopes_names_and_runs_created():
 
 def add_null_input(model):
     """The trainer's AddNullInput: Gaussian images and a constant label, filled once."""
-    model.param_init_net.GaussianFill([], ["data"], shape=[BATCH_PER_DEVICE, 1, IMAGE, IMAGE])
+    model.param_init_net.GaussianFill([], ["data"], shape=[BATCH_PER_DEVICE, 3, IMAGE, IMAGE])
     model.param_init_net.ConstantFill([], ["label"], shape=[BATCH_PER_DEVICE], value=1,
                                       dtype=core.DataType.INT32)
 
@@ -85,7 +85,7 @@ def add_null_input(model):
 def create_model_ops(model, loss_scale):
     with brew.arg_scope([brew.conv, brew.fc], WeightInitializer=Initializer, BiasInitializer=Initializer,
                         enable_tensor_core=False, float16_compute=False):
-        x = brew.conv(model, "data", "conv1", 1, 4, 3, pad=1)
+        x = brew.conv(model, "data", "conv1", 3, 4, 3, pad=1)
         x = brew.spatial_bn(model, x, "conv1_bn", 4, epsilon=1e-3, momentum=0.1, is_test=False)
         x = brew.relu(model, x, "relu1")
         x = brew.average_pool(model, x, "pool1", kernel=2, stride=2)
@@ -182,7 +182,7 @@ def save_model(model, path):
     meta = pred_exp.PredictorExportMeta(
         predict_net=model.net.Proto(), parameters=data_parallel_model.GetCheckpointParams(model),
         inputs=[prefix + "/data"], outputs=[prefix + "/softmax"],
-        shapes={prefix + "/softmax": (1, LABELS), prefix + "/data": (1, IMAGE, IMAGE)})
+        shapes={prefix + "/softmax": (1, LABELS), prefix + "/data": (3, IMAGE, IMAGE)})
     pred_exp.save_to_db(db_type="minidb", db_destination=str(path), predictor_export_meta=meta)
 
 
@@ -467,3 +467,25 @@ def test_programming_guide_example_runs_as_a_caffe2_program(tmp_path):
                                 capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "step 2/2: loss " in result.stdout and "161 parameters per device" in result.stdout
+
+
+def test_test_model_without_parameters_reads_the_training_models(tmp_path):
+    """The trainer's test net: a second model (init_params=False, no update) over the training parameters."""
+    db = make_lmdb(tmp_path)
+    train = trainer_model()
+    test_model = model_helper.ModelHelper(name="resnet50_test", arg_scope={"order": "NCHW"}, init_params=False)
+    test_reader = test_model.CreateDB("test_reader", db=db, db_type="lmdb")
+
+    def test_input(model):
+        brew.image_input(model, test_reader, ["data", "label"], batch_size=BATCH_PER_DEVICE, use_caffe_datum=True,
+                         mean=128., std=128., scale=IMAGE, crop=IMAGE, mirror=1, is_test=True)
+
+    data_parallel_model.Parallelize(test_model, input_builder_fun=test_input,
+                                    forward_pass_builder_fun=create_model_ops, param_update_builder_fun=None,
+                                    devices=[0, 1], cpu_device=True)
+    init_types = {op.type for op in test_model.param_init_net.Proto().op}
+    assert "Broadcast" not in init_types and "XavierFill" not in init_types and train.GetParams("cpu_0")
+    workspace.RunNetOnce(test_model.param_init_net)
+    workspace.CreateNet(test_model.net)
+    workspace.RunNet(test_model.net.Proto().name)
+    assert 0.0 <= float(workspace.FetchBlob("cpu_1/accuracy").reshape(-1)[0]) <= 1.0
