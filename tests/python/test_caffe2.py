@@ -424,7 +424,8 @@ def add_input(model):
                      crop=8, mirror=1)
 
 def forward(model, loss_scale):
-    pred = brew.fc(model, "data", "pred", 3 * 8 * 8, 5)
+    normalized = brew.spatial_bn(model, "data", "bn", 3, epsilon=1e-3, momentum=0.1)
+    pred = brew.fc(model, normalized, "pred", 3 * 8 * 8, 5)
     softmax, loss = model.SoftmaxWithLoss([pred, "label"], ["softmax", "loss"])
     return [model.Scale(loss, scale=loss_scale)]
 
@@ -434,7 +435,9 @@ data_parallel_model.Parallelize(model, input_builder_fun=add_input, forward_pass
                                 barrier_net_timeout_sec=120)
 data_parallel_model.RunInitNet(model)
 data_parallel_model.RunNet(model, 3)
-np.savez(out, **{p: workspace.FetchBlob(p) for p in data_parallel_model.GetCheckpointParams(model)})
+names = [p[len("cpu_0/"):] for p in data_parallel_model.GetCheckpointParams(model)]
+blobs = [scope + name for scope in data_parallel_model.GetDeviceScopes(model) for name in names]
+np.savez(out, **{p: workspace.FetchBlob(p) for p in blobs})
 """
 
 
@@ -451,11 +454,14 @@ def test_two_shards_through_a_file_store_equal_one_process_with_two_devices(tmp_
         output, _ = run.communicate(timeout=240)
         assert run.returncode == 0, output
     one, shard0, shard1 = (np.load(tmp_path / name) for name in ("one.npz", "shard0.npz", "shard1.npz"))
-    assert sorted(one.files) == sorted(shard0.files) and "cpu_0/pred_w" in one.files
-    for name in one.files:
-        np.testing.assert_allclose(shard0[name], one[name], rtol=0, atol=1e-6)
-        np.testing.assert_array_equal(shard1[name], shard0[name])
+    assert sorted(shard0.files) == sorted(shard1.files) and {"cpu_0/pred_w", "cpu_0/bn_rm"} <= set(shard0.files)
+    # Shard s holds global replica s, as device s of the one process does; batch-norm statistics stay per
+    # replica, everything else is equal everywhere.
+    for name in shard0.files:
+        for shard, device in ((shard0, "cpu_0"), (shard1, "cpu_1")):
+            np.testing.assert_allclose(shard[name], one[name.replace("cpu_0", device)], rtol=0, atol=1e-6)
     assert not np.array_equal(one["cpu_0/pred_w"], np.zeros_like(one["cpu_0/pred_w"]))
+    assert not np.array_equal(one["cpu_0/bn_rm"], one["cpu_1/bn_rm"])
 
 
 def test_programming_guide_example_runs_as_a_caffe2_program(tmp_path):
