@@ -48,14 +48,18 @@ class CMakeBuild(build_ext):
             run(["cmake", "-S", ROOT, "-B", BUILD, "-DCMAKE_BUILD_TYPE=Release", "-DLOCKSTEP_TESTS=OFF",
                  "-DLOCKSTEP_BENCH=OFF", "-DLOCKSTEP_PYTHON=ON", f"-DPython_EXECUTABLE={sys.executable}",
                  f"-DLOCKSTEP_CUDA={os.environ.get('LOCKSTEP_CUDA', 'OFF')}"])
-            run(["cmake", "--build", BUILD, "-j", "2", "--target", "_lockstep", "lockstep_python"])
+            run(["cmake", "--build", BUILD, "-j", "2", "--target", "_lockstep", "lockstep_python",
+                 "caffe2_python"])
         staging = os.path.join(BUILD, "wheel-staging")
         shutil.rmtree(staging, ignore_errors=True)
         run(["cmake", "--install", BUILD, "--component", "python", "--prefix", staging])
         (package,) = glob.glob(os.path.join(staging, "**", "lockstep"), recursive=True)
+        # lockstep and, beside it, caffe2 (Caffe2's module layout over lockstep).
+        for name in ("lockstep", "caffe2"):
+            target = os.path.join(self.build_lib, name)
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(os.path.join(os.path.dirname(package), name), target)
         target = os.path.join(self.build_lib, "lockstep")
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(package, target)
         (extension,) = glob.glob(os.path.join(target, "_lockstep*.so"))
         library = os.path.realpath(os.path.join(BUILD, "liblockstep.so"))
         shutil.copyfile(library, os.path.join(target, needed_library(extension)))

@@ -84,5 +84,38 @@ TEST(CastOp, GradientCastsBackToTheInputsDtype) {
   EXPECT_EQ(ws.Blob("w16_grad").dtype(), DataType::kBFloat16);
 }
 
+// Caffe2's fixed casts: FloatToHalf rounds as Cast does, HalfToFloat widens exactly, each refuses the other's
+// input, and each one's gradient is the other.
+TEST(CastOp, FloatToHalfAndHalfToFloat) {
+  Workspace ws;
+  Feed(&ws, "x", TensorFromValues({3}, {1.0f, -0.1f, 70000.0f}));
+  RunOp(&ws, MakeOperatorDef("FloatToHalf", {"x"}, {"h"}));
+  ASSERT_EQ(ws.Blob("h").dtype(), DataType::kFloat16);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(ws.Blob("h").data<Float16>()[i].bits, ToFloat16(ws.Blob("x").data<float>()[i]).bits) << i;
+  RunOp(&ws, MakeOperatorDef("HalfToFloat", {"h"}, {"back"}));
+  EXPECT_EQ(Values(ws.Blob("back")),
+            (std::vector<float>{1.0f, ToFloat(ToFloat16(-0.1f)), std::numeric_limits<float>::infinity()}));
+  try {
+    RunOp(&ws, MakeOperatorDef("HalfToFloat", {"x"}, {"y"}));
+    FAIL() << "HalfToFloat took float32";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("'x' is float32, but HalfToFloat takes float16"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(RunOp(&ws, MakeOperatorDef("FloatToHalf", {"h"}, {"y"})), InvalidInput);
+
+  NetDef net;
+  *net.add_op() = MakeOperatorDef("FloatToHalf", {"w"}, {"w16"});
+  *net.add_op() = MakeOperatorDef("HalfToFloat", {"w16"}, {"loss"});
+  auto grads = AddGradientOperators(&net, {"loss"}, {"w"});
+  Feed(&ws, "w", TensorFromValues({}, {2.5f}));
+  ws.RunNetOnce(net);
+  EXPECT_EQ(ws.Blob("w16_grad").dtype(), DataType::kFloat16);
+  EXPECT_EQ(ws.Blob(grads.at("w")).dtype(), DataType::kFloat);
+  EXPECT_EQ(Values(ws.Blob(grads.at("w"))), std::vector<float>{1.0f});
+  EXPECT_EQ(InferNetShapes(net, {{"w", {{}}}})["w16"].dtype, DataType::kFloat16);
+}
+
 }  // namespace
 }  // namespace lockstep::testing

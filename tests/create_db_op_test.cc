@@ -6,6 +6,7 @@
 #include "index_db.h"
 #include "lockstep/data/batch_reader.h"
 #include "lockstep/data/open_batch_source.h"
+#include "lockstep/ops/deferred_reader.h"
 #include "test_util.h"
 
 namespace lockstep::testing {
@@ -68,10 +69,11 @@ Slices ReadByHand(const SourceSpec& spec, int64_t batch_per_replica, int replica
   return slices;
 }
 
-// The same global batches, read by the ReadBatch ops of one net from the reader that CreateDB made.
-void ExpectReadBatchReads(Workspace* ws, const Slices& expected) {
+// The same global batches, read by the ReadBatch ops of one net from the reader that CreateDB made (or by
+// the ops of `read_net`, which write data_r and label_r too).
+void ExpectReadBatchReads(Workspace* ws, const Slices& expected, const NetDef* read_net = nullptr) {
   const int replicas = static_cast<int>(expected[0].size());
-  Net* read = ws->CreateNet(ReadNet(replicas));
+  Net* read = ws->CreateNet(read_net ? *read_net : ReadNet(replicas));
   for (size_t step = 0; step < expected.size(); ++step) {
     read->Run();
     for (int r = 0; r < replicas; ++r) {
@@ -82,6 +84,31 @@ void ExpectReadBatchReads(Workspace* ws, const Slices& expected) {
       EXPECT_EQ(Labels(ws->Blob(fmt::format("label_{}", r))), expected[step][r].labels);
     }
   }
+}
+
+// Checks data_r and label_r against `count` records of an index database from `first` on, normalized as the
+// trainer does, (x - 128) / 128.
+void ExpectIndexRecords(const Workspace& ws, int r, int first, int count) {
+  std::vector<float> pixels;
+  std::vector<int32_t> labels;
+  for (int index = first; index < first + count; ++index) {
+    pixels.push_back((static_cast<float>(index) - 128.0f) / 128.0f);
+    labels.push_back(index % 10);
+  }
+  EXPECT_EQ(Values(ws.Blob(fmt::format("data_{}", r))), pixels);
+  EXPECT_EQ(Labels(ws.Blob(fmt::format("label_{}", r))), labels);
+}
+
+// The training spec of an index database: one-pixel grey images of 10 classes.
+SourceSpec IndexSpec(const std::string& path, const std::string& type) {
+  SourceSpec spec;
+  spec.name = path;
+  spec.db_type = type;
+  spec.seed = 9;
+  spec.channels = 1;
+  spec.image_size = 1;
+  spec.num_labels = 10;
+  return spec;
 }
 
 TEST(CreateDB, FashionMnistReadsWhatABatchReaderOverOpenBatchSourceReads) {
@@ -141,15 +168,8 @@ TEST_P(CreateDBOnDatabase, EvaluationReadsEachReplicasSliceInFileOrder) {
   for (int step = 0; step < 3; ++step) {
     read->Run();
     for (int r = 0; r < 2; ++r) {
-      std::vector<float> pixels;
-      std::vector<int32_t> labels;
-      for (int i = 0; i < 4; ++i) {
-        const int index = (2 * step + r) * 4 + i;
-        pixels.push_back((static_cast<float>(index) - 128.0f) / 128.0f);
-        labels.push_back(index % 10);
-      }
-      EXPECT_EQ(Values(ws.Blob(fmt::format("data_{}", r))), pixels) << "step " << step << " replica " << r;
-      EXPECT_EQ(Labels(ws.Blob(fmt::format("label_{}", r))), labels) << "step " << step << " replica " << r;
+      SCOPED_TRACE(fmt::format("step {} replica {}", step, r));
+      ExpectIndexRecords(ws, r, (2 * step + r) * 4, 4);
     }
   }
 }
@@ -159,14 +179,7 @@ TEST_P(CreateDBOnDatabase, EvaluationReadsEachReplicasSliceInFileOrder) {
 TEST_P(CreateDBOnDatabase, TrainingReadsWhatABatchReaderOverOpenBatchSourceReads) {
   TempDirectory dir;
   const std::string path = MakeIndexDb(dir, GetParam(), 40);
-  SourceSpec spec;
-  spec.name = path;
-  spec.db_type = GetParam();
-  spec.seed = 9;
-  spec.channels = 1;
-  spec.image_size = 1;
-  spec.num_labels = 10;
-  const Slices expected = ReadByHand(spec, 3, 2, 8);  // past the end of the first pass
+  const Slices expected = ReadByHand(IndexSpec(path, GetParam()), 3, 2, 8);  // past the end of the first pass
   Workspace ws;
   ws.RunNetOnce(
       CreateDBNet({Arg("db", path), Arg("db_type", GetParam()), Arg("batch_size", int64_t{3}),
@@ -199,7 +212,122 @@ TEST_P(CreateDBOnDatabase, RunningAgainRestartsTheStream) {
   }
 }
 
+// Caffe2's form: CreateDB(db, db_type, num_shards, shard_id) names the database, and each replica's
+// ImageInput (arguments as resnet50_trainer passes them) reads its slice from the one reader they share.
+NetDef ImageInputNet(int replicas, const std::vector<Arg>& args) {
+  NetDef net;
+  net.set_name("image_input");
+  for (int r = 0; r < replicas; ++r) {
+    std::vector<Arg> all = args;
+    all.push_back(Arg("replica", int64_t{r}));
+    all.push_back(Arg("num_replicas", int64_t{replicas}));
+    *net.add_op() = MakeOperatorDef("ImageInput", {kReader},
+                                    {fmt::format("data_{}", r), fmt::format("label_{}", r)}, all);
+  }
+  return net;
+}
+
+// resnet50_trainer's arguments, for one-pixel grey Datums.
+std::vector<Arg> TrainerImageArgs(int64_t batch_size, int is_test) {
+  return {Arg("batch_size", batch_size),
+          Arg("use_caffe_datum", 1),
+          Arg("mean", 128.f),
+          Arg("std", 128.f),
+          Arg("scale", 1),
+          Arg("crop", 1),
+          Arg("mirror", 1),
+          Arg("is_test", is_test),
+          Arg("color", 0),
+          Arg("output_type", "float"),
+          Arg("use_gpu_transform", 0)};
+}
+
+// Evaluation (is_test=1): replica r of shard s reads what ReadBatch's replica (s x 2 + r) of a 4-replica job
+// reads, records in file order.
+TEST_P(CreateDBOnDatabase, ImageInputReadsTheReplicasSliceOfItsShard) {
+  TempDirectory dir;
+  const std::string path = MakeIndexDb(dir, GetParam(), 40);
+  for (int shard : {0, 1}) {
+    Workspace ws;
+    ws.RunNetOnce(CreateDBNet({Arg("db", path), Arg("db_type", GetParam()), Arg("num_shards", int64_t{2}),
+                               Arg("shard_id", int64_t{shard}), Arg("num_labels", int64_t{10})}));
+    EXPECT_NE(ws.FindObject<DeferredReader>(kReader), nullptr);
+    Net* read = ws.CreateNet(ImageInputNet(2, TrainerImageArgs(3, 1)));
+    for (int step = 0; step < 2; ++step) {
+      read->Run();
+      for (int r = 0; r < 2; ++r) {
+        SCOPED_TRACE(fmt::format("shard {} step {} replica {}", shard, step, r));
+        EXPECT_EQ(ws.Blob(fmt::format("data_{}", r)).shape(), (Shape{3, 1, 1, 1}));
+        ExpectIndexRecords(ws, r, (4 * step + 2 * shard + r) * 3, 3);
+      }
+    }
+  }
+}
+
+// Training (is_test=0, mirror=1) reads what the trainer's reader over the same spec reads.
+TEST_P(CreateDBOnDatabase, ImageInputTrainingReadsWhatABatchReaderReads) {
+  TempDirectory dir;
+  const std::string path = MakeIndexDb(dir, GetParam(), 40);
+  SourceSpec spec = IndexSpec(path, GetParam());
+  spec.scale = 1;
+  spec.record_format = "datum";
+  spec.decode_threads = 4;
+  const Slices expected = ReadByHand(spec, 3, 2, 8);
+  Workspace ws;
+  ws.RunNetOnce(CreateDBNet({Arg("db", path), Arg("db_type", GetParam()), Arg("seed", int64_t{9}),
+                             Arg("num_labels", int64_t{10})}));
+  const NetDef read = ImageInputNet(2, TrainerImageArgs(3, 0));
+  ExpectReadBatchReads(&ws, expected, &read);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, CreateDBOnDatabase, ::testing::Values("lmdb", "leveldb"));
+
+// What ImageInput cannot do is refused in one line when its net is created.
+TEST(ImageInput, UnsupportedArgumentsAreRefusedInOneLine) {
+  Workspace ws;
+  ws.RunNetOnce(CreateDBNet({Arg("db", "null")}));
+  const std::vector<std::pair<std::vector<Arg>, std::string>> cases = {
+      {{Arg("crop", 8)}, "argument batch_size is required"},
+      {{Arg("batch_size", 2)}, "argument crop is required"},
+      {{Arg("batch_size", 2), Arg("crop", 8), Arg("mirror", 1)}, "pass mean=128 and std=128"},
+      {{Arg("batch_size", 2), Arg("crop", 8), Arg("mean", 128.f), Arg("std", 128.f)},
+       "training streams crop and mirror at random"},
+      {{Arg("batch_size", 2), Arg("crop", 8), Arg("mean", 128.f), Arg("std", 128.f), Arg("is_test", 1),
+        Arg("output_type", "float16")},
+       "ImageInput outputs float32"},
+      {{Arg("batch_size", 2), Arg("crop", 8), Arg("is_test", 1), Arg("warp", 1)}, "unknown argument 'warp'"},
+  };
+  for (const auto& [args, expected] : cases) {
+    NetDef net;
+    net.set_name("read");
+    *net.add_op() = MakeOperatorDef("ImageInput", {kReader}, {"data", "label"}, args);
+    try {
+      ws.CreateNet(net, true);
+      ADD_FAILURE() << "accepted: " << expected;
+    } catch (const InvalidInput& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(ImageInput, NeedsCaffe2sCreateDB) {
+  Workspace ws;
+  ws.RunNetOnce(CreateDBNet({Arg("db", "null"), Arg("batch_size", int64_t{2})}));  // a ReadBatch reader
+  NetDef net;
+  net.set_name("read");
+  *net.add_op() = MakeOperatorDef(
+      "ImageInput", {kReader}, {"data", "label"},
+      {Arg("batch_size", 2), Arg("crop", 8), Arg("is_test", 1), Arg("mean", 128.f), Arg("std", 128.f)});
+  try {
+    ws.CreateNet(net);
+    FAIL() << "a ReadBatch reader was accepted";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("must be what CreateDB wrote without a batch size"),
+              std::string::npos)
+        << e.what();
+  }
+}
 
 struct BadArguments {
   std::vector<Arg> args;
@@ -210,7 +338,8 @@ TEST(CreateDB, EveryBadArgumentIsAOneLineErrorNamingIt) {
   const Arg db("db", "null"), batch("batch_size", int64_t{2});
   const std::vector<BadArguments> cases = {
       {{batch}, {"argument db is required", "fashion-mnist", "a database path"}},
-      {{db}, {"argument batch_size is required", "records each replica reads"}},
+      {{db, batch, Arg("shard_id", int64_t{1})},
+       {"argument shard_id is for ImageInput's readers", "pass num_replicas = devices x shards"}},
       {{db, Arg("batch_size", int64_t{0})},
        {"argument batch_size must be at least 1, got 0; accepted range [1, 1048576]"}},
       {{db, batch, Arg("num_replicas", int64_t{0})},

@@ -100,6 +100,11 @@ if [ -d "$build/python/lockstep" ]; then
     'import lockstep, lockstep.workspace as w, lockstep._core as c; print(w.__file__, lockstep.__version__, c.C.version_line())') ||
     fail "import lockstep from $python_dir"
   [ "$imported" = "$python_dir/lockstep/workspace.py $version $version_line" ] || fail "imported: $imported"
+  # caffe2 beside it: Caffe2's modules over the installed lockstep.
+  imported=$(cd "$tmp" && env -u LD_LIBRARY_PATH PYTHONPATH="$python_dir" /usr/bin/python3 -c \
+    'from caffe2.python import core, workspace, data_parallel_model; from caffe2.proto import caffe2_pb2; import caffe2.python.models.resnet, caffe2.python.predictor.predictor_exporter; print(workspace.__file__, caffe2_pb2.CPU)') ||
+    fail "import caffe2 from $python_dir"
+  [ "$imported" = "$python_dir/caffe2/python/workspace.py 0" ] || fail "imported caffe2: $imported"
   printf '%s\n%s\n' "time_spent,cumulative_time_spent,input_count,cumulative_input_count,cumulative_batch_count,inputs_per_sec,accuracy,epoch,learning_rate,loss,test_accuracy" \
     "1,1,100,100,10,100,0.5,1,0.1,1.5,0.4" > "$tmp/run.log"
   env -u LD_LIBRARY_PATH -u LOCKSTEP_PYTHON_DIR "$prefix/bin/lockstep" plot "$tmp/run.log" -o "$tmp/curves.png" \

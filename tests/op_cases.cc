@@ -238,6 +238,9 @@ void AddDataMovement(Table& t) {
   const Tensor x = RandomTensor({2, 3, 4, 5}, 30);
   t.Add("Flatten_Axis1", MakeOperatorDef("Flatten", {"x"}, {"y"}), {{"x", x}}, kExact);
   t.Add("Flatten_Axis0", MakeOperatorDef("Flatten", {"x"}, {"y"}, {Arg("axis", 0)}), {{"x", x}}, kExact);
+  t.Add("FlattenToVec", MakeOperatorDef("FlattenToVec", {"x"}, {"y"}), {{"x", x}}, kExact);
+  t.Add("StopGradient", MakeOperatorDef("StopGradient", {"x"}, {"y"}), {{"x", x}}, kExact);
+  t.Add("StopGradient_InPlace", MakeOperatorDef("StopGradient", {"x"}, {"x"}), {{"x", x}}, kExact);
   t.Add("Flatten_Axis3InPlace", MakeOperatorDef("Flatten", {"x"}, {"x"}, {Arg("axis", 3)}), {{"x", x}},
         kExact);
   t.Add("Reshape_ArgShapeWithOldShape",
@@ -559,14 +562,41 @@ std::vector<OpCase> LowPrecisionCases() {
 }
 
 const std::map<std::string, std::string>& OperatorsWithoutCases() {
-  static const std::map<std::string, std::string> excluded{
-      {"Allreduce", "needs a communicator over several devices: tests/cuda/nccl_communicator_test.cc"},
-      {"Broadcast", "needs a communicator over several devices: tests/cuda/nccl_communicator_test.cc"},
-      {"CreateCommonWorld", "writes a communicator, not a tensor: tests/cuda/nccl_communicator_test.cc"},
-      {"CreateDB",
-       "writes a data reader, not a tensor, the same on every device: tests/create_db_op_test.cc"},
-  };
+  static const std::map<std::string, std::string> excluded = [] {
+    std::map<std::string, std::string> types{
+        {"Allreduce", "needs a communicator over several devices: tests/cuda/nccl_communicator_test.cc"},
+        {"Broadcast", "needs a communicator over several devices: tests/cuda/nccl_communicator_test.cc"},
+        {"CreateCommonWorld", "writes a communicator, not a tensor: tests/cuda/nccl_communicator_test.cc"},
+        {"CreateDB",
+         "writes a data reader, not a tensor, the same on every device: tests/create_db_op_test.cc"},
+        {"ImageInput",
+         "reads a database through a workspace object, one class for every device: "
+         "tests/create_db_op_test.cc"},
+    };
+    types.insert(CpuOnlyOperators().begin(), CpuOnlyOperators().end());
+    return types;
+  }();
   return excluded;
+}
+
+const std::map<std::string, std::string>& CpuOnlyOperators() {
+  static const std::map<std::string, std::string> cpu_only = [] {
+    std::map<std::string, std::string> types;
+    for (const char* type : {"Sigmoid", "SigmoidGradient", "Tanh", "TanhGradient", "Sqr", "SqrGradient",
+                             "Softmax", "SoftmaxGradient", "NHWC2NCHW", "NCHW2NHWC"})
+      types[type] =
+          "Caffe2 compatibility, CPU only: tests/unary_ops_test.cc, softmax_op_test.cc, layout_ops_test.cc";
+    for (const char* type :
+         {"SumElements", "SumElementsGradient", "AveragedLoss", "AveragedLossGradient", "SquaredL2Distance",
+          "SquaredL2DistanceGradient", "LabelCrossEntropy", "LabelCrossEntropyGradient"})
+      types[type] = "Caffe2 compatibility, CPU only: tests/loss_ops_test.cc";
+    types["FloatToHalf"] = types["HalfToFloat"] = "Caffe2 compatibility, CPU only: tests/cast_op_test.cc";
+    types["Print"] = "writes to stderr from host memory, CPU only: tests/print_op_test.cc";
+    types["FileStoreHandlerCreate"] = types["RedisStoreHandlerCreate"] =
+        "writes a store handler, not a tensor, on the host: tests/store_handler_ops_test.cc";
+    return types;
+  }();
+  return cpu_only;
 }
 
 const std::vector<std::string>& TestOnlyOperators() {

@@ -61,6 +61,9 @@ Tensor Widened(const Tensor& x);
 
 // CPU operator types with no case in the table, each with the reason.
 const std::map<std::string, std::string>& OperatorsWithoutCases();
+// CPU operator types that have no CUDA implementation on purpose, each with the reason (a CUDA device
+// refuses them in one line naming the type); OperatorsWithoutCases includes them.
+const std::map<std::string, std::string>& CpuOnlyOperators();
 // Operator types that tests register for themselves; they are not part of the library.
 const std::vector<std::string>& TestOnlyOperators();
 

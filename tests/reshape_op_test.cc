@@ -1,4 +1,5 @@
-// Flatten, Reshape and ResizeLike: shapes, copied values, Caffe2's 0/-1 rules, errors and gradients.
+// Flatten, FlattenToVec, Reshape and ResizeLike: shapes, copied values, Caffe2's 0/-1 rules, errors and
+// gradients.
 #include "test_util.h"
 
 namespace lockstep::testing {
@@ -80,8 +81,22 @@ TEST(ReshapeOp, ResizeLike) {
   EXPECT_THROW(RunOp(&ws, MakeOperatorDef("ResizeLike", {"a", "b"}, {"c"})), InvalidInput);
 }
 
+TEST(ReshapeOp, FlattenToVecMakesOneVector) {
+  Workspace ws;
+  Feed(&ws, "x", TensorFromValues({2, 1, 3}, {1, 2, 3, 4, 5, 6}));
+  RunOp(&ws, MakeOperatorDef("FlattenToVec", {"x"}, {"y"}));
+  EXPECT_EQ(ws.Blob("y").shape(), (Shape{6}));
+  EXPECT_EQ(Values(ws.Blob("y")), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  RunOp(&ws, MakeOperatorDef("FlattenToVec", {"x"}, {"x"}));
+  EXPECT_EQ(ws.Blob("x").shape(), (Shape{6}));
+  NetDef net;
+  *net.add_op() = MakeOperatorDef("FlattenToVec", {"a"}, {"b"});
+  EXPECT_EQ(InferNetShapes(net, {{"a", {{4, 5, 2}}}})["b"].dims, (Shape{40}));
+}
+
 TEST(ReshapeOp, Gradients) {
   CheckGradient(MakeOperatorDef("Flatten", {"x"}, {"y"}), {{"x", RandomTensor({2, 3, 2}, 1)}});
+  CheckGradient(MakeOperatorDef("FlattenToVec", {"x"}, {"y"}), {{"x", RandomTensor({2, 3, 2}, 4)}});
   CheckGradient(MakeOperatorDef("Reshape", {"x"}, {"y", "old"}, {Arg("shape", std::vector<int>{3, -1})}),
                 {{"x", RandomTensor({2, 3, 2}, 2)}});
   CheckGradient(MakeOperatorDef("Reshape", {"x"}, {"y"}, {Arg("shape", std::vector<int>{-1})}),

@@ -5,8 +5,10 @@ their operators on a device. Both nest, and both add to the scopes that ``data_p
 sets for each replica.
 """
 import contextlib
+import sys
 import threading
 
+from lockstep import lockstep_pb2
 from lockstep._core import C, Error, InvalidInput, IoError  # noqa: F401 (re-exported)
 
 CPU = 0
@@ -24,6 +26,19 @@ class DeviceOption:
             raise InvalidInput(f"unknown device type {device_type!r}; use core.CPU or core.CUDA")
         self.device_type = device_type
         self.device_id = int(device_id)
+
+    @staticmethod
+    def of(option):
+        """A DeviceOption from itself or a protobuf DeviceOption message (lockstep_pb2, caffe2_pb2)."""
+        if isinstance(option, DeviceOption):
+            return option
+        if hasattr(option, "device_type") and hasattr(option, "SerializeToString"):
+            return DeviceOption(option.device_type, option.device_id)
+        raise InvalidInput(f"expected a core.DeviceOption or a DeviceOption message, got {type(option).__name__}")
+
+    def proto(self):
+        """This device as a lockstep_pb2.DeviceOption message (what an OperatorDef holds)."""
+        return lockstep_pb2.DeviceOption(device_type=self.device_type, device_id=self.device_id)
 
     def __eq__(self, other):
         return isinstance(other, DeviceOption) and (self.device_type, self.device_id) == (
@@ -64,10 +79,9 @@ def NameScope(prefix, reset=False):
 
 @contextlib.contextmanager
 def DeviceScope(device_option):
-    """Places the operators and parameters created inside the block on ``device_option``."""
-    if not isinstance(device_option, DeviceOption):
-        raise InvalidInput(f"DeviceScope takes a core.DeviceOption, got {type(device_option).__name__}")
-    _scopes.devices = getattr(_scopes, "devices", []) + [device_option]
+    """Places the operators and parameters created inside the block on ``device_option`` (a DeviceOption or
+    a DeviceOption message)."""
+    _scopes.devices = getattr(_scopes, "devices", []) + [DeviceOption.of(device_option)]
     try:
         yield
     finally:
@@ -89,3 +103,134 @@ def schema(op_type):
 def arg_defaults(op_type):
     """The declared defaults of an operator's arguments: ``{name: value}``."""
     return {name: arg["default"] for name, arg in schema(op_type)["args"].items() if "default" in arg}
+
+
+def ScopedBlobReference(name):
+    """``name`` under the current name scope, as a BlobReference."""
+    return BlobReference(ScopedName(str(name)))
+
+
+# TensorProto.DataType's values by name (DataType.FLOAT, DataType.INT32, ...): the ``dtype`` of fills.
+DataType = lockstep_pb2.TensorProto.DataType
+
+
+def MakeArgument(name, value):
+    """An Argument message: an int or bool as ``i``, a float as ``f``, a string as ``s``, a NetDef as ``n`` and
+    lists of them as ``ints``, ``floats``, ``strings``, ``nets``."""
+    import numbers
+
+    arg = lockstep_pb2.Argument(name=name)
+    values = list(value) if isinstance(value, (list, tuple)) or hasattr(value, "tolist") and getattr(
+        value, "ndim", 0) > 0 else None
+    if values is None:
+        if isinstance(value, (bool, numbers.Integral)):
+            arg.i = int(value)
+        elif isinstance(value, numbers.Real):
+            arg.f = float(value)
+        elif isinstance(value, (str, bytes)):
+            arg.s = value.encode() if isinstance(value, str) else value
+        elif hasattr(value, "SerializeToString") and hasattr(value, "op"):
+            arg.n.CopyFrom(value)
+        else:
+            raise InvalidInput(f"argument {name}: cannot hold a {type(value).__name__} ({value!r})")
+    elif all(isinstance(v, (bool, numbers.Integral)) for v in values):
+        arg.ints.extend(int(v) for v in values)
+    elif all(isinstance(v, numbers.Real) for v in values):
+        arg.floats.extend(float(v) for v in values)
+    elif all(isinstance(v, (str, bytes)) for v in values):
+        arg.strings.extend(v.encode() if isinstance(v, str) else v for v in values)
+    elif all(hasattr(v, "op") for v in values):
+        arg.nets.extend(values)
+    else:
+        raise InvalidInput(f"argument {name}: a list of ints, floats, strings or nets, got {value!r}")
+    return arg
+
+
+def _names(blobs):
+    if blobs is None:
+        return []
+    return [str(blobs)] if isinstance(blobs, str) else [str(b) for b in blobs]
+
+
+def _scoped(blobs):
+    """Blob names under the current name scope; BlobReferences as given."""
+    blobs = [blobs] if isinstance(blobs, str) else list(blobs)
+    return [blob if isinstance(blob, BlobReference) else ScopedName(str(blob)) for blob in blobs]
+
+
+def CreateOperator(operator_type, inputs, outputs, name="", control_input=None, device_option=None, arg=None,
+                   engine=None, **kwargs):
+    """An OperatorDef message. Names are used as given; the device is ``device_option`` or the current
+    DeviceScope's; keyword arguments become Arguments (MakeArgument), after the Argument messages of ``arg``."""
+    op = lockstep_pb2.OperatorDef(type=operator_type)
+    if name:
+        op.name = name
+    op.input.extend(_names(inputs))
+    op.output.extend(_names(outputs))
+    op.control_input.extend(_names(control_input))
+    device = device_option if device_option is not None else CurrentDeviceScope()
+    if device is not None:
+        op.device_option.CopyFrom(DeviceOption.of(device).proto())
+    if engine:
+        op.engine = engine
+    op.arg.extend(arg or [])
+    op.arg.extend(MakeArgument(key, value) for key, value in kwargs.items() if value is not None)
+    return op
+
+
+class Net:
+    """A NetDef built from Python, outside any model: ``Net("init")`` or ``Net(netdef)`` (a copy).
+    ``net.ConstantFill([], "x", shape=[2], value=1.0)`` appends an operator (plain names under the current
+    name scope, BlobReferences as given) and returns its outputs. workspace.RunNetOnce / CreateNet take it."""
+
+    def __init__(self, name_or_proto):
+        proto = lockstep_pb2.NetDef()
+        if isinstance(name_or_proto, str):
+            proto.name = name_or_proto
+        elif hasattr(name_or_proto, "Proto"):
+            proto.CopyFrom(name_or_proto.Proto())
+        else:
+            proto.CopyFrom(name_or_proto)
+        self._net = proto
+        self._next_name = 0
+
+    def Proto(self):
+        return self._net
+
+    def Name(self):
+        return self._net.name
+
+    def __str__(self):
+        return self.Name()
+
+    def _output_name(self, op_type):
+        self._next_name += 1
+        return ScopedName(f"{self.Name()}_{op_type.lower()}_{self._next_name}")
+
+    def AddOperator(self, op_type, inputs=(), outputs=None, **kwargs):
+        if outputs is None:
+            outputs = 1
+        if isinstance(outputs, int):
+            outputs = [BlobReference(self._output_name(op_type)) for _ in range(outputs)]
+        op = CreateOperator(op_type, _scoped(inputs), _scoped(outputs), **kwargs)
+        self._net.op.extend([op])
+        refs = tuple(BlobReference(name) for name in op.output)
+        return refs[0] if len(refs) == 1 else refs
+
+    def __getattr__(self, op_type):
+        if op_type.startswith("_"):
+            raise AttributeError(op_type)
+        return lambda inputs=(), outputs=None, **kwargs: self.AddOperator(op_type, inputs, outputs, **kwargs)
+
+    def RunAllOnGPU(self, gpu_id=0, use_cudnn=False):
+        """Places every operator on CUDA device ``gpu_id`` (lockstep picks cuDNN on CUDA devices itself); where
+        there is no GPU they stay where they are, as Parallelize_GPU then uses CPU devices."""
+        if C.cuda_device_count() == 0:
+            print(f"lockstep: no CUDA GPU here; net {self.Name()} runs where its operators are", file=sys.stderr)
+            return
+        for op in self._net.op:
+            op.device_option.CopyFrom(DeviceOption(CUDA, gpu_id).proto())
+
+    def RunAllOnCPU(self):
+        for op in self._net.op:
+            op.device_option.CopyFrom(DeviceOption(CPU, 0).proto())

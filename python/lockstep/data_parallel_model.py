@@ -21,7 +21,7 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
                 use_nccl=False, max_concurrent_distributed_ops=2, cpu_device=False, num_threads_per_device=0,
                 shared_model=False, combine_spatial_bn=False, bucket_bytes=8 << 20, share_buffers=True,
                 micro_batches=1, devices_per_replica=1, max_threads=0, tail_bucket_bytes=0,
-                allreduce_dtype="float"):
+                allreduce_dtype="float", post_sync_builder_fun=None):
     """Builds ``model_helper_obj.net`` as the data-parallel training net (it must be empty).
 
     input_builder_fun(model): adds the ops that read this replica's input (brew.image_input).
@@ -47,14 +47,22 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
         another intermediate blob after a run, name it in blobs_to_keep or pass share_buffers=False.
         optimize_gradient_memory is accepted as Caffe2 programs pass it: sharing is on by default.
 
+    post_sync_builder_fun(model): called once per replica under its scopes after Parallelize has added the
+        initial broadcast of the parameters to param_init_net: the ops it adds there run after that broadcast.
+    shared_model (CPU devices only): Caffe2's replicas then read one copy of the parameters; lockstep's keep
+        equal copies, which computes the same.
+
     lockstep always runs the "dag" executor, broadcasts computed parameters and uses NCCL between distinct
     GPUs, so net_type, broadcast_computed_params and use_nccl are accepted as Caffe2 programs pass them.
+
+    As Caffe2's, it sets ``model._device_type``, ``model._device_prefix`` ("cpu" or "gpu") and
+    ``model._devices`` before calling the builders.
     """
     model = model_helper_obj
     if net_type not in ("dag", "async_scheduling", "simple", None):
         raise InvalidInput(f"Parallelize: unknown net_type {net_type!r}")
-    if shared_model:
-        raise InvalidInput("Parallelize: shared_model is not supported; each device keeps its own parameters")
+    if shared_model and not cpu_device:
+        raise InvalidInput("Parallelize: shared_model is for CPU devices (cpu_device=True), as in Caffe2")
     if param_update_builder_fun is not None and optimizer_builder_fun is not None:
         raise InvalidInput("Parallelize: pass param_update_builder_fun or optimizer_builder_fun, not both")
     update = param_update_builder_fun or optimizer_builder_fun
@@ -65,6 +73,10 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
         print(f"lockstep: no CUDA GPU here; running on CPU devices {', '.join(map(str, devices))}",
               file=sys.stderr)
         device_type = core.CPU
+    model._device_type = device_type
+    model._device_prefix = "cpu" if device_type == core.CPU else "gpu"
+    model._devices = [int(d) for d in devices]
+    model._lr_blobs = []
     options = C.ParallelOptions()
     options.devices = [int(d) for d in devices]
     options.device_type = device_type
@@ -97,6 +109,10 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
     model.parallel = C.parallelize(model._cpp, model, input_builder_fun, forward, update, options)
     model.shards = shards
     model.device_type = device_type
+    if post_sync_builder_fun is not None:
+        for device, scope in zip(model._devices, model.parallel.scopes):
+            with core.DeviceScope(core.DeviceOption(device_type, device)), core.NameScope(scope):
+                post_sync_builder_fun(model)
     if shards is not None:
         shards.agree_on_model(model._cpp, model.parallel, [])
     return model.parallel
@@ -160,6 +176,12 @@ def GetCheckpointParams(model):
 def FinalizeAfterCheckpoint(model, blobs=None):
     """After loading the first replica's state (from a checkpoint), copies it to every device and shard."""
     workspace.RunNetOnce(_parallel(model).broadcast_net_bytes())
+
+
+def GetLearningRateBlobNames(model):
+    """The learning-rate blob of each replica that optimizer.build_sgd added, in device order."""
+    _parallel(model)
+    return [core.BlobReference(name) for name in model._lr_blobs]
 
 
 def GetDeviceType(model):

@@ -69,6 +69,20 @@ def _as_list(names):
     return list(names)
 
 
+class ParameterInfo:
+    """A trainable parameter as Caffe2's optimizers see it: its blob, gradient (None before the backward pass),
+    shape and tag. ``blob_copy`` maps a DataType to another precision's copy; lockstep keeps none (parameters
+    stay float32; 16-bit casts are made in the forward pass), so it is None."""
+
+    def __init__(self, blob, grad, shape, tag):
+        self.blob, self.grad, self.shape, self.tag = blob, grad, list(shape), tag
+        self.name = str(blob)
+        self.blob_copy = None
+
+    def __str__(self):
+        return self.name
+
+
 class ModelHelper:
     """A model: its nets, its parameters and their gradients.
 
@@ -117,6 +131,17 @@ class ModelHelper:
         with self.scopes():
             grads = self._cpp.add_gradient_operators([self._scope_name(loss) for loss in _as_list(losses)])
         return {core.BlobReference(p): core.BlobReference(g) for p, g in grads.items()}
+
+    def GetOptimizationParamInfo(self, params=None):
+        """A ParameterInfo for each trainable parameter in ``params`` (default: all of them)."""
+        params = self.params if params is None else [str(p) for p in params]
+        grads = self.param_to_grad
+        infos = []
+        for name in params:
+            info = self._cpp.param_info(str(name))
+            if info["tag"] != "computed":
+                infos.append(ParameterInfo(core.BlobReference(name), grads.get(name), info["shape"], info["tag"]))
+        return infos
 
     @property
     def param_to_grad(self):

@@ -24,8 +24,11 @@ def build_sgd(model, base_learning_rate, momentum=0.0, nesterov=False, weight_de
     schedule = {} if policy is None else {"policy": str(policy)}
     schedule.update(policy_args)
     with model.scopes():
-        return C.add_momentum_sgd(model._cpp, float(base_learning_rate), float(momentum), bool(nesterov),
-                                  float(weight_decay), schedule)
+        blobs = C.add_momentum_sgd(model._cpp, float(base_learning_rate), float(momentum), bool(nesterov),
+                                   float(weight_decay), schedule)
+    if hasattr(model, "_lr_blobs"):  # data_parallel_model.GetLearningRateBlobNames lists them
+        model._lr_blobs.append(blobs["lr"])
+    return blobs
 
 
 def build_multi_precision_sgd(model, base_learning_rate, **kwargs):

@@ -2,6 +2,7 @@
 once and run many times. Runs happen in the C++ core with Python's lock released."""
 import numpy as np
 
+from lockstep import core
 from lockstep._core import C, InvalidInput
 
 _workspace = C.Workspace()
@@ -16,6 +17,8 @@ def _net_bytes(net):
     if hasattr(net, "_model") and hasattr(net, "Proto"):
         cpp = net._model._cpp
         return cpp.init_net_bytes() if net._init else cpp.net_bytes()
+    if isinstance(net, core.Net):
+        return net.Proto().SerializeToString()
     if hasattr(net, "SerializeToString"):
         return net.SerializeToString()
     if isinstance(net, bytes):
@@ -34,9 +37,11 @@ def _net_name(net):
 
 
 def FeedBlob(name, arr, device_option=None):
-    """Copies ``arr`` into blob ``name`` (on ``device_option``'s device; host memory by default)."""
+    """Copies ``arr`` into blob ``name`` (on ``device_option``'s device, a core.DeviceOption or a DeviceOption
+    message; host memory by default)."""
     device = None
     if device_option is not None:
+        device_option = core.DeviceOption.of(device_option)
         device = C.Device(device_option.device_type, device_option.device_id)
     _current().feed(str(name), np.asarray(arr), device)
     return True
@@ -66,6 +71,17 @@ def RunNetOnce(net):
     return True
 
 
+def RunOperatorOnce(operator):
+    """Runs one OperatorDef (core.CreateOperator) once, as a net of that operator alone."""
+    return RunOperatorsOnce([operator])
+
+
+def RunOperatorsOnce(operators):
+    net = core.Net("operators")
+    net.Proto().op.extend(operators)
+    return RunNetOnce(net)
+
+
 def CreateNet(net, overwrite=False):
     """Instantiates ``net``'s operators once; RunNet then only runs them. Returns the net's name."""
     return _current().create_net(_net_bytes(net), overwrite)
@@ -77,6 +93,19 @@ def RunNet(name, num_iter=1):
         raise InvalidInput(f"RunNet: num_iter must be at least 1, got {num_iter}")
     _current().run_net(_net_name(name), int(num_iter))
     return True
+
+
+def NumCudaDevices():
+    """The CUDA GPUs this build and machine can use (0 without CUDA)."""
+    return C.cuda_device_count()
+
+
+NumGpuDevices = NumCudaDevices
+
+
+# Whether this machine has a CUDA GPU that lockstep can use, and the device type of GPUs (Caffe2's constants).
+has_gpu_support = NumCudaDevices() > 0
+GpuDeviceType = core.CUDA
 
 
 def ResetWorkspace():
@@ -91,5 +120,6 @@ def CurrentWorkspace():
     return _current()
 
 
-__all__ = ["FeedBlob", "FetchBlob", "FetchBlobs", "HasBlob", "Blobs", "RunNetOnce", "CreateNet", "RunNet",
-           "ResetWorkspace", "CurrentWorkspace"]
+__all__ = ["FeedBlob", "FetchBlob", "FetchBlobs", "HasBlob", "Blobs", "RunNetOnce", "RunOperatorOnce",
+           "RunOperatorsOnce", "CreateNet", "RunNet", "ResetWorkspace", "CurrentWorkspace", "NumCudaDevices",
+           "NumGpuDevices", "has_gpu_support", "GpuDeviceType"]

@@ -46,6 +46,9 @@ def test_wheel_installs_into_a_fresh_environment_and_trains(tmp_path):
                                "print(c.C.version_line()); print(lockstep.__version__)"], env=env, cwd=tmp_path)
     location, version_line, package_version = where.splitlines()
     assert str(tmp_path / "env") in location
+    caffe2 = run([python, "-c", "from caffe2.python import workspace, data_parallel_model, models; "
+                                "import caffe2.python.models.resnet; print(workspace.__file__)"], env=env, cwd=tmp_path)
+    assert str(tmp_path / "env") in caffe2
     assert version_line.startswith(f"lockstep {version} ") and package_version == version
     output = run([python, os.path.join(REPO, "examples", "python", "lenet_data_parallel.py"), "--steps", "3"],
                  env=env, cwd=tmp_path)

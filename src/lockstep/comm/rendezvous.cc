@@ -73,39 +73,60 @@ bool ExitedHere(const std::string& host, long pid) {
   return host == HostName() && pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
-Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options) {
-  if (options.num_shards < 1 || options.shard_id < 0 || options.shard_id >= options.num_shards)
-    throw InvalidInput(
-        fmt::format("--shard_id {} must be in [0, --num_shards {})", options.shard_id, options.num_shards));
+namespace {
+
+// The store `options` name, with how messages describe it and how to test for a key there.
+struct BackingStore {
+  std::unique_ptr<gloo::rendezvous::Store> store;
+  std::string description;
+  std::function<bool(const std::string&)> exists;  // with the full key
+};
+
+BackingStore OpenBackingStore(const RendezvousOptions& options) {
   if (options.run_id.empty())
     throw InvalidInput(
         "a run id is required: pass the same unique --run_id (e.g. $(date +%s)) to every shard");
+  BackingStore backing;
   if (!options.redis_host.empty()) {
-    description_ =
+    backing.description =
         fmt::format("run '{}' on Redis {}:{}", options.run_id, options.redis_host, options.redis_port);
     try {
       auto redis = std::make_unique<gloo::rendezvous::RedisStore>(options.redis_host, options.redis_port);
-      exists_ = [store = redis.get()](const std::string& key) { return store->check({key}); };
-      backing_ = std::move(redis);
+      backing.exists = [store = redis.get()](const std::string& key) { return store->check({key}); };
+      backing.store = std::move(redis);
     } catch (const std::exception& e) {
       throw IoError(
           fmt::format("cannot reach Redis at {}:{} ({}): start redis-server there or fix --redis_host "
                       "/ --redis_port",
                       options.redis_host, options.redis_port, GlooMessage(e.what())));
     }
-  } else {
-    namespace fs = std::filesystem;
-    const std::string& path = options.file_store_path;
-    if (path.empty()) throw InvalidInput("pass --redis_host or --file_store_path for the shards to meet");
-    PrepareOutputDirectory(
-        path, "--file_store_path", IfMissing::kRefuse,
-        "the shards meet in a directory they can all write (e.g. on NFS); create it or pass "
-        "--redis_host");
-    description_ = fmt::format("run '{}' in file store {}", options.run_id, fs::absolute(path).string());
-    auto files = std::make_unique<CheckableFileStore>(path);
-    exists_ = [store = files.get()](const std::string& key) { return store->Exists(key); };
-    backing_ = std::move(files);
+    return backing;
   }
+  namespace fs = std::filesystem;
+  const std::string& path = options.file_store_path;
+  if (path.empty()) throw InvalidInput("pass --redis_host or --file_store_path for the shards to meet");
+  PrepareOutputDirectory(path, "--file_store_path", IfMissing::kRefuse,
+                         "the shards meet in a directory they can all write (e.g. on NFS); create it or pass "
+                         "--redis_host");
+  backing.description = fmt::format("run '{}' in file store {}", options.run_id, fs::absolute(path).string());
+  auto files = std::make_unique<CheckableFileStore>(path);
+  backing.exists = [store = files.get()](const std::string& key) { return store->Exists(key); };
+  backing.store = std::move(files);
+  return backing;
+}
+
+}  // namespace
+
+void CheckRendezvousStore(const RendezvousOptions& options) { OpenBackingStore(options); }
+
+Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options) {
+  if (options.num_shards < 1 || options.shard_id < 0 || options.shard_id >= options.num_shards)
+    throw InvalidInput(
+        fmt::format("--shard_id {} must be in [0, --num_shards {})", options.shard_id, options.num_shards));
+  BackingStore backing = OpenBackingStore(options);
+  description_ = std::move(backing.description);
+  exists_ = std::move(backing.exists);
+  backing_ = std::move(backing.store);
   store_ = std::make_unique<gloo::rendezvous::PrefixStore>(options.run_id, *backing_);
   Join();
 }

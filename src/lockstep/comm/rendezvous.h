@@ -33,6 +33,11 @@ struct RendezvousOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(20)};  // how long to wait for the other shards
 };
 
+// Opens the store that `options` name and closes it again, throwing what Rendezvous would (InvalidInput for
+// a missing run id or directory, IoError for a Redis that cannot be reached): for code that checks where the
+// shards will meet before any of them waits there. The shard id and count are not read.
+void CheckRendezvousStore(const RendezvousOptions& options);
+
 class Rendezvous {
  public:
   // Opens the store, claims this shard's place and waits until every shard has joined. Throws IoError when

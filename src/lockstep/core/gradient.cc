@@ -66,8 +66,15 @@ std::map<std::string, std::string> AddGradientOperators(NetDef* net, const std::
     const auto& op = net->op(i);
     bool depends = false;
     for (const auto& in : op.input()) depends |= requires_grad.count(in) > 0;
-    if (depends && !GradientRegistry::IsNonDifferentiable(op.type()))
-      for (const auto& out : op.output()) requires_grad.insert(out);
+    // A non-differentiable op's outputs need no gradient even where they overwrite a blob that did
+    // (StopGradient in place).
+    const bool differentiable = !GradientRegistry::IsNonDifferentiable(op.type());
+    for (const auto& out : op.output()) {
+      if (depends && differentiable)
+        requires_grad.insert(out);
+      else if (!differentiable)
+        requires_grad.erase(out);
+    }
     for (const auto& out : op.output()) written.insert(out);
   }
 

@@ -69,6 +69,13 @@ std::unique_ptr<Operator> CreateOperator(const OperatorDef& def, Workspace* ws) 
   auto it = factories.find({def.type(), device, def.engine()});
   if (it == factories.end()) it = factories.find({def.type(), device, ""});
   if (it == factories.end()) {
+    for (const auto& [key, factory] : factories)
+      if (std::get<0>(key) == def.type())
+        throw InvalidInput(
+            fmt::format("{}: operator '{}' has no {} implementation; place it on a device "
+                        "that has one (its device_option), e.g. the CPU",
+                        DescribeOperator(def), def.type(),
+                        device == static_cast<int>(DeviceType::kCuda) ? "CUDA" : "CPU"));
     auto known = OperatorRegistry::Types(static_cast<DeviceType>(device));
     throw InvalidInput(fmt::format("unknown operator type '{}' on {}; known types: {}", def.type(),
                                    DeviceOf(def).ToString(), fmt::join(known, ", ")));

@@ -1,7 +1,8 @@
 // Cast: y = x converted to the dtype of arg `to` (a TensorProto.DataType value) or, with a second input, to
 // that input's dtype. float32 <-> float16 / bfloat16 (rounding to nearest even; float32 <-> bfloat16 with
 // oneDNN's reorder) and same-type copies. Its gradient casts dy back to x's dtype, which is how float32
-// master parameters receive float32 gradients from a network that computes in 16 bits.
+// master parameters receive float32 gradients from a network that computes in 16 bits. FloatToHalf and
+// HalfToFloat are Caffe2's casts with fixed dtypes.
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/half.h"
 #include "lockstep/core/operator.h"
@@ -53,6 +54,21 @@ void Store(Tensor* y, int64_t i, float value) {
   }
 }
 
+// y = x converted to `to`; x is float32, float16 or bfloat16.
+void CastInto(const OperatorDef& def, const Tensor& x, DataType to, bool in_place, Tensor* y) {
+  if (to == x.dtype()) return y->CopyFrom(x);
+  LOCKSTEP_ENFORCE(!in_place, "{}: a cast between dtypes cannot run in place", DescribeOperator(def));
+  y->Resize(x.shape(), to);
+  if (x.numel() == 0) return;
+  // float32 <-> bfloat16 with oneDNN's threaded, vectorized reorder.
+  if (x.dtype() != DataType::kFloat16 && to != DataType::kFloat16) {
+    const Shape flat{x.numel()};
+    ReorderInto(ToMemory(x, PlainDesc(flat, x.dtype())), ToMemory(*y, PlainDesc(flat, to)));
+    return;
+  }
+  for (int64_t i = 0; i < x.numel(); ++i) Store(y, i, Load(x, i));
+}
+
 class CastOp : public Operator {
  public:
   using Operator::Operator;
@@ -63,23 +79,45 @@ class CastOp : public Operator {
     if (!Castable(x.dtype()))
       FailOperator(def_, fmt::format("cannot cast {} '{}'; Cast converts float32, float16 and bfloat16",
                                      DataTypeName(x.dtype()), InputName(0)));
-    Tensor* y = Output(0);  // y has x's shape, dtype `to`
-    if (to == x.dtype()) return y->CopyFrom(x);
-    LOCKSTEP_ENFORCE(!IsInplace(0, 0), "Cast between dtypes cannot run in place");
-    y->Resize(x.shape(), to);
-    if (x.numel() == 0) return;
-    // float32 <-> bfloat16 with oneDNN's threaded, vectorized reorder.
-    if (x.dtype() != DataType::kFloat16 && to != DataType::kFloat16) {
-      const Shape flat{x.numel()};
-      ReorderInto(ToMemory(x, PlainDesc(flat, x.dtype())), ToMemory(*y, PlainDesc(flat, to)));
-      return;
-    }
-    for (int64_t i = 0; i < x.numel(); ++i) Store(y, i, Load(x, i));
+    CastInto(def_, x, to, IsInplace(0, 0), Output(0));  // y has x's shape, dtype `to`
+  }
+};
+
+// Caffe2's FloatToHalf and HalfToFloat: a Cast whose dtypes are fixed by the type, float32 -> float16 and
+// back. Each one's gradient is the other.
+template <DataType kFrom, DataType kTo>
+class FixedCastOp : public Operator {
+ public:
+  using Operator::Operator;
+
+  void Run() override {
+    const Tensor& x = Input(0);  // x is any shape, dtype kFrom
+    if (x.dtype() != kFrom)
+      FailOperator(def_, fmt::format("'{}' is {}, but {} takes {}", InputName(0), DataTypeName(x.dtype()),
+                                     def_.type(), DataTypeName(kFrom)));
+    CastInto(def_, x, kTo, IsInplace(0, 0), Output(0));  // y has x's shape, dtype kTo
   }
 };
 
 std::vector<OperatorDef> CastGradient(const GradientContext& g) {
   return {MakeOperatorDef("Cast", {g.GO(0), g.I(0)}, {g.GI(0)})};
+}
+
+// dX of FloatToHalf is HalfToFloat(dY), and the other way round.
+template <bool kToHalf>
+std::vector<OperatorDef> FixedCastGradient(const GradientContext& g) {
+  return {MakeOperatorDef(kToHalf ? "FloatToHalf" : "HalfToFloat", {g.GO(0)}, {g.GI(0)})};
+}
+
+template <DataType kFrom, DataType kTo>
+void DeclareFixedCast(OpSchema& schema) {
+  schema.Input(0, "X", fmt::format("any shape, {}", DataTypeName(kFrom)))
+      .Output(0, "Y", fmt::format("X's shape, {}", DataTypeName(kTo)))
+      .NumInputs(1)
+      .NumOutputs(1)
+      .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>& in) {
+        return std::vector<TensorShape>{{in[0].dims, kTo}};
+      });
 }
 
 }  // namespace
@@ -99,6 +137,17 @@ LOCKSTEP_OPERATOR_SCHEMA(Cast)
     });
 LOCKSTEP_REGISTER_CPU_OPERATOR(Cast, CastOp);
 LOCKSTEP_REGISTER_GRADIENT(Cast, CastGradient);
+
+LOCKSTEP_OPERATOR_SCHEMA(FloatToHalf)
+    .SetDoc("Y = X converted from float32 to float16, rounding to nearest even (Caffe2's FloatToHalf).")
+    .Include(DeclareFixedCast<DataType::kFloat, DataType::kFloat16>);
+LOCKSTEP_OPERATOR_SCHEMA(HalfToFloat)
+    .SetDoc("Y = X converted from float16 to float32, exactly (Caffe2's HalfToFloat).")
+    .Include(DeclareFixedCast<DataType::kFloat16, DataType::kFloat>);
+LOCKSTEP_REGISTER_CPU_OPERATOR(FloatToHalf, FixedCastOp<DataType::kFloat, DataType::kFloat16>);
+LOCKSTEP_REGISTER_CPU_OPERATOR(HalfToFloat, FixedCastOp<DataType::kFloat16, DataType::kFloat>);
+LOCKSTEP_REGISTER_GRADIENT(FloatToHalf, FixedCastGradient<false>);
+LOCKSTEP_REGISTER_GRADIENT(HalfToFloat, FixedCastGradient<true>);
 
 OperatorDef CastDef(const std::string& input, const std::string& output, DataType to) {
   return MakeOperatorDef("Cast", {input}, {output}, {Arg("to", static_cast<int>(to))});

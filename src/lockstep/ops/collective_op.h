@@ -31,7 +31,8 @@ std::shared_ptr<Communicator> CommunicatorInput(
         "run the net whose CreateCommonWorld writes it first (Parallelize adds it "
         "to param_init_net)");
 
-// CreateCommonWorld's input 0: the communicator that spans the shards, which the caller sets.
+// CreateCommonWorld's input 0: the communicator that spans the shards, which the caller sets, or the one
+// connected through a store handler (store_handler.h) that input 0 names instead.
 std::shared_ptr<Communicator> ShardCommunicatorInput(const OperatorDef& def, const Workspace& ws);
 
 // Blob i, a replica of blob j, must have the shape and dtype of `first`, which is blob j (device 0's).

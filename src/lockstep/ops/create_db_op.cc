@@ -3,8 +3,11 @@
 // CreateDB, which graph code adds to param_init_net). The output is an object, not a tensor. Each run opens
 // the data afresh and replaces the object, so the stream restarts at position 0 (ReadBatch looks its reader
 // up on every run). Another holder of the old reader keeps a LevelDB database open, and the rerun then fails.
+// Without batch_size, as Caffe2's programs call it (db, db_type, num_shards, shard_id), it only names the
+// database, for ImageInput to open (deferred_reader.h).
 // Its arguments are declared in the schema below, with `lockstep train`'s defaults (from SourceSpec); the
 // data source's arguments are checked as `lockstep train` checks its flags, by CheckSourceOptions.
+#include <filesystem>
 #include <limits>
 #include <set>
 #include <string>
@@ -14,6 +17,7 @@
 #include "lockstep/data/batch_reader.h"
 #include "lockstep/data/open_batch_source.h"
 #include "lockstep/data/source_options.h"
+#include "lockstep/ops/deferred_reader.h"
 
 namespace lockstep {
 namespace {
@@ -28,10 +32,6 @@ class CreateDBOp : public Operator {
       FailOperator(def,
                    "argument db is required: \"fashion-mnist\", \"null\" (synthetic) or a database path");
     spec_.name = StringArg("db");
-    if (!HasArgument(def, "batch_size"))
-      FailOperator(def, "argument batch_size is required: the records each replica reads per step");
-    batch_per_replica_ = IntArg("batch_size");
-    replicas_ = static_cast<int>(IntArg("num_replicas"));
     spec_.db_type = StringArg("db_type");
     spec_.record_format = StringArg("record_format");
     spec_.color_order = StringArg("color_order");
@@ -46,6 +46,23 @@ class CreateDBOp : public Operator {
     const int64_t prefetch = IntArg("prefetch");
     std::set<std::string> given;
     for (const Argument& arg : def.arg()) given.insert(arg.name());
+    deferred_ = !given.count("batch_size");
+    if (deferred_) {
+      // Caffe2's form: ImageInput brings the batch size and geometry, and checks the whole spec.
+      num_shards_ = static_cast<int>(IntArg("num_shards"));
+      shard_id_ = static_cast<int>(IntArg("shard_id"));
+      if (shard_id_ >= num_shards_)
+        FailOperator(def, fmt::format("shard_id {} must be below num_shards {}", shard_id_, num_shards_));
+      return;
+    }
+    for (const char* caffe2_only : {"num_shards", "shard_id"})
+      if (given.count(caffe2_only))
+        FailOperator(def,
+                     fmt::format("argument {} is for ImageInput's readers (CreateDB without batch_size); "
+                                 "with batch_size, pass num_replicas = devices x shards",
+                                 caffe2_only));
+    batch_per_replica_ = IntArg("batch_size");
+    replicas_ = static_cast<int>(IntArg("num_replicas"));
     try {
       CheckSourceOptions(spec_, batch_per_replica_, prefetch, given, "argument ");
     } catch (const InvalidInput& e) {
@@ -57,6 +74,13 @@ class CreateDBOp : public Operator {
   }
 
   void Run() override {
+    if (deferred_) {
+      if (IsDatabase(spec_.name) && !std::filesystem::exists(spec_.name))
+        FailOperator(def_, fmt::format("argument db '{}' does not exist; pass the path of an {} database",
+                                       spec_.name, spec_.db_type));
+      ws_->SetObject(def_.output(0), std::make_shared<DeferredReader>(spec_, num_shards_, shard_id_));
+      return;
+    }
     // The old reader goes first: it may hold the database open, and LevelDB allows one open at a time.
     ws_->SetObject(def_.output(0), std::shared_ptr<BatchReader>());
     std::shared_ptr<BatchSource> source;
@@ -71,6 +95,8 @@ class CreateDBOp : public Operator {
 
  private:
   SourceSpec spec_;
+  bool deferred_ = false;  // no batch_size: a DeferredReader for ImageInput
+  int num_shards_ = 1, shard_id_ = 0;
   int64_t batch_per_replica_ = 0;
   int replicas_ = 1;
   int prefetch_ = 0;
@@ -85,11 +111,17 @@ LOCKSTEP_OPERATOR_SCHEMA(CreateDB)
     .Output(0, "reader", "a workspace object: the BatchReader")
     .Arg("db", ArgType::kString, "required: \"fashion-mnist\", \"null\" (synthetic data) or a database path")
     .Arg("batch_size", ArgType::kInt,
-         fmt::format("required: records each replica reads per step, in [1, {}]", kMaxBatchSize))
+         fmt::format("records each replica reads per step, in [1, {}]; without it, as Caffe2's CreateDB, "
+                     "the output is a database for ImageInput, which gives the batch size and geometry",
+                     kMaxBatchSize))
     .Arg("num_replicas", ArgType::kInt, 1,
          "the replicas of the whole job (devices x shards); replica r reads slice r of each global batch of "
          "batch_size x num_replicas records")
     .Range(1, kMaxInt)
+    .Arg("num_shards", ArgType::kInt, 1, "without batch_size (Caffe2's): the shards (machines) of the job")
+    .Range(1, kMaxInt)
+    .Arg("shard_id", ArgType::kInt, 0, "without batch_size (Caffe2's): this shard's id, below num_shards")
+    .Range(0, kMaxInt)
     .Arg("train", ArgType::kInt, SourceSpec{}.train,
          "1: a shuffled stream with random crops and mirrors (fashion-mnist: its training set); 0: file "
          "order with centre crops (its test set)")

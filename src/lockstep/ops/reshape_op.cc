@@ -1,6 +1,6 @@
-// Flatten, Reshape and ResizeLike: the same bytes under another shape. Tensors have no views, so the data is
-// copied unless the op runs in place; gradients reshape dY back to X's shape. They only copy through Tensor,
-// which crosses memories, so each class serves CPU and CUDA devices.
+// Flatten, FlattenToVec, Reshape and ResizeLike: the same bytes under another shape. Tensors have no views,
+// so the data is copied unless the op runs in place; gradients reshape dY back to X's shape. They only copy
+// through Tensor, which crosses memories, so each class serves CPU and CUDA devices.
 #include <algorithm>
 
 #include "lockstep/core/gradient.h"
@@ -62,6 +62,17 @@ class FlattenOp : public Operator {
   void Run() override {
     const Tensor& x = Input(0);                                  // x is (d0, ..., dk)
     CopyWithShape(x, FlattenShape(def_, x.shape()), Output(0));  // y is (d0*...*d(axis-1), d(axis)*...*dk)
+  }
+};
+
+// Caffe2's FlattenToVec: X as one vector.
+class FlattenToVecOp : public Operator {
+ public:
+  using Operator::Operator;
+
+  void Run() override {
+    const Tensor& x = Input(0);                // x is any shape
+    CopyWithShape(x, {x.numel()}, Output(0));  // y is (d0*...*dk)
   }
 };
 
@@ -154,6 +165,16 @@ LOCKSTEP_OPERATOR_SCHEMA(Flatten)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return std::vector<TensorShape>{{FlattenShape(def, in[0].dims), in[0].dtype}};
     });
+LOCKSTEP_OPERATOR_SCHEMA(FlattenToVec)
+    .SetDoc("X as a vector of all its elements (Caffe2's FlattenToVec).")
+    .Input(0, "X", "any shape")
+    .Output(0, "Y", "(X's size); may be X")
+    .NumInputs(1)
+    .NumOutputs(1)
+    .AllowInplace({{0, 0}})
+    .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>& in) {
+      return std::vector<TensorShape>{{{NumElements(in[0].dims)}, in[0].dtype}};
+    });
 LOCKSTEP_OPERATOR_SCHEMA(Reshape)
     .SetDoc("X's data under a new shape (Caffe2's rules: 0 keeps X's dim there, one -1 takes what is left).")
     .Input(0, "X", "any shape")
@@ -166,7 +187,7 @@ LOCKSTEP_OPERATOR_SCHEMA(Reshape)
     .AllowInplace({{0, 0}})
     .ShapeFunction(ReshapeShapes);
 LOCKSTEP_OPERATOR_SCHEMA(ResizeLike)
-    .SetDoc("A's data under B's shape (Flatten's gradient).")
+    .SetDoc("A's data under B's shape (Flatten's and FlattenToVec's gradient).")
     .Input(0, "A", "as many elements as B")
     .Input(1, "B", "any shape")
     .Output(0, "C", "B's shape; may be A")
@@ -178,11 +199,14 @@ LOCKSTEP_OPERATOR_SCHEMA(ResizeLike)
     });
 LOCKSTEP_REGISTER_CPU_OPERATOR(Flatten, FlattenOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(Flatten, FlattenOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(FlattenToVec, FlattenToVecOp);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(FlattenToVec, FlattenToVecOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Reshape, ReshapeOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(Reshape, ReshapeOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ResizeLike, ResizeLikeOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(ResizeLike, ResizeLikeOp);
 LOCKSTEP_REGISTER_GRADIENT(Flatten, FlattenGradient);
+LOCKSTEP_REGISTER_GRADIENT(FlattenToVec, FlattenGradient);
 LOCKSTEP_REGISTER_GRADIENT(Reshape, ReshapeGradient);
 
 }  // namespace lockstep

@@ -374,14 +374,16 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
 
   dp.state_blobs = StateBlobs(model.param_init_net(), dp.scopes[0]);
   dp.broadcast_net.set_name(model.net().name() + "_broadcast");
-  if (!single) {
+  // A model without state of its own (a test model reading a training model's parameters) has nothing to
+  // broadcast.
+  if (!single && !dp.state_blobs.empty()) {
     std::vector<std::string> blobs;
     for (const auto& scope : dp.scopes)
       for (const auto& name : dp.state_blobs) blobs.push_back(scope + name);
     *dp.broadcast_net.add_op() = OnDevice(BroadcastDef(job_world, blobs, replicas), first_device);
   }
   AddCommonWorlds(&model.param_init_net(), {&model.net(), &dp.broadcast_net}, job_world, device_world, o);
-  if (!single) *model.param_init_net().add_op() = dp.broadcast_net.op(0);
+  if (dp.broadcast_net.op_size() > 0) *model.param_init_net().add_op() = dp.broadcast_net.op(0);
 
   const int cores = o.max_threads > 0 ? o.max_threads : omp_get_num_procs();
   if (o.threads_per_device > cores)

@@ -1,0 +1,7 @@
+"""caffe2.python: Caffe2's Python modules as adapters over lockstep's."""
+import numpy
+
+# Caffe2's programs (resnet50_trainer's test loop among them) call numpy.asscalar, which NumPy 1.23 removed;
+# it was a.item().
+if not hasattr(numpy, "asscalar"):
+    numpy.asscalar = lambda a: a.item()

@@ -1,0 +1,146 @@
+"""Caffe2's ``brew`` over lockstep's: the same layer helpers, ``arg_scope``, and Caffe2's initializer
+arguments (``WeightInitializer`` / ``BiasInitializer``). Layers build through lockstep's C++ layers."""
+import contextlib
+import threading
+
+from caffe2.python._unsupported import refuse
+from caffe2.python.modeling.initializers import Initializer, PseudoFP16Initializer
+from lockstep import brew as _brew
+from lockstep import core
+
+_scopes = threading.local()
+
+
+@contextlib.contextmanager
+def arg_scope(single_helper_or_list, **kwargs):
+    """Default keyword arguments of the given helpers (brew.conv, ...) inside the block; they nest."""
+    helpers = single_helper_or_list if isinstance(single_helper_or_list, (list, tuple)) else [
+        single_helper_or_list]
+    names = {helper if isinstance(helper, str) else helper.__name__ for helper in helpers}
+    stack = getattr(_scopes, "stack", [])
+    _scopes.stack = stack + [(names, kwargs)]
+    try:
+        yield
+    finally:
+        _scopes.stack = stack
+
+
+def _arguments(helper, kwargs):
+    merged = {}
+    for names, scoped in getattr(_scopes, "stack", []):
+        if helper in names:
+            merged.update(scoped)
+    merged.update(kwargs)
+    return merged
+
+
+def _initializer(layer, initializer, fill, default):
+    """The (fill type, args) a layer's parameter gets from Caffe2's initializer arguments."""
+    if initializer is None or initializer is Initializer:
+        return fill or default
+    if initializer is PseudoFP16Initializer or isinstance(initializer, PseudoFP16Initializer):
+        refuse(f"brew.{layer}: PseudoFP16Initializer (float16 parameters) is not supported; lockstep keeps "
+               "parameters float32 (lockstep.mixed_precision computes in 16 bits)")
+    if isinstance(initializer, Initializer):
+        return initializer.fill(fill or default)
+    refuse(f"brew.{layer}: initializer {initializer!r} is not supported; pass Initializer or an instance")
+
+
+def _compute_options(layer, kwargs):
+    if kwargs.pop("float16_compute", False):
+        refuse(f"brew.{layer}: float16_compute is not supported; lockstep computes in float32 (or bfloat16 "
+               "through lockstep.mixed_precision)")
+    kwargs.pop("enable_tensor_core", None)  # cuDNN and cuBLAS pick tensor cores themselves in lockstep
+    if kwargs.pop("transform_inputs", None) is not None:
+        refuse(f"brew.{layer}: transform_inputs is not supported")
+
+
+def _parameters(layer, kwargs, weight_init, bias_init, WeightInitializer, BiasInitializer):
+    """A conv's or fc's keyword arguments (arg_scope's under the given ones) and its weight and bias
+    initializers as lockstep's (fill type, args) pairs."""
+    kwargs = _arguments(layer, kwargs)
+    WeightInitializer = kwargs.pop("WeightInitializer", WeightInitializer)
+    BiasInitializer = kwargs.pop("BiasInitializer", BiasInitializer)
+    _compute_options(layer, kwargs)
+    weight = _initializer(layer, WeightInitializer, weight_init, ("XavierFill", {}))
+    bias = _initializer(layer, BiasInitializer, bias_init, ("ConstantFill", {"value": 0.0}))
+    return kwargs, weight, bias
+
+
+def conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=None, bias_init=None,
+         WeightInitializer=None, BiasInitializer=None, **kwargs):
+    kwargs, weight, bias = _parameters("conv", kwargs, weight_init, bias_init, WeightInitializer, BiasInitializer)
+    return _brew.conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=weight, bias_init=bias,
+                      **kwargs)
+
+
+def fc(model, blob_in, blob_out, dim_in, dim_out, weight_init=None, bias_init=None, WeightInitializer=None,
+       BiasInitializer=None, **kwargs):
+    kwargs, weight, bias = _parameters("fc", kwargs, weight_init, bias_init, WeightInitializer, BiasInitializer)
+    return _brew.fc(model, blob_in, blob_out, dim_in, dim_out, weight_init=weight, bias_init=bias, **kwargs)
+
+
+def _helper(name):
+    layer = getattr(_brew, name)
+
+    def helper(model, *args, **kwargs):
+        return layer(model, *args, **_arguments(name, kwargs))
+
+    helper.__name__ = name
+    helper.__doc__ = layer.__doc__
+    return helper
+
+
+relu = _helper("relu")
+max_pool = _helper("max_pool")
+average_pool = _helper("average_pool")
+spatial_bn = _helper("spatial_bn")
+dropout = _helper("dropout")
+sum = _helper("sum")  # noqa: A001 (Caffe2's name)
+softmax_with_loss = _helper("softmax_with_loss")
+accuracy = _helper("accuracy")
+scale = _helper("scale")
+flatten = _helper("flatten")
+
+
+def image_input(model, blob_in, blob_out, order="NCHW", use_gpu_transform=False, **kwargs):
+    """Caffe2's ImageInput: this replica's slice of the next batch of the reader ``blob_in`` (from
+    ModelHelper.CreateDB) into ``blob_out = [data, label]``: decoded, resized so the shortest side is
+    ``scale``, cropped to ``crop`` (randomly and mirrored in training, centred with ``is_test``), normalized
+    as (pixel - 128) / 128. Decoding runs on CPU threads whatever ``use_gpu_transform`` says."""
+    kwargs = _arguments("image_input", kwargs)
+    reader = getattr(model, "_readers", {}).get(str(blob_in))
+    if reader is None:
+        return _brew.image_input(model, blob_in, blob_out, **kwargs)
+    if order != "NCHW":
+        refuse(f"brew.image_input: order={order!r} is not supported; lockstep reads images as NCHW")
+    if kwargs.pop("output_type", "float") != "float":
+        refuse("brew.image_input: output_type float16 is not supported; lockstep reads float images")
+    for name in ("mean", "std"):
+        values = kwargs.pop(name, 128.0)
+        if any(float(v) != 128.0 for v in (values if isinstance(values, (list, tuple)) else [values])):
+            refuse(f"brew.image_input: {name}={values} is not supported; lockstep normalizes as "
+                   "(pixel - 128) / 128")
+    is_test = bool(kwargs.pop("is_test", False))
+    if not is_test and not kwargs.pop("mirror", 0):
+        refuse("brew.image_input: training without mirror=1 is not supported; lockstep mirrors training "
+               "images at random")
+    kwargs.pop("mirror", None)
+    args = dict(db=reader["db"], db_type=reader["db_type"], batch_size=int(kwargs.pop("batch_size")),
+                num_replicas=len(model._devices) * reader["num_shards"], train=0 if is_test else 1,
+                record_format="datum" if kwargs.pop("use_caffe_datum", False) else "tensorprotos",
+                num_channels=3 if kwargs.pop("color", 1) else 1)
+    if "crop" in kwargs:
+        args["image_size"] = int(kwargs.pop("crop"))
+    if "scale" in kwargs:
+        args["scale"] = int(kwargs.pop("scale"))
+    if kwargs:
+        refuse(f"brew.image_input: arguments {', '.join(sorted(kwargs))} are not supported")
+    if reader["created"] is None:
+        # One reader for every replica, on the host: each replica reads its own slice of each global batch.
+        with core.DeviceScope(core.DeviceOption(core.CPU, 0)):
+            model.param_init_net.CreateDB([], core.BlobReference(str(blob_in)), **args)
+        reader["created"] = args
+    elif reader["created"] != args:
+        refuse(f"brew.image_input: reader {blob_in} is read with different arguments by another replica")
+    return _brew.image_input(model, str(blob_in), blob_out)

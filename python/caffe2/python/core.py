@@ -1,0 +1,36 @@
+"""Caffe2's ``core`` over lockstep's: scopes, blob references, OperatorDefs and standalone nets.
+
+``DeviceOption`` returns the DeviceOption message, as Caffe2's does; everything that takes a device takes it.
+"""
+from caffe2.proto import caffe2_pb2
+from lockstep import core as _core
+from lockstep.core import (  # noqa: F401 (Caffe2's names, re-exported)
+    CreateOperator, CurrentDeviceScope, CurrentNameScope, DataType, DeviceScope, MakeArgument, NameScope, Net,
+    ScopedBlobReference, ScopedName)
+
+CPU = caffe2_pb2.CPU
+CUDA = caffe2_pb2.CUDA
+GPU = CUDA
+
+
+def DeviceOption(device_type, cuda_gpu_id=0, random_seed=None, node_name=None):
+    """A DeviceOption message for ``device_type`` (caffe2_pb2.CPU or CUDA) and its index."""
+    option = caffe2_pb2.DeviceOption(device_type=device_type, device_id=cuda_gpu_id)
+    if random_seed is not None:
+        option.random_seed = random_seed
+    if node_name is not None:
+        option.node_name = node_name
+    return option
+
+
+class BlobReference(_core.BlobReference):
+    """A blob's full name, used as given (Caffe2's ``BlobReference(name, net=None)``)."""
+
+    def __new__(cls, name, net=None):
+        return super().__new__(cls, name)
+
+    def GetNameScope(self):
+        return self[:self.rfind("/") + 1]
+
+    def GetUnscopedName(self):
+        return self[self.rfind("/") + 1:]

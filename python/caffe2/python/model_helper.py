@@ -1,0 +1,28 @@
+"""Caffe2's ``model_helper`` over lockstep's: ``ModelHelper`` with Caffe2's constructor arguments."""
+from caffe2.python._unsupported import refuse
+from lockstep import core
+from lockstep import model_helper as _model_helper
+from lockstep.model_helper import ParameterInfo  # noqa: F401 (re-exported)
+
+
+class ModelHelper(_model_helper.ModelHelper):
+    """lockstep's ModelHelper, built as Caffe2's: ``ModelHelper(name, init_params, allow_not_known_ops,
+    skip_sparse_optim, param_model, arg_scope)``."""
+
+    def __init__(self, name=None, init_params=True, allow_not_known_ops=True, skip_sparse_optim=False,
+                 param_model=None, arg_scope=None, seed=None):
+        if param_model is not None:
+            refuse("ModelHelper(param_model=...) (sharing another model's parameters) is not supported")
+        super().__init__(name=name or "model", init_params=init_params, arg_scope=arg_scope, seed=seed)
+        self._readers = {}  # CreateDB's readers, created by the first brew.image_input that reads them
+
+    def CreateDB(self, blob_out, db, db_type, **kwargs):
+        """A reader of database ``db``. Its batch and image geometry come from brew.image_input, which adds
+        lockstep's CreateDB to param_init_net; ``num_shards`` is the processes that share it (shard_id
+        is where this one is: Parallelize knows it)."""
+        unknown = sorted(set(kwargs) - {"num_shards", "shard_id"})
+        if unknown:
+            refuse(f"ModelHelper.CreateDB: arguments {', '.join(unknown)} are not supported")
+        self._readers[str(blob_out)] = dict(db=str(db), db_type=str(db_type),
+                                            num_shards=int(kwargs.get("num_shards", 1)), created=None)
+        return core.BlobReference(str(blob_out))

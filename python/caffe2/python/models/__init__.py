@@ -1,0 +1,1 @@
+"""caffe2.python.models: the model zoo's builders."""

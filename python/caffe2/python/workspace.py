@@ -1,0 +1,39 @@
+"""Caffe2's ``workspace`` over lockstep's: one default workspace, blobs fed and fetched as numpy arrays,
+nets created once and run many times in C++."""
+from lockstep import core
+from lockstep import workspace as _workspace
+from lockstep._core import C
+from lockstep.workspace import (  # noqa: F401 (Caffe2's names, re-exported)
+    Blobs, CreateNet, FeedBlob, FetchBlob, FetchBlobs, GpuDeviceType, HasBlob, NumCudaDevices, NumGpuDevices,
+    ResetWorkspace, RunNet, RunNetOnce, RunOperatorsOnce, has_gpu_support)
+
+# What FileStoreHandlerCreate / RedisStoreHandlerCreate said about where the shards meet, by the handler's
+# blob: data_parallel_model's rendezvous(kv_handler=...) meets there.
+_store_handlers = {}
+
+
+def GlobalInit(args):
+    """Caffe2's process flags (``--caffe2_log_level`` and the like) set its C++ logging; lockstep logs by
+    its own rules, so they change nothing."""
+    return True
+
+
+def _argument(op, name, default):
+    for arg in op.arg:
+        if arg.name == name:
+            return arg.s.decode() if arg.HasField("s") else arg.i
+    return default
+
+
+def RunOperatorOnce(operator):
+    """Runs one OperatorDef once. A store handler's settings are remembered for data_parallel_model."""
+    where = None
+    if operator.type == "FileStoreHandlerCreate":
+        where = dict(file_store_path=_argument(operator, "path", ""))
+    elif operator.type == "RedisStoreHandlerCreate":
+        where = dict(redis_host=_argument(operator, "host", ""), redis_port=_argument(operator, "port", 6379))
+    if where is not None:
+        _store_handlers[operator.output[0]] = dict(where, run_id=_argument(operator, "prefix", ""))
+        if operator.type not in C.operator_types(core.CPU):
+            return True  # a build without the op: Parallelize meets the other shards from these settings
+    return _workspace.RunOperatorOnce(operator)

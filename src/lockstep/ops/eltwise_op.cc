@@ -1,0 +1,113 @@
+// The classes, gradient makers and schema parts that the unary element-wise operators share (eltwise_op.h).
+#include "lockstep/ops/eltwise_op.h"
+
+#include "lockstep/core/gradient.h"
+
+namespace lockstep {
+namespace {
+
+bool ReadsOutput(dnnl::algorithm algorithm) {
+  switch (algorithm) {
+    case dnnl::algorithm::eltwise_relu_use_dst_for_bwd:
+    case dnnl::algorithm::eltwise_logistic_use_dst_for_bwd:
+    case dnnl::algorithm::eltwise_tanh_use_dst_for_bwd:
+    case dnnl::algorithm::eltwise_exp_use_dst_for_bwd:
+    case dnnl::algorithm::eltwise_sqrt_use_dst_for_bwd:
+    case dnnl::algorithm::eltwise_elu_use_dst_for_bwd:
+    case dnnl::algorithm::eltwise_clip_v2_use_dst_for_bwd:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+EltwiseOp::EltwiseOp(const OperatorDef& def, Workspace* ws, dnnl::algorithm algorithm, float alpha)
+    : Operator(def, ws), algorithm_(algorithm), alpha_(alpha) {
+  AcceptLayouts();
+}
+
+void EltwiseOp::Run() {
+  const Tensor& x = Input(0);  // x is any shape, any layout
+  Tensor* y = Output(0);       // y has x's shape and layout
+  auto desc = DescOf(x);
+  dnnl::memory src = AsMemory(x);
+  dnnl::memory dst = ResizeForDesc(y, x.shape(), desc);
+  if (x.numel() == 0) return;
+  if (desc != desc_) {
+    desc_ = desc;
+    dnnl::eltwise_forward::desc op_desc(dnnl::prop_kind::forward_training, algorithm_, desc, alpha_);
+    primitive_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(op_desc, CpuEngine()));
+  }
+  Execute(primitive_, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+}
+
+EltwiseGradientOp::EltwiseGradientOp(const OperatorDef& def, Workspace* ws, dnnl::algorithm algorithm,
+                                     float alpha)
+    : Operator(def, ws), algorithm_(algorithm), alpha_(alpha), from_output_(ReadsOutput(algorithm)) {
+  AcceptLayouts();
+}
+
+void EltwiseGradientOp::Run() {
+  const Tensor& z = Input(0);   // z is the forward op's Y or X
+  const Tensor& dy = Input(1);  // dy has z's shape, any layout
+  Tensor* dx = Output(0);       // dx has z's shape and layout
+  if (z.shape() != dy.shape())
+    FailOperator(def_, fmt::format("dY {} must have {}'s shape {}", ShapeToString(dy.shape()),
+                                   from_output_ ? "Y" : "X", ShapeToString(z.shape())));
+  auto desc = DescOf(z);
+  dnnl::memory saved = AsMemory(z);
+  dnnl::memory diff_dst = ReorderIfNeeded(AsMemory(dy), desc, 0);
+  dnnl::memory diff_src = ResizeForDesc(dx, z.shape(), desc);
+  if (z.numel() == 0) return;
+  if (desc != desc_) {
+    desc_ = desc;
+    dnnl::eltwise_forward::desc forward_desc(dnnl::prop_kind::forward_training, algorithm_, desc, alpha_);
+    dnnl::eltwise_forward::primitive_desc hint(forward_desc, CpuEngine());
+    dnnl::eltwise_backward::desc op_desc(algorithm_, desc, desc, alpha_);
+    primitive_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(op_desc, CpuEngine(), hint));
+  }
+  Execute(primitive_, {{from_output_ ? DNNL_ARG_DST : DNNL_ARG_SRC, saved},
+                       {DNNL_ARG_DIFF_DST, diff_dst},
+                       {DNNL_ARG_DIFF_SRC, diff_src}});
+}
+
+std::vector<OperatorDef> EltwiseGradientFromOutput(const GradientContext& g) {
+  return {MakeOperatorDef(g.def.type() + "Gradient", {g.O(0), g.GO(0)}, {g.GI(0)}, g.Args())};
+}
+
+std::vector<OperatorDef> EltwiseGradientFromInput(const GradientContext& g) {
+  return {MakeOperatorDef(g.def.type() + "Gradient", {g.I(0), g.GO(0)}, {g.GI(0)}, g.Args())};
+}
+
+void DeclareEltwiseInPlace(OpSchema& schema) {
+  schema.Input(0, "X", "any shape")
+      .Output(0, "Y", "X's shape; may be X")
+      .NumInputs(1)
+      .NumOutputs(1)
+      .AllowInplace({{0, 0}})
+      .IdentityShape();
+}
+
+void DeclareEltwiseGradientFromOutput(OpSchema& schema) {
+  schema.Input(0, "Y", "the forward op's output")
+      .Input(1, "dY", "Y's shape")
+      .Output(0, "dX", "Y's shape; may be dY")
+      .NumInputs(2)
+      .NumOutputs(1)
+      .AllowInplace({{1, 0}})
+      .IdentityShape();
+}
+
+void DeclareEltwiseGradientFromInput(OpSchema& schema) {
+  schema.Input(0, "X", "the forward op's input")
+      .Input(1, "dY", "X's shape")
+      .Output(0, "dX", "X's shape; may be dY")
+      .NumInputs(2)
+      .NumOutputs(1)
+      .AllowInplace({{1, 0}})
+      .IdentityShape();
+}
+
+}  // namespace lockstep
