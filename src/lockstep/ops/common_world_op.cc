@@ -57,7 +57,7 @@ LOCKSTEP_OPERATOR_SCHEMA(CreateCommonWorld)
         "Puts into the workspace object named by its output the communicator that the collectives read as "
         "input 0: this process's devices (a LocalCommunicator on CPUs), or, given the shards' communicator, "
         "the job's.")
-    .Input(0, "shards", "optional: a workspace object, the connected communicator that spans the shards")
+    .OptionalInput(0, "shards", "a workspace object, the connected communicator that spans the shards")
     .Output(0, "world", "a workspace object: the communicator")
     .Arg("devices", ArgType::kInts, std::vector<int64_t>{},
          "the logical devices the world serves, in the order of the collectives' buffers (CUDA needs them)")
@@ -65,8 +65,6 @@ LOCKSTEP_OPERATOR_SCHEMA(CreateCommonWorld)
     .Arg("channel", ArgType::kInt, 0,
          "k >= 1: channel k of the shards' communicator, whose collectives run beside the world's")
     .Min(0)
-    .NumInputs(0, 1)
-    .NumOutputs(1)
     .ObjectInputs(1)
     .ObjectOutputs(1)
     .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>&) {

@@ -88,12 +88,7 @@ std::vector<TensorShape> ShapeOfY(const OperatorDef&, const std::vector<TensorSh
 
 // What Relu and LeakyRelu share: X -> Y element-wise, in place or not.
 void DeclareRelu(OpSchema& schema) {
-  schema.Input(0, "X", "any shape")
-      .Output(0, "Y", "X's shape")
-      .NumInputs(1)
-      .NumOutputs(1)
-      .AllowInplace({{0, 0}})
-      .IdentityShape();
+  schema.Input(0, "X", "any shape").Output(0, "Y", "X's shape").AllowInplace({{0, 0}}).IdentityShape();
 }
 
 // What their gradients share: (Y, dY) -> dX from the forward op's output, dX in place of dY or not.
@@ -103,8 +98,6 @@ void DeclareReluGradient(OpSchema& schema) {
   schema.Input(0, "Y", forward + "'s output")
       .Input(1, "dY", "Y's shape")
       .Output(0, "dX", "Y's shape; may be dY")
-      .NumInputs(2)
-      .NumOutputs(1)
       .AllowInplace({{1, 0}})
       .ShapeFunction(ShapeOfY);
   if (kLeaky) schema.ArgsOf(forward);  // alpha

@@ -47,8 +47,6 @@ void DeclareWeightGradient(OpSchema& schema) {
       .Range(0, 1)
       .Arg("no_bias", ArgType::kInt, 0, "1: the bias's gradient is not wanted (or there is no bias)")
       .Range(0, 1)
-      .NumInputs(3)
-      .NumOutputs(1, 3)
       .ShapeFunction(WeightGradientShapes);
 }
 

@@ -35,8 +35,8 @@ WeightGradientTensors SelectWeightGradients(const WeightGradientOutputs& wants, 
 }
 
 // Declares what the convention fixes for the gradient ops' schemas (their Include()): the flags no_dweight
-// and no_bias, the arity (X, W, dY) -> one to three outputs, and the shapes: dW has W's shape, db is
-// (W.dim(0)), dX has X's shape.
+// and no_bias, and the shapes: dW has W's shape, db is (W.dim(0)), dX has X's shape. The schemas declare
+// the outputs dW, then the optional db and dX: one to three.
 void DeclareWeightGradient(OpSchema& schema);
 
 // Throws InvalidInput naming the operator when its output count does not fit its flags.
