@@ -105,8 +105,9 @@ class OpSchema {
   // Also declares every argument of operator `type` (gradient ops copy their forward op's arguments);
   // resolved when first needed, so the order in which schemas register does not matter.
   OpSchema& ArgsOf(std::string type);
-  // Adds declarations that several schemas share (the window arguments of Conv and pooling).
-  OpSchema& Include(void (*declare)(OpSchema&)) {
+  // Adds declarations that several schemas share (the window arguments of Conv and pooling, the schema of
+  // the Conv and FC gradients).
+  OpSchema& Include(const std::function<void(OpSchema&)>& declare) {
     declare(*this);
     return *this;
   }

@@ -228,17 +228,7 @@ LOCKSTEP_OPERATOR_SCHEMA(Conv)
     .CostFunction(WeightedLayerCost)
     .TakesGpuOptions(kConvGpuOptions);
 LOCKSTEP_OPERATOR_SCHEMA(ConvGradient)
-    .SetDoc(
-        "Conv's gradient: dfilter unless no_dweight, dbias unless no_bias, then dX when one more output is "
-        "given.")
-    .Input(0, "X", "Conv's input")
-    .Input(1, "filter", "Conv's filter")
-    .Input(2, "dY", "gradient of Conv's output")
-    .Output(0, "dfilter", "filter's shape (the outputs skip what the flags leave out)")
-    .OptionalOutput(1, "dbias", "(M)")
-    .OptionalOutput(2, "dX", "X's shape")
-    .ArgsOf("Conv")
-    .Include(DeclareWeightGradient)
+    .Include(DeclareWeightGradient("Conv", "filter", "bias"))
     .TakesGpuOptions(kConvGpuOptions);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Conv, ConvOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ConvGradient, ConvGradientOp);
