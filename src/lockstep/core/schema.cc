@@ -267,6 +267,12 @@ OpSchema& OpSchema::IdentityShape() {
   });
 }
 
+OpSchema& OpSchema::DimsOfInput(int input) {
+  return ShapeFunction([input](const OperatorDef&, const std::vector<TensorShape>& in) {
+    return std::vector<TensorShape>{{in.at(input).dims, in.at(0).dtype}};
+  });
+}
+
 OpSchema& OpSchema::Collective() {
   collective_ = true;
   return *this;

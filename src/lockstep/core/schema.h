@@ -130,6 +130,8 @@ class OpSchema {
   OpSchema& ShapeFunction(ShapeInference function);
   // Output i has the shape and dtype of input i.
   OpSchema& IdentityShape();
+  // One output, with the dims of input `input` and the dtype of input 0 (ResizeLike: A's data in B's shape).
+  OpSchema& DimsOfInput(int input);
   // The op reads and writes the blobs of several devices (a gradient allreduce, a broadcast): executors run
   // it on a communication thread of its own so that it overlaps with the devices' compute.
   OpSchema& Collective();

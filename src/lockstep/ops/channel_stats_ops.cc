@@ -322,9 +322,7 @@ LOCKSTEP_OPERATOR_SCHEMA(SpatialBNCombinedGradient)
     .Min(0)
     .Arg("num_batches", ArgType::kInt, 1, "the replicas (equal batches) the sums cover")
     .Min(1)
-    .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>& in) {
-      return std::vector<TensorShape>{in[0]};
-    })
+    .IdentityShape()
     .LowPrecisionInputs({0, 2});  // the per-channel tensors stay float32
 LOCKSTEP_REGISTER_CPU_OPERATOR(ChannelStats, ChannelStatsOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ChannelBackpropStats, ChannelBackpropStatsOp);

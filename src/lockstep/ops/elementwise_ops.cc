@@ -264,9 +264,7 @@ LOCKSTEP_OPERATOR_SCHEMA(SumReduceLike)
     .Input(0, "dY", "A's shape")
     .Input(1, "B", "a suffix of dY's shape")
     .Output(0, "dB", "B's shape")
-    .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
-      return std::vector<TensorShape>{{in[1].dims, in[0].dtype}};
-    });
+    .DimsOfInput(1);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Add, AddOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Sum, SumOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Scale, ScaleOp);

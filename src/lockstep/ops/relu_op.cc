@@ -84,8 +84,6 @@ std::vector<OperatorDef> LeakyReluGradient(const GradientContext& g) {
   return {MakeOperatorDef("LeakyReluGradient", {g.O(0), g.GO(0)}, {g.GI(0)}, g.Args())};
 }
 
-std::vector<TensorShape> ShapeOfY(const OperatorDef&, const std::vector<TensorShape>& in) { return {in[0]}; }
-
 // What Relu and LeakyRelu share: X -> Y element-wise, in place or not.
 void DeclareRelu(OpSchema& schema) {
   schema.Input(0, "X", "any shape").Output(0, "Y", "X's shape").AllowInplace({{0, 0}}).IdentityShape();
@@ -99,7 +97,7 @@ void DeclareReluGradient(OpSchema& schema) {
       .Input(1, "dY", "Y's shape")
       .Output(0, "dX", "Y's shape; may be dY")
       .AllowInplace({{1, 0}})
-      .ShapeFunction(ShapeOfY);
+      .IdentityShape();
   if (kLeaky) schema.ArgsOf(forward);  // alpha
 }
 

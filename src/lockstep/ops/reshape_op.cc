@@ -167,9 +167,7 @@ LOCKSTEP_OPERATOR_SCHEMA(ResizeLike)
     .Input(1, "B", "any shape")
     .Output(0, "C", "B's shape; may be A")
     .AllowInplace({{0, 0}})
-    .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
-      return std::vector<TensorShape>{{in[1].dims, in[0].dtype}};
-    });
+    .DimsOfInput(1);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Flatten, FlattenOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(Flatten, FlattenOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Reshape, ReshapeOp);

@@ -107,9 +107,7 @@ LOCKSTEP_OPERATOR_SCHEMA(SoftmaxWithLossGradient)
     .Input(3, "dloss", "a float scalar")
     .Output(0, "dlogits", "(N, D)")
     .ArgsOf("SoftmaxWithLoss")
-    .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>& in) {
-      return std::vector<TensorShape>{in[0]};
-    });
+    .IdentityShape();
 LOCKSTEP_REGISTER_CPU_OPERATOR(SoftmaxWithLoss, SoftmaxWithLossOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(SoftmaxWithLossGradient, SoftmaxWithLossGradientOp);
 LOCKSTEP_REGISTER_GRADIENT(SoftmaxWithLoss, SoftmaxWithLossGradient);
