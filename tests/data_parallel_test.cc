@@ -406,8 +406,7 @@ class RecordThreadOp : public Operator {
 };
 LOCKSTEP_OPERATOR_SCHEMA(RecordThread)
     .SetDoc("Records the thread that runs it (a test's operator)")
-    .NumInputs(0)
-    .NumOutputs(1);
+    .Output(0, "y", "a float: 0");
 LOCKSTEP_REGISTER_CPU_OPERATOR(RecordThread, RecordThreadOp);
 
 }  // namespace

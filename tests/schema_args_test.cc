@@ -104,6 +104,46 @@ op { input: "x" output: "y" type: "LeakyRelu" arg { name: "alpah" f: 0.2 } }
   }
 }
 
+// How many inputs and outputs an op takes follows from its schema's declarations: the required ones, up to
+// all of them with the optional ones; ops whose last input stands for any number say so.
+TEST(SchemaArgs, ArityFollowsTheDeclaredInputsAndOutputs) {
+  ExpectOneLineWith(CreationError(MakeOperatorDef("Conv", {"x"}, {"y"})),
+                    {"Conv(x) -> y: takes 2 to 3 inputs, got 1"});
+  ExpectOneLineWith(CreationError(MakeOperatorDef("Conv", {"x", "w", "b", "c"}, {"y"})),
+                    {"takes 2 to 3 inputs, got 4"});
+  ExpectOneLineWith(CreationError(MakeOperatorDef("Dropout", {"x"}, {"y", "mask", "z"})),
+                    {"takes 1 to 2 outputs, got 3"});
+  ExpectOneLineWith(CreationError(MakeOperatorDef("SpatialBN", {"x", "s", "b", "m"}, {"y"})),
+                    {"takes 5 to 7 inputs, got 4"});
+  ExpectOneLineWith(
+      CreationError(MakeOperatorDef("ReadBatch", {"x"}, {"data", "label"}, {Arg("reader", "r")})),
+      {"takes 0 inputs, got 1"});
+  ExpectOneLineWith(CreationError(MakeOperatorDef("Sum", {}, {"y"})), {"takes at least 1 inputs, got 0"});
+  ExpectOneLineWith(CreationError(MakeOperatorDef("ConvGradient", {"x", "w", "dy"}, {})),
+                    {"takes 1 to 3 outputs, got 0"});
+
+  const auto& inputs = SchemaRegistry::Find("Conv")->inputs();
+  ASSERT_EQ(inputs.size(), 3u);
+  EXPECT_FALSE(inputs[1].optional);
+  EXPECT_TRUE(inputs[2].optional);
+}
+
+// An optional input is left out with every one after it, so no required one may follow it.
+TEST(SchemaArgs, ARequiredInputAfterAnOptionalOneIsRefused) {
+  OpSchema schema("TestOrder");
+  schema.Input(0, "x", "any shape").OptionalInput(1, "y", "any shape");
+  try {
+    schema.Input(2, "z", "any shape");
+    FAIL() << "a required input after an optional one was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("operator 'TestOrder': required input 'z' comes after optional input 'y'"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_THROW(OpSchema("TestOrder").Output(1, "y", "any shape").OptionalOutput(0, "x", "any shape"), Error);
+}
+
 // The catalogue is only as good as its docs: every schema and every argument has one.
 TEST(SchemaArgs, EverySchemaDocumentsItselfAndEachArgument) {
   const std::vector<std::string> types = SchemaRegistry::Types();
@@ -140,6 +180,7 @@ TEST(SchemaArgs, OpsCommandPrintsEveryArgumentWithItsDefault) {
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(lines[0].rfind("Conv: 2-D convolution", 0), 0u) << lines[0];
   EXPECT_NE(conv.out.find("filter  (M, C / group, kh, kw)"), std::string::npos) << conv.out;
+  EXPECT_NE(conv.out.find("bias    optional: (M)"), std::string::npos) << conv.out;
   // Each argument's row: name, type, default ("-" without one), accepted values, doc.
   for (const ArgSpec* arg : SchemaRegistry::Of(MakeOperatorDef("Conv", {}, {})).args()) {
     const std::string default_text = DefaultText(*arg).empty() ? "-" : DefaultText(*arg);

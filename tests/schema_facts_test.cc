@@ -15,8 +15,10 @@ namespace {
 // A schema-only operator: y = a * x + b, where only x may be 16-bit (as BN's statistics, a and b are not).
 LOCKSTEP_OPERATOR_SCHEMA(TestAffine)
     .SetDoc("y = a * x + b (a test's operator)")
-    .NumInputs(3)
-    .NumOutputs(1)
+    .Input(0, "x", "any shape")
+    .Input(1, "a", "x's shape")
+    .Input(2, "b", "x's shape")
+    .Output(0, "y", "x's shape")
     .IdentityShape()
     .LowPrecisionInputs({0});
 

@@ -37,7 +37,9 @@ void PrintBlobs(const char* title, const std::vector<BlobSpec>& blobs) {
   if (blobs.empty()) return;
   fmt::print("{}:\n", title);
   std::vector<std::vector<std::string>> rows;
-  for (size_t i = 0; i < blobs.size(); ++i) rows.push_back({std::to_string(i), blobs[i].name, blobs[i].doc});
+  for (size_t i = 0; i < blobs.size(); ++i)
+    rows.push_back(
+        {std::to_string(i), blobs[i].name, (blobs[i].optional ? "optional: " : "") + blobs[i].doc});
   PrintTable(rows, "  ");
 }
 

@@ -95,8 +95,8 @@ def ScopedName(name):
 
 def schema(op_type):
     """The schema of an operator type, as ``lockstep ops TYPE`` prints it: ``{"doc", "inputs", "outputs",
-    "args"}``, each input and output ``{"name", "doc"}``, ``args`` maps each declared argument's name to
-    ``{"type", "doc", "min", "max"}`` plus ``"default"`` where it has one."""
+    "args"}``, each input and output ``{"name", "doc", "optional"}``, ``args`` maps each declared argument's
+    name to ``{"type", "doc", "min", "max"}`` plus ``"default"`` where it has one."""
     return C.operator_schema(str(op_type))
 
 

@@ -29,12 +29,13 @@ py::object ArgValue(const Argument& arg, ArgType type) {
 
 py::list Blobs(const std::vector<BlobSpec>& blobs) {
   py::list list;
-  for (const auto& blob : blobs) list.append(py::dict("name"_a = blob.name, "doc"_a = blob.doc));
+  for (const auto& blob : blobs)
+    list.append(py::dict("name"_a = blob.name, "doc"_a = blob.doc, "optional"_a = blob.optional));
   return list;
 }
 
-// {"doc", "inputs": [{"name", "doc"}], "outputs": [...], "args": {name: {"type", "doc", "min", "max" and,
-// when declared, "default"}}}.
+// {"doc", "inputs": [{"name", "doc", "optional"}], "outputs": [...], "args": {name: {"type", "doc", "min",
+// "max" and, when declared, "default"}}}.
 py::dict SchemaOf(const std::string& type) {
   const OpSchema& schema = SchemaRegistry::Of(MakeOperatorDef(type, {}, {}));
   py::dict args;

@@ -35,6 +35,7 @@ def test_schema_catalogue_and_brew_defaults_agree():
     conv = core.schema("Conv")
     assert conv["doc"].startswith("2-D convolution")
     assert [i["name"] for i in conv["inputs"]] == ["X", "filter", "bias"]
+    assert [i["optional"] for i in conv["inputs"]] == [False, False, True]
     assert conv["args"]["stride"]["type"] == "int" and conv["args"]["stride"]["default"] == 1
     assert conv["args"]["stride"]["min"] == 1
     assert "default" not in conv["args"]["kernel"]

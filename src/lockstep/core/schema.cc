@@ -120,9 +120,11 @@ std::string RangeText(const ArgSpec& arg) { return RangeText(arg.min, arg.max); 
 
 namespace {
 
-void SetBlob(std::vector<BlobSpec>* blobs, int index, std::string name, std::string doc) {
-  if (static_cast<int>(blobs->size()) <= index) blobs->resize(index + 1);
-  (*blobs)[index] = {std::move(name), std::move(doc)};
+// How many of the declared blobs an op must give (the required ones) and may give (all).
+std::pair<int, int> DeclaredCount(const std::vector<BlobSpec>& blobs) {
+  int required = 0;
+  while (required < static_cast<int>(blobs.size()) && !blobs[required].optional) ++required;
+  return {required, static_cast<int>(blobs.size())};
 }
 
 }  // namespace
@@ -133,12 +135,33 @@ OpSchema& OpSchema::SetDoc(std::string doc) {
 }
 
 OpSchema& OpSchema::Input(int index, std::string name, std::string doc) {
-  SetBlob(&inputs_, index, std::move(name), std::move(doc));
-  return *this;
+  return AddBlob(&inputs_, index, {std::move(name), std::move(doc)});
+}
+
+OpSchema& OpSchema::OptionalInput(int index, std::string name, std::string doc) {
+  return AddBlob(&inputs_, index, {std::move(name), std::move(doc), true});
 }
 
 OpSchema& OpSchema::Output(int index, std::string name, std::string doc) {
-  SetBlob(&outputs_, index, std::move(name), std::move(doc));
+  return AddBlob(&outputs_, index, {std::move(name), std::move(doc)});
+}
+
+OpSchema& OpSchema::OptionalOutput(int index, std::string name, std::string doc) {
+  return AddBlob(&outputs_, index, {std::move(name), std::move(doc), true});
+}
+
+OpSchema& OpSchema::AddBlob(std::vector<BlobSpec>* blobs, int index, BlobSpec blob) {
+  const char* kind = blobs == &inputs_ ? "input" : "output";
+  if (static_cast<int>(blobs->size()) <= index) blobs->resize(index + 1);
+  for (int i = 0; i < static_cast<int>(blobs->size()); ++i) {
+    if (i == index || (*blobs)[i].name.empty()) continue;
+    const BlobSpec& earlier = i < index ? (*blobs)[i] : blob;
+    const BlobSpec& later = i < index ? blob : (*blobs)[i];
+    LOCKSTEP_ENFORCE(!earlier.optional || later.optional,
+                     "operator '{}': required {} '{}' comes after optional {} '{}'", type_, kind, later.name,
+                     kind, earlier.name);
+  }
+  (*blobs)[index] = std::move(blob);
   return *this;
 }
 
@@ -212,14 +235,12 @@ const ArgSpec* OpSchema::FindArg(const std::string& name) const {
 }
 
 OpSchema& OpSchema::NumInputs(int min, int max) {
-  min_inputs_ = min;
-  max_inputs_ = max;
+  num_inputs_ = {min, max};
   return *this;
 }
 
 OpSchema& OpSchema::NumOutputs(int min, int max) {
-  min_outputs_ = min;
-  max_outputs_ = max;
+  num_outputs_ = {min, max};
   return *this;
 }
 
@@ -243,6 +264,12 @@ OpSchema& OpSchema::IdentityShape() {
     std::vector<TensorShape> out;
     for (int i = 0; i < def.output_size(); ++i) out.push_back(in.at(i));
     return out;
+  });
+}
+
+OpSchema& OpSchema::DimsOfInput(int input) {
+  return ShapeFunction([input](const OperatorDef&, const std::vector<TensorShape>& in) {
+    return std::vector<TensorShape>{{in.at(input).dims, in.at(0).dtype}};
   });
 }
 
@@ -360,10 +387,12 @@ void OpSchema::Verify(const OperatorDef& def) const {
   auto fail = [&](const std::string& what) {
     throw InvalidInput(fmt::format("{}: {}", DescribeOperator(def), what));
   };
-  if (def.input_size() < min_inputs_ || def.input_size() > max_inputs_)
-    fail(fmt::format("takes {} inputs, got {}", CountText(min_inputs_, max_inputs_), def.input_size()));
-  if (def.output_size() < min_outputs_ || def.output_size() > max_outputs_)
-    fail(fmt::format("takes {} outputs, got {}", CountText(min_outputs_, max_outputs_), def.output_size()));
+  const auto [min_inputs, max_inputs] = num_inputs_.value_or(DeclaredCount(inputs_));
+  if (def.input_size() < min_inputs || def.input_size() > max_inputs)
+    fail(fmt::format("takes {} inputs, got {}", CountText(min_inputs, max_inputs), def.input_size()));
+  const auto [min_outputs, max_outputs] = num_outputs_.value_or(DeclaredCount(outputs_));
+  if (def.output_size() < min_outputs || def.output_size() > max_outputs)
+    fail(fmt::format("takes {} outputs, got {}", CountText(min_outputs, max_outputs), def.output_size()));
   for (auto [in, out] : enforce_inplace_) {
     if (in < def.input_size() && out < def.output_size() && def.input(in) != def.output(out))
       fail(fmt::format("output {} must be the same blob as input {} (in-place)", out, in));

@@ -71,9 +71,10 @@ struct ArgSpec {
   std::string doc;
 };
 
-// A documented input or output.
+// A documented input or output; an optional one may be left out, with every one after it.
 struct BlobSpec {
   std::string name, doc;
+  bool optional = false;
 };
 
 // The blob that holds the sum over all replicas of a blob that an op with SummedAcrossReplicas() writes.
@@ -85,8 +86,12 @@ class OpSchema {
 
   // What the operator computes, in a few lines (the catalogue's text; `lockstep ops TYPE`).
   OpSchema& SetDoc(std::string doc);
+  // The inputs and outputs, in order: the required ones, then the optional ones. Together they state how
+  // many an op takes (Conv: X and filter, then an optional bias: 2 or 3 inputs).
   OpSchema& Input(int index, std::string name, std::string doc);
+  OpSchema& OptionalInput(int index, std::string name, std::string doc);
   OpSchema& Output(int index, std::string name, std::string doc);
+  OpSchema& OptionalOutput(int index, std::string name, std::string doc);
   // Declares an argument with its default (a C++ value of the type: 1, 0.5f, "NCHW", std::vector<int64_t>{}).
   template <typename T>
   OpSchema& Arg(std::string name, ArgType type, const T& default_value, std::string doc) {
@@ -100,15 +105,17 @@ class OpSchema {
   // Also declares every argument of operator `type` (gradient ops copy their forward op's arguments);
   // resolved when first needed, so the order in which schemas register does not matter.
   OpSchema& ArgsOf(std::string type);
-  // Adds declarations that several schemas share (the window arguments of Conv and pooling).
-  OpSchema& Include(void (*declare)(OpSchema&)) {
+  // Adds declarations that several schemas share (the window arguments of Conv and pooling, the schema of
+  // the Conv and FC gradients).
+  OpSchema& Include(const std::function<void(OpSchema&)>& declare) {
     declare(*this);
     return *this;
   }
 
-  OpSchema& NumInputs(int n) { return NumInputs(n, n); }
+  // How many inputs (outputs) an op takes where the declarations cannot say it: ops whose last declared
+  // input (output) stands for any number of blobs (Sum's X..., max INT_MAX). Without the call, the declared
+  // ones.
   OpSchema& NumInputs(int min, int max);
-  OpSchema& NumOutputs(int n) { return NumOutputs(n, n); }
   OpSchema& NumOutputs(int min, int max);
   // Output `output` may be the same blob as input `input` (computed in place).
   OpSchema& AllowInplace(std::set<std::pair<int, int>> pairs);
@@ -123,6 +130,8 @@ class OpSchema {
   OpSchema& ShapeFunction(ShapeInference function);
   // Output i has the shape and dtype of input i.
   OpSchema& IdentityShape();
+  // One output, with the dims of input `input` and the dtype of input 0 (ResizeLike: A's data in B's shape).
+  OpSchema& DimsOfInput(int input);
   // The op reads and writes the blobs of several devices (a gradient allreduce, a broadcast): executors run
   // it on a communication thread of its own so that it overlaps with the devices' compute.
   OpSchema& Collective();
@@ -183,6 +192,8 @@ class OpSchema {
 
  private:
   OpSchema& AddArg(std::string name, ArgType type, std::optional<Argument> default_value, std::string doc);
+  // Declares input or output `index` of `blobs`; the optional ones come after all the required ones.
+  OpSchema& AddBlob(std::vector<BlobSpec>* blobs, int index, BlobSpec blob);
   const ArgSpec* FindOwnArg(const std::string& name) const;
   std::string UnknownArgument(const OperatorDef& def, const std::string& name) const;
 
@@ -191,7 +202,7 @@ class OpSchema {
   std::vector<BlobSpec> inputs_, outputs_;
   std::vector<ArgSpec> args_;
   std::string args_of_;
-  int min_inputs_ = 0, max_inputs_ = INT_MAX, min_outputs_ = 0, max_outputs_ = INT_MAX;
+  std::optional<std::pair<int, int>> num_inputs_, num_outputs_;  // NumInputs, NumOutputs: min and max
   std::set<std::pair<int, int>> allow_inplace_, enforce_inplace_;
   ShapeInference infer_;
   CostInference cost_;

@@ -44,8 +44,6 @@ LOCKSTEP_OPERATOR_SCHEMA(Accuracy)
     .Output(0, "accuracy", "a float scalar in [0, 1]")
     .Arg("top_k", ArgType::kInt, 1, "a row counts when its label is among its top_k scores")
     .Min(1)
-    .NumInputs(2)
-    .NumOutputs(1)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       CheckClassLabelShapes(def, "predictions", in[0].dims, in[1].dims, in[1].dtype);
       return std::vector<TensorShape>{{{}, DataType::kFloat}};

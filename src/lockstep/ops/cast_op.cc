@@ -113,8 +113,6 @@ template <DataType kFrom, DataType kTo>
 void DeclareFixedCast(OpSchema& schema) {
   schema.Input(0, "X", fmt::format("any shape, {}", DataTypeName(kFrom)))
       .Output(0, "Y", fmt::format("X's shape, {}", DataTypeName(kTo)))
-      .NumInputs(1)
-      .NumOutputs(1)
       .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>& in) {
         return std::vector<TensorShape>{{in[0].dims, kTo}};
       });
@@ -125,12 +123,10 @@ void DeclareFixedCast(OpSchema& schema) {
 LOCKSTEP_OPERATOR_SCHEMA(Cast)
     .SetDoc("Y = X converted to another dtype: float32, float16 and bfloat16 (rounding to nearest even).")
     .Input(0, "X", "any shape")
-    .Input(1, "like", "optional: Y takes its dtype")
+    .OptionalInput(1, "like", "Y takes its dtype")
     .Output(0, "Y", "X's shape")
     .Arg("to", ArgType::kInt,
          "Y's dtype as a TensorProto.DataType (1 float32, 12 float16, 16 bfloat16); required without input 1")
-    .NumInputs(1, 2)
-    .NumOutputs(1)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return std::vector<TensorShape>{
           {in[0].dims, TargetType(def, in.size() == 2 ? in[1].dtype : DataType::kUndefined)}};

@@ -286,8 +286,6 @@ LOCKSTEP_OPERATOR_SCHEMA(ChannelStats)
     .Input(0, "X", "(N, C) or (N, C, spatial...)")
     .Output(0, "sum", "(C)")
     .Output(1, "sumsq", "(C)")
-    .NumInputs(1)
-    .NumOutputs(2)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return TwoChannelShapes(def, in, {});
     })
@@ -305,8 +303,6 @@ LOCKSTEP_OPERATOR_SCHEMA(ChannelBackpropStats)
     .Output(1, "dbias", "(C)")
     .Arg("epsilon", ArgType::kFloat, kDefaultEpsilon, "SpatialBN's epsilon")
     .Min(0)
-    .NumInputs(4)
-    .NumOutputs(2)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return TwoChannelShapes(def, in, {1, 2});
     })
@@ -326,11 +322,7 @@ LOCKSTEP_OPERATOR_SCHEMA(SpatialBNCombinedGradient)
     .Min(0)
     .Arg("num_batches", ArgType::kInt, 1, "the replicas (equal batches) the sums cover")
     .Min(1)
-    .NumInputs(7)
-    .NumOutputs(1)
-    .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>& in) {
-      return std::vector<TensorShape>{in[0]};
-    })
+    .IdentityShape()
     .LowPrecisionInputs({0, 2});  // the per-channel tensors stay float32
 LOCKSTEP_REGISTER_CPU_OPERATOR(ChannelStats, ChannelStatsOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ChannelBackpropStats, ChannelBackpropStatsOp);

@@ -80,9 +80,9 @@ LOCKSTEP_OPERATOR_SCHEMA(CreateCommonWorld)
         "Puts into the workspace object named by its output the communicator that the collectives read as "
         "input 0: this process's devices (a LocalCommunicator on CPUs), or, given the shards' communicator, "
         "the job's.")
-    .Input(0, "shards",
-           "optional: a workspace object, the connected communicator that spans the shards, or a store "
-           "handler (FileStoreHandlerCreate, RedisStoreHandlerCreate) to connect it through")
+    .OptionalInput(0, "shards",
+                   "a workspace object, the connected communicator that spans the shards, or a store handler "
+                   "(FileStoreHandlerCreate, RedisStoreHandlerCreate) to connect it through")
     .Output(0, "world", "a workspace object: the communicator")
     .Arg("devices", ArgType::kInts, std::vector<int64_t>{},
          "the logical devices the world serves, in the order of the collectives' buffers (CUDA needs them)")
@@ -101,8 +101,6 @@ LOCKSTEP_OPERATOR_SCHEMA(CreateCommonWorld)
     .Arg("timeout_ms", ArgType::kInt, -1,
          "with a store handler: how long a collective waits for the other shards; -1: lockstep's default")
     .Min(-1)
-    .NumInputs(0, 1)
-    .NumOutputs(1)
     .ObjectInputs(1)
     .ObjectOutputs(1)
     .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>&) {

@@ -194,12 +194,11 @@ LOCKSTEP_OPERATOR_SCHEMA(Concat)
     .Output(1, "split_info", "(number of inputs) int32: each input's extent along axis")
     .Arg("axis", ArgType::kInt, 1, "the axis to join along; negative counts from the last")
     .NumInputs(1, INT_MAX)
-    .NumOutputs(2)
     .ShapeFunction(ConcatShapes);
 LOCKSTEP_OPERATOR_SCHEMA(Split)
     .SetDoc("Cuts X along an axis into pieces of the given extents (or equal ones); Concat's gradient.")
     .Input(0, "X", "any shape")
-    .Input(1, "split_info", "optional: (pieces) int32 extents, as Concat writes them")
+    .OptionalInput(1, "split_info", "(pieces) int32 extents, as Concat writes them")
     .Output(0, "Y...", "the pieces that parts lists, in order")
     .Arg("axis", ArgType::kInt, 1, "the axis to cut along; negative counts from the last")
     .Arg("split", ArgType::kInts, std::vector<int64_t>{},
@@ -209,7 +208,6 @@ LOCKSTEP_OPERATOR_SCHEMA(Split)
     .Arg("parts", ArgType::kInts, std::vector<int64_t>{},
          "which pieces are outputs, increasing indices; none: all")
     .Min(0)
-    .NumInputs(1, 2)
     .NumOutputs(1, INT_MAX)
     .ShapeFunction(SplitShapes);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Concat, ConcatOp);

@@ -221,26 +221,14 @@ LOCKSTEP_OPERATOR_SCHEMA(Conv)
         "CPUs, cuDNN on CUDA devices.")
     .Input(0, "X", "(N, C, H, W)")
     .Input(1, "filter", "(M, C / group, kh, kw)")
-    .Input(2, "bias", "(M), optional")
+    .OptionalInput(2, "bias", "(M)")
     .Output(0, "Y", "(N, M, OH, OW)")
     .Include(DeclareConvArgs)
-    .NumInputs(2, 3)
-    .NumOutputs(1)
     .ShapeFunction(ConvShape)
     .CostFunction(WeightedLayerCost)
     .TakesGpuOptions(kConvGpuOptions);
 LOCKSTEP_OPERATOR_SCHEMA(ConvGradient)
-    .SetDoc(
-        "Conv's gradient: dfilter unless no_dweight, dbias unless no_bias, then dX when one more output is "
-        "given.")
-    .Input(0, "X", "Conv's input")
-    .Input(1, "filter", "Conv's filter")
-    .Input(2, "dY", "gradient of Conv's output")
-    .Output(0, "dfilter", "filter's shape (the outputs skip what the flags leave out)")
-    .Output(1, "dbias", "(M)")
-    .Output(2, "dX", "X's shape")
-    .ArgsOf("Conv")
-    .Include(DeclareWeightGradient)
+    .Include(DeclareWeightGradient("Conv", "filter", "bias"))
     .TakesGpuOptions(kConvGpuOptions);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Conv, ConvOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ConvGradient, ConvGradientOp);

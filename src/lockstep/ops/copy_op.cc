@@ -30,8 +30,6 @@ LOCKSTEP_OPERATOR_SCHEMA(Copy)
     .SetDoc("Y = X, into the memory of the op's device from wherever X lives.")
     .Input(0, "X", "any shape, on any device")
     .Output(0, "Y", "X on the op's device")
-    .NumInputs(1)
-    .NumOutputs(1)
     .IdentityShape()
     .ReadsAnyDevice();
 LOCKSTEP_REGISTER_CPU_OPERATOR(Copy, CopyOp);

@@ -148,8 +148,6 @@ LOCKSTEP_OPERATOR_SCHEMA(CreateDB)
     .Range(0, 1)
     .Arg("prefetch", ArgType::kInt, BatchReader::kDefaultPrefetch,
          fmt::format("databases: slices each replica's reader prepares ahead, in [0, {}]", kMaxPrefetch))
-    .NumInputs(0)
-    .NumOutputs(1)
     .ObjectOutputs(1)
     .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>&) {
       return std::vector<TensorShape>{{{}, DataType::kUndefined}};  // an object, not a tensor

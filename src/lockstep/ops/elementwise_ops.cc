@@ -240,8 +240,6 @@ LOCKSTEP_OPERATOR_SCHEMA(Add)
     .Output(0, "C", "A's shape; may be A, or B when they have the same shape")
     .Arg("broadcast", ArgType::kInt, 0, "1: B is repeated over A's leading dims")
     .Range(0, 1)
-    .NumInputs(2)
-    .NumOutputs(1)
     .AllowInplace({{0, 0}, {1, 0}})
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return std::vector<TensorShape>{{AddShape(def, in[0].dims, in[1].dims), in[0].dtype}};
@@ -251,7 +249,6 @@ LOCKSTEP_OPERATOR_SCHEMA(Sum)
     .Input(0, "X...", "one shape")
     .Output(0, "Y", "the inputs' shape; may be the first input")
     .NumInputs(1, INT_MAX)
-    .NumOutputs(1)
     .AllowInplace({{0, 0}})
     .ShapeFunction(SumShapes)
     .Role(OpRole::kGradientSum);
@@ -260,8 +257,6 @@ LOCKSTEP_OPERATOR_SCHEMA(Scale)
     .Input(0, "X", "any shape")
     .Output(0, "Y", "X's shape; may be X")
     .Arg("scale", ArgType::kFloat, 1.0f, "the factor")
-    .NumInputs(1)
-    .NumOutputs(1)
     .AllowInplace({{0, 0}})
     .IdentityShape();
 LOCKSTEP_OPERATOR_SCHEMA(SumReduceLike)
@@ -269,11 +264,7 @@ LOCKSTEP_OPERATOR_SCHEMA(SumReduceLike)
     .Input(0, "dY", "A's shape")
     .Input(1, "B", "a suffix of dY's shape")
     .Output(0, "dB", "B's shape")
-    .NumInputs(2)
-    .NumOutputs(1)
-    .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
-      return std::vector<TensorShape>{{in[1].dims, in[0].dtype}};
-    });
+    .DimsOfInput(1);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Add, AddOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Sum, SumOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Scale, ScaleOp);

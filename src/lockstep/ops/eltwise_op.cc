@@ -84,8 +84,6 @@ std::vector<OperatorDef> EltwiseGradientFromInput(const GradientContext& g) {
 void DeclareEltwiseInPlace(OpSchema& schema) {
   schema.Input(0, "X", "any shape")
       .Output(0, "Y", "X's shape; may be X")
-      .NumInputs(1)
-      .NumOutputs(1)
       .AllowInplace({{0, 0}})
       .IdentityShape();
 }
@@ -94,8 +92,6 @@ void DeclareEltwiseGradientFromOutput(OpSchema& schema) {
   schema.Input(0, "Y", "the forward op's output")
       .Input(1, "dY", "Y's shape")
       .Output(0, "dX", "Y's shape; may be dY")
-      .NumInputs(2)
-      .NumOutputs(1)
       .AllowInplace({{1, 0}})
       .IdentityShape();
 }
@@ -104,8 +100,6 @@ void DeclareEltwiseGradientFromInput(OpSchema& schema) {
   schema.Input(0, "X", "the forward op's input")
       .Input(1, "dY", "X's shape")
       .Output(0, "dX", "X's shape; may be dY")
-      .NumInputs(2)
-      .NumOutputs(1)
       .AllowInplace({{1, 0}})
       .IdentityShape();
 }

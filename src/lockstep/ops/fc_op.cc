@@ -182,21 +182,11 @@ LOCKSTEP_OPERATOR_SCHEMA(FC)
     .Input(2, "b", "(M)")
     .Output(0, "Y", "X's dims before axis, then M")
     .Arg("axis", ArgType::kInt, 1, "where X is flattened; negative counts from the last")
-    .NumInputs(3)
-    .NumOutputs(1)
     .ShapeFunction(FcShape)
     .CostFunction(WeightedLayerCost)
     .TakesGpuOptions(kFcGpuOptions);
 LOCKSTEP_OPERATOR_SCHEMA(FCGradient)
-    .SetDoc("FC's gradient: dW unless no_dweight, db unless no_bias, then dX when one more output is given.")
-    .Input(0, "X", "FC's input")
-    .Input(1, "W", "FC's weight")
-    .Input(2, "dY", "gradient of FC's output")
-    .Output(0, "dW", "W's shape (the outputs skip what the flags leave out)")
-    .Output(1, "db", "(M)")
-    .Output(2, "dX", "X's shape")
-    .ArgsOf("FC")
-    .Include(DeclareWeightGradient)
+    .Include(DeclareWeightGradient("FC", "W", "b"))
     .TakesGpuOptions(kFcGpuOptions);
 LOCKSTEP_REGISTER_CPU_OPERATOR(FC, FcOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(FCGradient, FcGradientOp);

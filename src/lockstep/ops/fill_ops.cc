@@ -166,14 +166,12 @@ class MSRAFillOp : public RandomFillOp {
 
 // What every fill declares: the optional input whose shape Y takes, or the shape and dtype arguments.
 void DeclareFill(OpSchema& schema) {
-  schema.Input(0, "like", "optional: Y takes its shape")
+  schema.OptionalInput(0, "like", "Y takes its shape")
       .Output(0, "Y", "shape from input 0, else from arg shape")
       .Arg("shape", ArgType::kInts, std::vector<int64_t>{}, "Y's shape without input 0 ([]: a scalar)")
       .Min(0)
       .Arg("dtype", ArgType::kInt, static_cast<int>(DataType::kFloat),
            "Y's TensorProto.DataType: 1 float, 2 int32, 10 int64 (random fills: float only)")
-      .NumInputs(0, 1)
-      .NumOutputs(1)
       .ShapeFunction(InferFillShape);
 }
 

@@ -158,8 +158,6 @@ LOCKSTEP_OPERATOR_SCHEMA(ImageInput)
     .Min(0)
     .Arg("num_replicas", ArgType::kInt, 1, "lockstep's: the replicas (devices) of each shard")
     .Min(1)
-    .NumInputs(1)
-    .NumOutputs(2)
     .ObjectInputs(1)
     .ShapeFunction(ImageInputShapes);
 // One class for both devices: the reader lives in host memory, and the slice is copied to the device.

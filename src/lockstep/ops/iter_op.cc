@@ -30,8 +30,6 @@ LOCKSTEP_OPERATOR_SCHEMA(Iter)
     .SetDoc("Adds 1 to the iteration counter, in place.")
     .Input(0, "iter", "one int64")
     .Output(0, "iter", "the same blob")
-    .NumInputs(1)
-    .NumOutputs(1)
     .EnforceInplace({{0, 0}})
     .IdentityShape();
 LOCKSTEP_REGISTER_CPU_OPERATOR(Iter, IterOp);

@@ -56,15 +56,11 @@ LOCKSTEP_OPERATOR_SCHEMA(NHWC2NCHW)
     .SetDoc("Y = X with its channels moved from the last dim to the second: (N, H, W, C) -> (N, C, H, W).")
     .Input(0, "X", "(N, H, W, C), float32 or bfloat16")
     .Output(0, "Y", "(N, C, H, W)")
-    .NumInputs(1)
-    .NumOutputs(1)
     .ShapeFunction(ChannelMoveShape<true>);
 LOCKSTEP_OPERATOR_SCHEMA(NCHW2NHWC)
     .SetDoc("Y = X with its channels moved from the second dim to the last: (N, C, H, W) -> (N, H, W, C).")
     .Input(0, "X", "(N, C, H, W), float32 or bfloat16")
     .Output(0, "Y", "(N, H, W, C)")
-    .NumInputs(1)
-    .NumOutputs(1)
     .ShapeFunction(ChannelMoveShape<false>);
 LOCKSTEP_REGISTER_CPU_OPERATOR(NHWC2NCHW, ChannelMoveOp<true>);
 LOCKSTEP_REGISTER_CPU_OPERATOR(NCHW2NHWC, ChannelMoveOp<false>);

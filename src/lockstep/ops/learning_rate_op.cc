@@ -126,8 +126,6 @@ LOCKSTEP_OPERATOR_SCHEMA(LearningRate)
     .Arg("warmup_iter", ArgType::kInt, 0, "iterations of linear warm-up (0: none)")
     .Min(0)
     .Arg("warmup_start_factor", ArgType::kFloat, 0.1f, "the multiplier at iteration 0 of the warm-up")
-    .NumInputs(1)
-    .NumOutputs(1)
     .ShapeFunction(InferLearningRateShape);
 LOCKSTEP_REGISTER_CPU_OPERATOR(LearningRate, LearningRateOp);
 LOCKSTEP_NO_GRADIENT(LearningRate);

@@ -224,8 +224,6 @@ std::vector<TensorShape> PerRowShape(const OperatorDef&, const std::vector<Tenso
 void DeclareSumElements(OpSchema& schema) {
   schema.Input(0, "X", "any shape, float32")
       .Output(0, "sum", "a float scalar")
-      .NumInputs(1)
-      .NumOutputs(1)
       .ShapeFunction(ScalarShape);
 }
 
@@ -233,8 +231,6 @@ void DeclareSumElementsGradient(OpSchema& schema) {
   schema.Input(0, "X", "the forward op's input")
       .Input(1, "dsum", "a float scalar")
       .Output(0, "dX", "X's shape")
-      .NumInputs(2)
-      .NumOutputs(1)
       .IdentityShape();
 }
 
@@ -260,8 +256,6 @@ LOCKSTEP_OPERATOR_SCHEMA(SquaredL2Distance)
     .Input(0, "X", "(N, ...) float32")
     .Input(1, "Y", "X's shape")
     .Output(0, "distance", "(N)")
-    .NumInputs(2)
-    .NumOutputs(1)
     .ShapeFunction(PerRowShape);
 LOCKSTEP_OPERATOR_SCHEMA(SquaredL2DistanceGradient)
     .SetDoc("dX = (X - Y) * ddistance of the row, dY = -dX: SquaredL2Distance's gradient.")
@@ -270,8 +264,6 @@ LOCKSTEP_OPERATOR_SCHEMA(SquaredL2DistanceGradient)
     .Input(2, "ddistance", "(N)")
     .Output(0, "dX", "X's shape")
     .Output(1, "dY", "X's shape")
-    .NumInputs(3)
-    .NumOutputs(2)
     .IdentityShape();
 LOCKSTEP_OPERATOR_SCHEMA(LabelCrossEntropy)
     .SetDoc(
@@ -280,8 +272,6 @@ LOCKSTEP_OPERATOR_SCHEMA(LabelCrossEntropy)
     .Input(0, "X", "(N, D) float32 probabilities")
     .Input(1, "label", "(N) or (N, 1) int32 in [0, D)")
     .Output(0, "Y", "(N)")
-    .NumInputs(2)
-    .NumOutputs(1)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       CheckClassLabelShapes(def, "X", in[0].dims, in[1].dims, in[1].dtype);
       return PerRowShape(def, in);
@@ -292,8 +282,6 @@ LOCKSTEP_OPERATOR_SCHEMA(LabelCrossEntropyGradient)
     .Input(1, "label", "(N) or (N, 1) int32")
     .Input(2, "dY", "(N)")
     .Output(0, "dX", "(N, D)")
-    .NumInputs(3)
-    .NumOutputs(1)
     .IdentityShape();
 LOCKSTEP_REGISTER_CPU_OPERATOR(SumElements, SumElements);
 LOCKSTEP_REGISTER_CPU_OPERATOR(SumElementsGradient, SumElementsGradient);

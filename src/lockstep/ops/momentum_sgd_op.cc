@@ -87,8 +87,6 @@ LOCKSTEP_OPERATOR_SCHEMA(MomentumSGDUpdate)
     .Range(0, 1)
     .Arg("weight_decay", ArgType::kFloat, 0.0f, "L2 weight decay added to the gradient")
     .Min(0)
-    .NumInputs(4)
-    .NumOutputs(3)
     .AllowInplace({{0, 0}})
     .EnforceInplace({{1, 1}, {3, 2}})
     .ShapeFunction(InferMomentumSGDShape);

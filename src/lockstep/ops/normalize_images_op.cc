@@ -79,8 +79,6 @@ LOCKSTEP_OPERATOR_SCHEMA(NormalizeImages)
     .Output(0, "Y", "(N, C, H, W) float")
     .Arg("mean", ArgType::kFloats, std::vector<float>{128.0f}, "subtracted: one value, or one per channel")
     .Arg("std", ArgType::kFloats, std::vector<float>{128.0f}, "divides: one value, or one per channel, not 0")
-    .NumInputs(1)
-    .NumOutputs(1)
     .ShapeFunction(NormalizedShapes);
 LOCKSTEP_REGISTER_CPU_OPERATOR(NormalizeImages, NormalizeImagesOp);
 LOCKSTEP_NO_GRADIENT(NormalizeImages);

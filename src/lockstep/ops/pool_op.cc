@@ -150,8 +150,6 @@ void DeclarePool(OpSchema& schema) {
   schema.Input(0, "X", "(N, C, H, W)")
       .Output(0, "Y", "(N, C, OH, OW)")
       .Include(DeclarePoolArgs)
-      .NumInputs(1)
-      .NumOutputs(1)
       .ShapeFunction(PoolShape);
 }
 
@@ -164,8 +162,6 @@ void DeclarePoolGradient(OpSchema& schema) {
       .Input(2, "dY", "Y's shape")
       .Output(0, "dX", "X's shape")
       .ArgsOf(forward)
-      .NumInputs(3)
-      .NumOutputs(1)
       .ShapeFunction(PoolGradientShape);
 }
 

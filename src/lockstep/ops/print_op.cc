@@ -68,8 +68,6 @@ LOCKSTEP_OPERATOR_SCHEMA(Print)
     .Min(0)
     .Arg("every_n", ArgType::kInt, 1, "prints on the first run and every every_n-th after it")
     .Min(1)
-    .NumInputs(1)
-    .NumOutputs(0)
     .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>&) {
       return std::vector<TensorShape>{};
     });

@@ -53,9 +53,7 @@ LOCKSTEP_OPERATOR_SCHEMA(ReadBatch)
     .Output(1, "label", "(b) int32")
     .Arg("reader", ArgType::kString, "required: the workspace object CreateDB wrote (its output's name)")
     .Arg("replica", ArgType::kInt, 0, "which replica's slice of each global batch")
-    .Min(0)
-    .NumInputs(0)
-    .NumOutputs(2);
+    .Min(0);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ReadBatch, ReadBatchOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(ReadBatch, ReadBatchOp);
 LOCKSTEP_NO_GRADIENT(ReadBatch);

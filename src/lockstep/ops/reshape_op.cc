@@ -159,8 +159,6 @@ LOCKSTEP_OPERATOR_SCHEMA(Flatten)
     .Input(0, "X", "any shape")
     .Output(0, "Y", "(product of X's dims before axis, product of the rest); may be X")
     .Arg("axis", ArgType::kInt, 1, "where the dims are split, 0 to X's rank")
-    .NumInputs(1)
-    .NumOutputs(1)
     .AllowInplace({{0, 0}})
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return std::vector<TensorShape>{{FlattenShape(def, in[0].dims), in[0].dtype}};
@@ -169,8 +167,6 @@ LOCKSTEP_OPERATOR_SCHEMA(FlattenToVec)
     .SetDoc("X as a vector of all its elements (Caffe2's FlattenToVec).")
     .Input(0, "X", "any shape")
     .Output(0, "Y", "(X's size); may be X")
-    .NumInputs(1)
-    .NumOutputs(1)
     .AllowInplace({{0, 0}})
     .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>& in) {
       return std::vector<TensorShape>{{{NumElements(in[0].dims)}, in[0].dtype}};
@@ -178,12 +174,10 @@ LOCKSTEP_OPERATOR_SCHEMA(FlattenToVec)
 LOCKSTEP_OPERATOR_SCHEMA(Reshape)
     .SetDoc("X's data under a new shape (Caffe2's rules: 0 keeps X's dim there, one -1 takes what is left).")
     .Input(0, "X", "any shape")
-    .Input(1, "new_shape", "optional, instead of arg shape: (rank) int64 or int32, in host memory")
+    .OptionalInput(1, "new_shape", "instead of arg shape: (rank) int64 or int32, in host memory")
     .Output(0, "Y", "the new shape; may be X")
-    .Output(1, "old_shape", "optional: X's dims, int64 (what the gradient reshapes back to)")
+    .OptionalOutput(1, "old_shape", "X's dims, int64 (what the gradient reshapes back to)")
     .Arg("shape", ArgType::kInts, std::vector<int64_t>{}, "the new shape, unless input 1 gives it")
-    .NumInputs(1, 2)
-    .NumOutputs(1, 2)
     .AllowInplace({{0, 0}})
     .ShapeFunction(ReshapeShapes);
 LOCKSTEP_OPERATOR_SCHEMA(ResizeLike)
@@ -191,12 +185,8 @@ LOCKSTEP_OPERATOR_SCHEMA(ResizeLike)
     .Input(0, "A", "as many elements as B")
     .Input(1, "B", "any shape")
     .Output(0, "C", "B's shape; may be A")
-    .NumInputs(2)
-    .NumOutputs(1)
     .AllowInplace({{0, 0}})
-    .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
-      return std::vector<TensorShape>{{in[1].dims, in[0].dtype}};
-    });
+    .DimsOfInput(1);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Flatten, FlattenOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(Flatten, FlattenOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(FlattenToVec, FlattenToVecOp);

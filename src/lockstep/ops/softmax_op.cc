@@ -103,8 +103,6 @@ LOCKSTEP_OPERATOR_SCHEMA(Softmax)
     .Output(0, "Y", "X's shape; each row sums to 1")
     .Arg("axis", ArgType::kInt, 1, "the first dim of the columns; the dims before it make the rows")
     .Min(0)
-    .NumInputs(1)
-    .NumOutputs(1)
     .ShapeFunction(ShapeOfInput0);
 LOCKSTEP_OPERATOR_SCHEMA(SoftmaxGradient)
     .SetDoc("dX = Y * (dY - the row sums of dY * Y): Softmax's gradient, computed from its output.")
@@ -112,8 +110,6 @@ LOCKSTEP_OPERATOR_SCHEMA(SoftmaxGradient)
     .Input(1, "dY", "Y's shape")
     .Output(0, "dX", "Y's shape")
     .ArgsOf("Softmax")
-    .NumInputs(2)
-    .NumOutputs(1)
     .ShapeFunction(ShapeOfInput0);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Softmax, SoftmaxOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(SoftmaxGradient, SoftmaxGradientOp);

@@ -95,8 +95,6 @@ LOCKSTEP_OPERATOR_SCHEMA(SoftmaxWithLoss)
     .Output(0, "softmax", "(N, D)")
     .Output(1, "loss", "a float scalar")
     .Arg("scale", ArgType::kFloat, 1.0f, "multiplies the loss (and so its gradient)")
-    .NumInputs(2)
-    .NumOutputs(2)
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       CheckSoftmaxWithLossShapes(def, in[0].dims, in[1].dims, in[1].dtype);
       return std::vector<TensorShape>{in[0], {{}, DataType::kFloat}};
@@ -109,11 +107,7 @@ LOCKSTEP_OPERATOR_SCHEMA(SoftmaxWithLossGradient)
     .Input(3, "dloss", "a float scalar")
     .Output(0, "dlogits", "(N, D)")
     .ArgsOf("SoftmaxWithLoss")
-    .NumInputs(4)
-    .NumOutputs(1)
-    .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>& in) {
-      return std::vector<TensorShape>{in[0]};
-    });
+    .IdentityShape();
 LOCKSTEP_REGISTER_CPU_OPERATOR(SoftmaxWithLoss, SoftmaxWithLossOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(SoftmaxWithLossGradient, SoftmaxWithLossGradientOp);
 LOCKSTEP_REGISTER_GRADIENT(SoftmaxWithLoss, SoftmaxWithLossGradient);

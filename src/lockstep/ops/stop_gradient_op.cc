@@ -22,8 +22,6 @@ LOCKSTEP_OPERATOR_SCHEMA(StopGradient)
     .SetDoc("Y = X; the backward pass stops here: nothing before it gets a gradient through it.")
     .Input(0, "X", "any shape and dtype")
     .Output(0, "Y", "X's shape and dtype; may be X")
-    .NumInputs(1)
-    .NumOutputs(1)
     .AllowInplace({{0, 0}})
     .IdentityShape();
 LOCKSTEP_REGISTER_CPU_OPERATOR(StopGradient, StopGradientOp);

@@ -82,8 +82,6 @@ void DeclareStoreHandler(OpSchema& schema) {
   schema.Output(0, "handler", "a workspace object: the store handler, CreateCommonWorld's input 0")
       .Arg("prefix", ArgType::kString, "",
            "required: the run id, which prefixes every key, so that runs with different ids never meet")
-      .NumInputs(0)
-      .NumOutputs(1)
       .ObjectOutputs(1)
       .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>&) {
         return std::vector<TensorShape>{{{}, DataType::kUndefined}};  // an object, not a tensor

@@ -16,8 +16,6 @@ constexpr auto kSquare = dnnl::algorithm::eltwise_square;
 void DeclareSqr(OpSchema& schema) {
   schema.Input(0, "X", "any shape")
       .Output(0, "Y", "X's shape; not X, which the gradient reads")
-      .NumInputs(1)
-      .NumOutputs(1)
       .IdentityShape();
 }
 

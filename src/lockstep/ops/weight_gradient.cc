@@ -42,14 +42,26 @@ std::vector<TensorShape> WeightGradientShapes(const OperatorDef& def, const std:
 
 }  // namespace
 
-void DeclareWeightGradient(OpSchema& schema) {
-  schema.Arg("no_dweight", ArgType::kInt, 0, "1: the weight's gradient is not wanted and has no output")
-      .Range(0, 1)
-      .Arg("no_bias", ArgType::kInt, 0, "1: the bias's gradient is not wanted (or there is no bias)")
-      .Range(0, 1)
-      .NumInputs(3)
-      .NumOutputs(1, 3)
-      .ShapeFunction(WeightGradientShapes);
+std::function<void(OpSchema&)> DeclareWeightGradient(std::string forward, std::string weight,
+                                                     std::string bias) {
+  return [forward, weight, bias](OpSchema& schema) {
+    schema
+        .SetDoc(fmt::format("{}'s gradient: d{} unless no_dweight, d{} unless no_bias, then dX when one more "
+                            "output is given.",
+                            forward, weight, bias))
+        .Input(0, "X", forward + "'s input")
+        .Input(1, weight, forward + "'s weight")
+        .Input(2, "dY", "gradient of " + forward + "'s output")
+        .Output(0, "d" + weight, weight + "'s shape (the outputs skip what the flags leave out)")
+        .OptionalOutput(1, "d" + bias, "(M)")
+        .OptionalOutput(2, "dX", "X's shape")
+        .ArgsOf(forward)
+        .Arg("no_dweight", ArgType::kInt, 0, "1: the weight's gradient is not wanted and has no output")
+        .Range(0, 1)
+        .Arg("no_bias", ArgType::kInt, 0, "1: the bias's gradient is not wanted (or there is no bias)")
+        .Range(0, 1)
+        .ShapeFunction(WeightGradientShapes);
+  };
 }
 
 const Tensor& PlainParameter(const Tensor& parameter, Tensor* scratch) {

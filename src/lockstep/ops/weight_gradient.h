@@ -5,6 +5,7 @@
 // checkpoints read them so.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,10 +35,12 @@ WeightGradientTensors SelectWeightGradients(const WeightGradientOutputs& wants, 
   return {dweight, dbias, dx};
 }
 
-// Declares what the convention fixes for the gradient ops' schemas (their Include()): the flags no_dweight
-// and no_bias, the arity (X, W, dY) -> one to three outputs, and the shapes: dW has W's shape, db is
-// (W.dim(0)), dX has X's shape.
-void DeclareWeightGradient(OpSchema& schema);
+// Declares the schema of the gradient op of `forward`, whose inputs are (X, `weight`[, `bias`]), as the
+// convention fixes it (for the schema's Include()): its doc, the inputs (X, W, dY), the outputs [dW], [db],
+// [dX], the flags no_dweight and no_bias besides the forward op's arguments, and the shapes: dW has W's
+// shape, db is (W.dim(0)), dX has X's shape.
+std::function<void(OpSchema&)> DeclareWeightGradient(std::string forward, std::string weight,
+                                                     std::string bias);
 
 // Throws InvalidInput naming the operator when its output count does not fit its flags.
 WeightGradientOutputs ParseWeightGradientOutputs(const OperatorDef& def);

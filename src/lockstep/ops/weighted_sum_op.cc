@@ -52,7 +52,6 @@ LOCKSTEP_OPERATOR_SCHEMA(WeightedSum)
     .Input(0, "X_0, w_0, X_1, w_1, ...", "X_i of X_0's shape, w_i a float scalar")
     .Output(0, "Y", "X_0's shape; may be X_0")
     .NumInputs(2, INT_MAX)
-    .NumOutputs(1)
     .AllowInplace({{0, 0}})
     .IdentityShape();
 LOCKSTEP_REGISTER_CPU_OPERATOR(WeightedSum, WeightedSumOp);
