@@ -592,6 +592,8 @@ const std::map<std::string, std::string>& CpuOnlyOperators() {
       types[type] = "Caffe2 compatibility, CPU only: tests/loss_ops_test.cc";
     types["FloatToHalf"] = types["HalfToFloat"] = "Caffe2 compatibility, CPU only: tests/cast_op_test.cc";
     types["Print"] = "writes to stderr from host memory, CPU only: tests/print_op_test.cc";
+    types["SpatialBNReluAgain"] =
+        "the memory plan recomputes with it on CPUs only (parallel/recompute.h): tests/recompute_test.cc";
     types["FileStoreHandlerCreate"] = types["RedisStoreHandlerCreate"] =
         "writes a store handler, not a tensor, on the host: tests/store_handler_ops_test.cc";
     return types;
