@@ -1,5 +1,6 @@
 """The lockstep Python package as a wheel: CMake builds the library and the _lockstep extension, installs
-the package (component `python`) and the wheel bundles liblockstep next to the extension.
+the package (component `python`) and the wheel bundles liblockstep and its oneDNN (component `runtime`) next
+to the extension.
 
     python3 -m pip wheel --no-build-isolation --no-deps -w dist .
 
@@ -51,14 +52,19 @@ class CMakeBuild(build_ext):
             run(["cmake", "--build", BUILD, "-j", "2", "--target", "_lockstep", "lockstep_python"])
         staging = os.path.join(BUILD, "wheel-staging")
         shutil.rmtree(staging, ignore_errors=True)
-        run(["cmake", "--install", BUILD, "--component", "python", "--prefix", staging])
+        for component in ("python", "runtime"):
+            run(["cmake", "--install", BUILD, "--component", component, "--prefix", staging])
         (package,) = glob.glob(os.path.join(staging, "**", "lockstep"), recursive=True)
         target = os.path.join(self.build_lib, "lockstep")
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(package, target)
         (extension,) = glob.glob(os.path.join(target, "_lockstep*.so"))
-        library = os.path.realpath(os.path.join(BUILD, "liblockstep.so"))
-        shutil.copyfile(library, os.path.join(target, needed_library(extension)))
+        # The installed library, which finds oneDNN beside itself ($ORIGIN in its RUNPATH).
+        name = needed_library(extension)
+        (library,) = glob.glob(os.path.join(staging, "**", name), recursive=True)
+        shutil.copyfile(library, os.path.join(target, name))
+        (dnnl,) = glob.glob(os.path.join(os.path.dirname(library), "lockstep", "libdnnl.so.*"))
+        shutil.copyfile(dnnl, os.path.join(target, os.path.basename(dnnl)))
 
 
 class BinaryDistribution(Distribution):

@@ -25,9 +25,8 @@ class ReluOp : public Operator {
     if (x.numel() == 0) return;
     if (desc != desc_) {
       desc_ = desc;
-      dnnl::eltwise_forward::desc op_desc(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu,
-                                          desc, alpha_);
-      primitive_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(op_desc, CpuEngine()));
+      primitive_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
+          CpuEngine(), dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, desc, desc, alpha_));
     }
     Execute(primitive_, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
   }
@@ -62,10 +61,10 @@ class ReluGradientOp : public Operator {
     if (desc != desc_) {
       desc_ = desc;
       auto algorithm = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
-      dnnl::eltwise_forward::desc forward_desc(dnnl::prop_kind::forward_training, algorithm, desc, alpha_);
-      dnnl::eltwise_forward::primitive_desc hint(forward_desc, CpuEngine());
-      dnnl::eltwise_backward::desc op_desc(algorithm, desc, desc, alpha_);
-      primitive_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(op_desc, CpuEngine(), hint));
+      dnnl::eltwise_forward::primitive_desc hint(CpuEngine(), dnnl::prop_kind::forward_training, algorithm, desc,
+                                                 desc, alpha_);
+      primitive_ = dnnl::eltwise_backward(
+          dnnl::eltwise_backward::primitive_desc(CpuEngine(), algorithm, desc, desc, desc, alpha_, hint));
     }
     Execute(primitive_, {{DNNL_ARG_DST, dst}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}});
   }
