@@ -49,19 +49,21 @@ class CMakeBuild(build_ext):
             run(["cmake", "-S", ROOT, "-B", BUILD, "-DCMAKE_BUILD_TYPE=Release", "-DLOCKSTEP_TESTS=OFF",
                  "-DLOCKSTEP_BENCH=OFF", "-DLOCKSTEP_PYTHON=ON", f"-DPython_EXECUTABLE={sys.executable}",
                  f"-DLOCKSTEP_CUDA={os.environ.get('LOCKSTEP_CUDA', 'OFF')}"])
-            run(["cmake", "--build", BUILD, "-j", "2", "--target", "_lockstep", "lockstep_python"])
+            # The programs too: they are part of the `runtime` component, which holds the library.
+            run(["cmake", "--build", BUILD, "-j", "2", "--target", "_lockstep", "lockstep_python", "lockstep_cli",
+                 "resnet50_trainer"])
         staging = os.path.join(BUILD, "wheel-staging")
         shutil.rmtree(staging, ignore_errors=True)
         for component in ("python", "runtime"):
-            run(["cmake", "--install", BUILD, "--component", component, "--prefix", staging])
-        (package,) = glob.glob(os.path.join(staging, "**", "lockstep"), recursive=True)
+            run(["cmake", "--install", BUILD, "--component", component, "--prefix", os.path.join(staging, component)])
+        (package,) = glob.glob(os.path.join(staging, "python", "**", "lockstep"), recursive=True)
         target = os.path.join(self.build_lib, "lockstep")
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(package, target)
         (extension,) = glob.glob(os.path.join(target, "_lockstep*.so"))
         # The installed library, which finds oneDNN beside itself ($ORIGIN in its RUNPATH).
         name = needed_library(extension)
-        (library,) = glob.glob(os.path.join(staging, "**", name), recursive=True)
+        (library,) = glob.glob(os.path.join(staging, "runtime", "**", name), recursive=True)
         shutil.copyfile(library, os.path.join(target, name))
         (dnnl,) = glob.glob(os.path.join(os.path.dirname(library), "lockstep", "libdnnl.so.*"))
         shutil.copyfile(dnnl, os.path.join(target, os.path.basename(dnnl)))
