@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <regex>
 
 #include "lockstep/core/net.h"
 #include "lockstep/data/batch_reader.h"
@@ -30,6 +31,7 @@ struct Trained {
   std::map<std::string, std::vector<float>> state;  // every device's float state
   size_t allocated_bytes = 0;
   MemoryPlan plan;
+  int recomputed = 0;  // activations the backward pass computes again (parallel/recompute.h)
 };
 
 constexpr int kBatchPerDevice = 4;
@@ -73,6 +75,8 @@ Trained Train(const Job& job, int steps) {
         run.state[scope + name] = Values(ws.Blob(scope + name));
   run.allocated_bytes = ws.AllocatedBytes();
   run.plan = dp.memory_plan;
+  for (const auto& op : model.net().op())
+    if (op.output_size() == 1 && op.output(0).find("_recomputed") != std::string::npos) ++run.recomputed;
   return run;
 }
 
@@ -87,6 +91,8 @@ void ExpectSameBitsInLessMemory(const std::string& model, int devices) {
   ASSERT_EQ(shared.state.size(), unshared.state.size());
   for (const auto& [name, values] : unshared.state) EXPECT_EQ(shared.state.at(name), values) << name;
   EXPECT_LT(shared.allocated_bytes, unshared.allocated_bytes);
+  EXPECT_EQ(unshared.recomputed, 0);
+  if (model == "resnet18") EXPECT_EQ(shared.recomputed, 9 * devices);  // the stem and each of the 8 blocks
   ASSERT_TRUE(shared.plan.unknown.empty()) << shared.plan.unknown;
   EXPECT_NEAR(double(shared.plan.Total()), double(shared.allocated_bytes),
               kTolerance * shared.allocated_bytes);
@@ -223,6 +229,32 @@ TEST(MemoryPlan, PlanMemoryNamesTheLargestBatchThatFits) {
   // The memory in use moves a little between plans (an allocator may keep what was freed): 10% either side.
   EXPECT_TRUE(fits(largest * 9 / 10));
   EXPECT_FALSE(fits(largest * 11 / 10));
+}
+
+// With --test_data the plan adds the evaluation net's activations, whose buffers stay beside the training
+// net's, to each device.
+TEST(MemoryPlan, WithTestDataThePlanCountsTheEvaluationNet) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDirectory dir;
+  TrainerConfig config = NullLeNet(dir.path());
+  config.train_data = "fashion-mnist";
+  config.plan_memory = true;
+  auto planned = [&](std::string* output) {
+    ::testing::internal::CaptureStdout();
+    lockstep::Train(config);
+    *output = ::testing::internal::GetCapturedStdout();
+    std::smatch kib;
+    const std::regex tensors("tensors ([0-9.]+) (KiB|MiB)");
+    EXPECT_TRUE(std::regex_search(*output, kib, tensors)) << *output;
+    return std::stod(kib[1]) * (kib[2] == "MiB" ? 1024 : 1);
+  };
+  std::string without_output, with_output;
+  const double without = planned(&without_output);
+  EXPECT_EQ(without_output.find("evaluation"), std::string::npos) << without_output;
+  config.test_data = "fashion-mnist";
+  const double with = planned(&with_output);
+  EXPECT_NE(with_output.find(", evaluation "), std::string::npos) << with_output;
+  EXPECT_GT(with, without);
 }
 
 // A plan above --memory_limit_gb stops before the first step and names the batch size that fits.

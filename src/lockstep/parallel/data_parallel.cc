@@ -14,6 +14,7 @@
 #include "lockstep/parallel/memory_plan.h"
 #include "lockstep/parallel/micro_batches.h"
 #include "lockstep/parallel/placement.h"
+#include "lockstep/parallel/recompute.h"
 
 namespace lockstep {
 namespace {
@@ -342,6 +343,8 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     AddBucketAllreduces(&model.net(), model, dp.buckets, dp.scopes, job_world, o.allreduce_channels,
                         first_device);
 
+  // Part of the plan: what is cheaper to compute again than to keep is not kept.
+  if (training && o.share_buffers) RecomputeNormalizedActivations(&model.net());
   MemoryPlanOptions plan;
   plan.share = o.share_buffers;
   plan.scopes = dp.scopes;

@@ -60,7 +60,8 @@ struct ParallelOptions {
   // (Communicator::Channel), so that as many collectives can be in flight at once, each channel in order.
   int allreduce_channels = 1;
   bool combine_spatial_bn = false;  // BN batch statistics over all devices of the machine
-  // Blobs whose lifetimes do not overlap share buffers (parallel/memory_plan.h); results are unchanged.
+  // Blobs whose lifetimes do not overlap share buffers (parallel/memory_plan.h), and training recomputes
+  // relu(BN(X)) in the backward pass instead of keeping it (parallel/recompute.h); results are unchanged.
   bool share_buffers = true;
   // Unscoped names never shared: blobs read after a step. The returned losses and the inputs of the ops
   // that make them, learning rates, and blobs no op reads are kept without being named.

@@ -156,9 +156,10 @@ std::string DescribeMemoryPlan(const MemoryPlan& plan) {
   for (const auto& [device, use] : plan.devices)
     text += fmt::format(
         "{} {}: parameters {}, optimizer state and statistics {}, gradients {}, activations and "
-        "their gradients {} ({} without sharing)\n",
+        "their gradients {} ({} without sharing){}\n",
         device, FormatBytes(use.Total()), FormatBytes(use.parameters), FormatBytes(use.state),
-        FormatBytes(use.gradients), FormatBytes(use.activations), FormatBytes(use.unshared_activations));
+        FormatBytes(use.gradients), FormatBytes(use.activations), FormatBytes(use.unshared_activations),
+        use.evaluation ? ", evaluation " + FormatBytes(use.evaluation) : "");
   if (plan.devices.size() > 1) text += fmt::format("all devices {}\n", FormatBytes(plan.Total()));
   return text;
 }

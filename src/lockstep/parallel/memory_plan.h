@@ -20,7 +20,8 @@ struct MemoryUse {
   size_t gradients = 0;    // parameter gradients
   size_t activations = 0;  // what else the net writes (activations, their gradients, scratch), shared
   size_t unshared_activations = 0;  // the same, one buffer per blob
-  size_t Total() const { return parameters + state + gradients + activations; }
+  size_t evaluation = 0;  // the evaluation net's activations, whose buffers stay beside the training net's
+  size_t Total() const { return parameters + state + gradients + activations + evaluation; }
 };
 
 struct MemoryPlan {

@@ -130,17 +130,26 @@ void ReportMemoryPlan(const TrainerConfig& config, const MemoryPlan& plan,
   }
 }
 
-void PlanEvaluationNet(const TrainerConfig& config, const std::vector<std::string>& scopes,
-                       const std::vector<TestReplica>& replicas, const NetDef& init_net, NetDef* net) {
-  if (!config.share_buffers) return;
+MemoryPlan PlanEvaluationNet(const TrainerConfig& config, const std::vector<std::string>& scopes,
+                             const std::vector<TestReplica>& replicas, const NetDef& init_net, NetDef* net) {
   MemoryPlanOptions plan;
+  plan.share = config.share_buffers;
   plan.scopes = scopes;
   const int64_t slice = config.batch_size / static_cast<int64_t>(replicas.size());
   for (const auto& replica : replicas) {
     plan.keep.insert(replica.logits);
     plan.given[replica.data] = {{slice, config.num_channels, config.image_size, config.image_size}};
   }
-  PlanMemory(net, init_net, plan);
+  return PlanMemory(net, init_net, plan);
+}
+
+MemoryPlan WithEvaluation(MemoryPlan training, const MemoryPlan& evaluation) {
+  if (!evaluation.unknown.empty()) {
+    if (training.unknown.empty()) training.unknown = "the evaluation net's: " + evaluation.unknown;
+    return training;
+  }
+  for (const auto& [device, use] : evaluation.devices) training.devices[device].evaluation += use.activations;
+  return training;
 }
 
 }  // namespace lockstep

@@ -24,9 +24,13 @@ std::map<std::string, TensorShape> TrainingInputShapes(const TrainerConfig& conf
 void ReportMemoryPlan(const TrainerConfig& config, const MemoryPlan& plan,
                       const std::function<MemoryPlan(int batch_size)>& plan_at);
 
-// With --share_buffers, plans the evaluation net's memory too: every blob but the replicas' logits, which
-// Evaluate reads, may share (init_net makes the parameters it reads).
-void PlanEvaluationNet(const TrainerConfig& config, const std::vector<std::string>& scopes,
+// The training plan with the evaluation net's activations added to each device: evaluation runs between
+// steps, while the training net's buffers stay allocated.
+MemoryPlan WithEvaluation(MemoryPlan training, const MemoryPlan& evaluation);
+
+// Plans the evaluation net's memory too (with --share_buffers every blob but the replicas' logits, which
+// Evaluate reads, may share; init_net makes the parameters it reads) and returns its plan.
+MemoryPlan PlanEvaluationNet(const TrainerConfig& config, const std::vector<std::string>& scopes,
                        const std::vector<TestReplica>& replicas, const NetDef& init_net, NetDef* net);
 
 }  // namespace lockstep
