@@ -1,5 +1,6 @@
 """The lockstep Python package as a wheel: CMake builds the library and the _lockstep extension, installs
-the package (component `python`) and the wheel bundles liblockstep next to the extension.
+the package (component `python`) and the wheel bundles liblockstep and its oneDNN (component `runtime`) next
+to the extension.
 
     python3 -m pip wheel --no-build-isolation --no-deps -w dist .
 
@@ -48,12 +49,14 @@ class CMakeBuild(build_ext):
             run(["cmake", "-S", ROOT, "-B", BUILD, "-DCMAKE_BUILD_TYPE=Release", "-DLOCKSTEP_TESTS=OFF",
                  "-DLOCKSTEP_BENCH=OFF", "-DLOCKSTEP_PYTHON=ON", f"-DPython_EXECUTABLE={sys.executable}",
                  f"-DLOCKSTEP_CUDA={os.environ.get('LOCKSTEP_CUDA', 'OFF')}"])
-            run(["cmake", "--build", BUILD, "-j", "2", "--target", "_lockstep", "lockstep_python",
-                 "caffe2_python"])
+            # The programs too: they are part of the `runtime` component, which holds the library.
+            run(["cmake", "--build", BUILD, "-j", "2", "--target", "_lockstep", "lockstep_python", "caffe2_python",
+                 "lockstep_cli", "resnet50_trainer"])
         staging = os.path.join(BUILD, "wheel-staging")
         shutil.rmtree(staging, ignore_errors=True)
-        run(["cmake", "--install", BUILD, "--component", "python", "--prefix", staging])
-        (package,) = glob.glob(os.path.join(staging, "**", "lockstep"), recursive=True)
+        for component in ("python", "runtime"):
+            run(["cmake", "--install", BUILD, "--component", component, "--prefix", os.path.join(staging, component)])
+        (package,) = glob.glob(os.path.join(staging, "python", "**", "lockstep"), recursive=True)
         # lockstep and, beside it, caffe2 (Caffe2's module layout over lockstep).
         for name in ("lockstep", "caffe2"):
             target = os.path.join(self.build_lib, name)
@@ -61,8 +64,12 @@ class CMakeBuild(build_ext):
             shutil.copytree(os.path.join(os.path.dirname(package), name), target)
         target = os.path.join(self.build_lib, "lockstep")
         (extension,) = glob.glob(os.path.join(target, "_lockstep*.so"))
-        library = os.path.realpath(os.path.join(BUILD, "liblockstep.so"))
-        shutil.copyfile(library, os.path.join(target, needed_library(extension)))
+        # The installed library, which finds oneDNN beside itself ($ORIGIN in its RUNPATH).
+        name = needed_library(extension)
+        (library,) = glob.glob(os.path.join(staging, "runtime", "**", name), recursive=True)
+        shutil.copyfile(library, os.path.join(target, name))
+        (dnnl,) = glob.glob(os.path.join(os.path.dirname(library), "lockstep", "libdnnl.so.*"))
+        shutil.copyfile(dnnl, os.path.join(target, os.path.basename(dnnl)))
 
 
 class BinaryDistribution(Distribution):

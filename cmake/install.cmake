@@ -13,13 +13,26 @@ else()
   set(LOCKSTEP_SOVERSION ${PROJECT_VERSION_MAJOR})
   set(LOCKSTEP_COMPATIBILITY SameMajorVersion)
 endif()
-# Installed, the library finds the libraries it links outside the system's folders (CUDA's) where it found
-# them at link time; the programs find the library in ../lib, so any prefix works without LD_LIBRARY_PATH.
+# oneDNN 3 (no Debian 12 package has it) is installed with the library, in a folder of its own
+# (lib/lockstep/libdnnl.so.3) where it clashes with no other copy; the library finds it there (or beside
+# itself, as in the wheel, setup.py), and finds CUDA's libraries where it found them at link time. The programs find the library in ../lib, so any prefix works
+# without LD_LIBRARY_PATH.
+set(LOCKSTEP_PRIVATE_LIBDIR ${CMAKE_INSTALL_LIBDIR}/lockstep)
+set(lockstep_install_rpath "$ORIGIN/lockstep" "$ORIGIN")
+if(LOCKSTEP_WITH_CUDA)
+  get_filename_component(cudnn_dir ${CUDNN_LIBRARY} DIRECTORY)
+  get_filename_component(nccl_dir ${NCCL_LIBRARY} DIRECTORY)
+  list(APPEND lockstep_install_rpath ${CUDAToolkit_LIBRARY_DIR} ${cudnn_dir} ${nccl_dir})
+  list(REMOVE_DUPLICATES lockstep_install_rpath)
+endif()
 set_target_properties(lockstep PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${LOCKSTEP_SOVERSION}
-                                          INSTALL_RPATH_USE_LINK_PATH ON)
+                                          INSTALL_RPATH "${lockstep_install_rpath}")
 set_target_properties(lockstep_cli resnet50_trainer PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
 install(TARGETS lockstep EXPORT lockstepTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT development)
+get_target_property(dnnl_library DNNL::dnnl IMPORTED_LOCATION_RELEASE)
+get_target_property(dnnl_soname DNNL::dnnl IMPORTED_SONAME_RELEASE)
+install(FILES ${dnnl_library} DESTINATION ${LOCKSTEP_PRIVATE_LIBDIR} RENAME ${dnnl_soname} COMPONENT runtime)
 install(TARGETS lockstep_cli resnet50_trainer RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 
 # The public headers, at their paths under src/ (`#include "lockstep/model/layers.h"`): everything but the
@@ -84,9 +97,12 @@ endif()
 find_program(DPKG_SHLIBDEPS dpkg-shlibdeps)  # in dpkg-dev, which build-essential brings
 if(DPKG_SHLIBDEPS AND NOT LOCKSTEP_WITH_CUDA)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+  # The package's own oneDNN, which no other package provides
+  # (dpkg-shlibdeps runs in the staging folder, hence the relative path).
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS .${CPACK_PACKAGING_INSTALL_PREFIX}/${LOCKSTEP_PRIVATE_LIBDIR})
 else()  # what dpkg-shlibdeps finds for the CPU build on Debian 12
   string(CONCAT CPACK_DEBIAN_PACKAGE_DEPENDS
-         "libc6, libstdc++6, libgcc-s1, libgomp1, libdnnl2, libprotobuf32, libfmt9, libgloo0, libleveldb1d, "
+         "libc6, libstdc++6, libgcc-s1, libgomp1, libprotobuf32, libfmt9, libgloo0, libleveldb1d, "
          "liblmdb0, libturbojpeg0, libpng16-16, zlib1g, libonnx1")
 endif()
 include(CPack)

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Installs what lockstep needs to build and test (Debian 12 packages; oneDNN's CMake package looks for
-# OpenCL). `--bench` adds the PyTorch peer.
+# Installs what lockstep needs to build and test: Debian 12 packages, and oneDNN 3 from PyPI into
+# third_party/onednn (scripts/setup_onednn.sh). `--bench` adds the PyTorch peer.
 set -euo pipefail
 packages=(
   build-essential cmake ccache pkg-config
   clang libclang-rt-14-dev libfuzzer-14-dev
-  libdnnl-dev ocl-icd-opencl-dev opencl-headers libprotobuf-dev protobuf-compiler zlib1g-dev
+  libprotobuf-dev protobuf-compiler zlib1g-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
   libgloo-dev libhiredis-dev redis-server openmpi-bin
   liblmdb-dev libleveldb-dev libsnappy-dev libturbojpeg0-dev libpng-dev libonnx-dev
@@ -29,5 +29,6 @@ else
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+"$(dirname "$0")/setup_onednn.sh"
 # The readers the suite checks lockstep's TensorBoard files with (PyPI, in tests/.venv).
 "$(dirname "$0")/../tests/setup_checkers.sh"

@@ -58,7 +58,7 @@ deb)
   [ "$name" = lockstep ] || [ "$name" = lockstep-cuda ] || fail "package name $name"
   [ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "package version $(dpkg-deb -f "$deb" Version), not $version"
   depends=$(dpkg-deb -f "$deb" Depends)
-  for package in libdnnl2 libprotobuf32 libfmt9 libgloo0; do
+  for package in libgomp1 libprotobuf32 libfmt9 libgloo0; do
     [[ "$depends" == *"$package"* ]] || fail "Depends has no $package: $depends"
   done
   dpkg-deb -x "$deb" "$tmp/root"
@@ -84,6 +84,14 @@ for header in "${headers[@]}"; do
   done
 done
 cd "$tmp"
+
+# The installed library brings its own oneDNN and finds it there, not in the source tree's third_party/.
+dnnl=$(find "$prefix" -path '*/lockstep/libdnnl.so.3' | head -n 1)
+[ -n "$dnnl" ] || fail "no lockstep/libdnnl.so.3 under $prefix"
+if command -v readelf > /dev/null; then
+  runpath=$(readelf -d "$(dirname "$(dirname "$dnnl")")"/liblockstep.so.* | grep -E 'RUNPATH|RPATH' || true)
+  [[ "$runpath" != *"$src"* && "$runpath" != *"$build"* ]] || fail "the installed library's runpath: $runpath"
+fi
 
 # The installed programs find the installed library (RPATH), not the build's.
 installed_line=$(env -u LD_LIBRARY_PATH "$prefix/bin/lockstep" --version | head -n 1)

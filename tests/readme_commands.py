@@ -202,7 +202,7 @@ def main():
     have_gpu = shutil.which("nvidia-smi") is not None and subprocess.run(
         ["nvidia-smi", "-L"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
     version = subprocess.run([os.path.join(build, "lockstep"), "--version"], stdout=subprocess.PIPE, text=True)
-    have_cpu_bfloat16 = re.search(r"CPU kernels for avx512_core_(bf16|amx)", version.stdout) is not None
+    have_cpu_bfloat16 = re.search(r"CPU kernels for avx512_core_(bf16|fp16|amx)", version.stdout) is not None
     documents = [os.path.join(REPO, "README.md")] + documentation_pages(os.path.join(REPO, "docs"))
     scratch = tempfile.mkdtemp(prefix="readme_commands_", dir=build)
     try:

@@ -18,26 +18,29 @@ std::string CpuIsaName() {
       return "avx2";
     case dnnl_cpu_isa_avx2_vnni:
       return "avx2_vnni";
-    case dnnl_cpu_isa_avx512_mic:
-      return "avx512_mic";
-    case dnnl_cpu_isa_avx512_mic_4ops:
-      return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx2_vnni_2:
+      return "avx2_vnni_2";
     case dnnl_cpu_isa_avx512_core:
       return "avx512_core";
     case dnnl_cpu_isa_avx512_core_vnni:
       return "avx512_core_vnni";
     case dnnl_cpu_isa_avx512_core_bf16:
       return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_fp16:
+      return "avx512_core_fp16";
     case dnnl_cpu_isa_avx512_core_amx:
       return "avx512_core_amx";
+    case dnnl_cpu_isa_avx512_core_amx_fp16:
+      return "avx512_core_amx_fp16";
     default:
       return "unknown";
   }
 }
 
 bool CpuHasBFloat16Instructions() {
-  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-  return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
+  // oneDNN's ISA values are bit sets, each holding the ones it extends (AMX and AVX512_FP16 hold AVX512_BF16).
+  const unsigned bf16 = dnnl_cpu_isa_avx512_core_bf16;
+  return (static_cast<unsigned>(dnnl_get_effective_cpu_isa()) & bf16) == bf16;
 }
 
 void RequireCpuBFloat16(const std::string& what) {

@@ -23,33 +23,35 @@ namespace {
 // The view of a layout, or nullopt when it has another form: channels blocked twice or wider than
 // kMaxBlock, other dims blocked or padded, spatial dims that are not one dense run.
 std::optional<ChannelView> ViewChannels(const dnnl::memory::desc& desc) {
-  const dnnl_memory_desc_t& d = desc.data;
-  if (d.format_kind != dnnl_blocked || d.ndims < 2 || d.offset0 != 0) return std::nullopt;
-  const dnnl_blocking_desc_t& blocking = d.format_desc.blocking;
+  if (desc.get_format_kind() != dnnl::memory::format_kind::blocked || desc.get_ndims() < 2 ||
+      desc.get_submemory_offset() != 0)
+    return std::nullopt;
+  const dnnl::memory::dims dims = desc.get_dims(), padded = desc.get_padded_dims(),
+                           strides = desc.get_strides();
+  const int inner_blocks = desc.get_inner_nblks();
   ChannelView view;
-  if (blocking.inner_nblks == 1 && blocking.inner_idxs[0] == 1 &&
-      blocking.inner_blks[0] <= ChannelView::kMaxBlock) {
-    view.block = blocking.inner_blks[0];
-  } else if (blocking.inner_nblks != 0) {
+  if (inner_blocks == 1 && desc.get_inner_idxs()[0] == 1 && desc.get_inner_blks()[0] <= ChannelView::kMaxBlock) {
+    view.block = desc.get_inner_blks()[0];
+  } else if (inner_blocks != 0) {
     return std::nullopt;
   }
-  view.batch = d.dims[0];
-  view.channels = d.dims[1];
-  view.batch_stride = blocking.strides[0];
-  view.block_stride = blocking.strides[1];
-  if (d.padded_dims[0] != d.dims[0]) return std::nullopt;
+  view.batch = dims[0];
+  view.channels = dims[1];
+  view.batch_stride = strides[0];
+  view.block_stride = strides[1];
+  if (padded[0] != dims[0]) return std::nullopt;
   // Spatial dims of size 1 may carry any stride; the others must nest densely, innermost last.
   int64_t next_stride = 0;
-  for (int i = d.ndims - 1; i >= 2; --i) {
-    if (d.padded_dims[i] != d.dims[i]) return std::nullopt;
-    if (d.dims[i] == 1) continue;
+  for (int i = static_cast<int>(dims.size()) - 1; i >= 2; --i) {
+    if (padded[i] != dims[i]) return std::nullopt;
+    if (dims[i] == 1) continue;
     if (next_stride == 0) {
-      view.spatial_stride = blocking.strides[i];
-    } else if (blocking.strides[i] != next_stride) {
+      view.spatial_stride = strides[i];
+    } else if (strides[i] != next_stride) {
       return std::nullopt;
     }
-    next_stride = blocking.strides[i] * d.dims[i];
-    view.spatial *= d.dims[i];
+    next_stride = strides[i] * dims[i];
+    view.spatial *= dims[i];
   }
   return view;
 }

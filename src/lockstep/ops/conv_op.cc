@@ -42,11 +42,12 @@ ConvSetup MakeConvSetup(const ConvPoolArgs& args, int64_t group, const TensorSha
   auto kind = dnnl::prop_kind::forward_training;
   auto algorithm = dnnl::algorithm::convolution_direct;
   const bool with_bias = bias_type != DataType::kUndefined;
-  auto desc = with_bias ? dnnl::convolution_forward::desc(kind, algorithm, s.x_any, s.filter_any, s.bias,
-                                                          s.y_any, s.strides, s.dilates, s.pad_l, s.pad_r)
-                        : dnnl::convolution_forward::desc(kind, algorithm, s.x_any, s.filter_any, s.y_any,
-                                                          s.strides, s.dilates, s.pad_l, s.pad_r);
-  s.forward = dnnl::convolution_forward::primitive_desc(desc, CpuEngine());
+  s.forward = with_bias ? dnnl::convolution_forward::primitive_desc(CpuEngine(), kind, algorithm, s.x_any,
+                                                                    s.filter_any, s.bias, s.y_any, s.strides,
+                                                                    s.dilates, s.pad_l, s.pad_r)
+                        : dnnl::convolution_forward::primitive_desc(CpuEngine(), kind, algorithm, s.x_any,
+                                                                    s.filter_any, s.y_any, s.strides,
+                                                                    s.dilates, s.pad_l, s.pad_r);
   return s;
 }
 
@@ -163,13 +164,11 @@ class ConvGradientOp : public Operator {
     const ConvSetup& s = setup_;
     auto algorithm = dnnl::algorithm::convolution_direct;
     if (wants_.dweight || wants_.dbias) {
-      auto desc =
-          wants_.dbias
-              ? dnnl::convolution_backward_weights::desc(algorithm, s.x_any, s.filter_any, s.bias, s.y_any,
-                                                         s.strides, s.dilates, s.pad_l, s.pad_r)
-              : dnnl::convolution_backward_weights::desc(algorithm, s.x_any, s.filter_any, s.y_any, s.strides,
-                                                         s.dilates, s.pad_l, s.pad_r);
-      dnnl::convolution_backward_weights::primitive_desc pd(desc, CpuEngine(), s.forward);
+      using WeightsDesc = dnnl::convolution_backward_weights::primitive_desc;
+      WeightsDesc pd = wants_.dbias ? WeightsDesc(CpuEngine(), algorithm, s.x_any, s.filter_any, s.bias, s.y_any,
+                                                  s.strides, s.dilates, s.pad_l, s.pad_r, s.forward)
+                                    : WeightsDesc(CpuEngine(), algorithm, s.x_any, s.filter_any, s.y_any,
+                                                  s.strides, s.dilates, s.pad_l, s.pad_r, s.forward);
       weights_primitive_ = dnnl::convolution_backward_weights(pd);
       weights_src_desc_ = pd.src_desc();
       weights_dy_desc_ = pd.diff_dst_desc();
@@ -179,9 +178,8 @@ class ConvGradientOp : public Operator {
       dfilter_in_plain_ = wants_.dweight && weights_dfilter_desc_ == s.filter;
     }
     if (wants_.dx) {
-      dnnl::convolution_backward_data::desc desc(algorithm, s.x_any, s.filter_any, s.y_any, s.strides,
-                                                 s.dilates, s.pad_l, s.pad_r);
-      dnnl::convolution_backward_data::primitive_desc pd(desc, CpuEngine(), s.forward);
+      dnnl::convolution_backward_data::primitive_desc pd(CpuEngine(), algorithm, s.x_any, s.filter_any, s.y_any,
+                                                         s.strides, s.dilates, s.pad_l, s.pad_r, s.forward);
       data_primitive_ = dnnl::convolution_backward_data(pd);
       data_dy_desc_ = pd.diff_dst_desc();
       data_weights_desc_ = pd.weights_desc();

@@ -104,7 +104,7 @@ dnnl::memory::desc DescOf(const Tensor& tensor) {
 dnnl::memory AsMemory(const Tensor& tensor) { return ToMemory(tensor, DescOf(tensor)); }
 
 dnnl::memory ResizeForDesc(Tensor* tensor, const Shape& shape, const dnnl::memory::desc& desc) {
-  const DataType type = DataTypeOf(desc.data_type());
+  const DataType type = DataTypeOf(desc.get_data_type());
   if (desc == PlainDesc(shape, type)) {
     tensor->Resize(shape, type);
   } else if (tensor->is_plain() || tensor->layout()->desc != desc || tensor->shape() != shape) {
@@ -115,7 +115,7 @@ dnnl::memory ResizeForDesc(Tensor* tensor, const Shape& shape, const dnnl::memor
 }
 
 dnnl::memory::desc AnyLayout(const dnnl::memory::desc& desc) {
-  return dnnl::memory::desc(desc.dims(), desc.data_type(), dnnl::memory::format_tag::any);
+  return dnnl::memory::desc(desc.get_dims(), desc.get_data_type(), dnnl::memory::format_tag::any);
 }
 
 namespace {
@@ -130,17 +130,9 @@ const bool registered = (RegisterLayoutConverter(ReorderToPlain), true);
 }  // namespace
 
 int BlockedLayoutChannels() {
-  switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::avx512_mic:
-    case dnnl::cpu_isa::avx512_mic_4ops:
-    case dnnl::cpu_isa::avx512_core:
-    case dnnl::cpu_isa::avx512_core_vnni:
-    case dnnl::cpu_isa::avx512_core_bf16:
-    case dnnl::cpu_isa::avx512_core_amx:
-      return 16;
-    default:
-      return 8;
-  }
+  // oneDNN's ISA values are bit sets, each holding the ones it extends.
+  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & avx512) == avx512 ? 16 : 8;
 }
 
 dnnl::memory ScratchMemory(const dnnl::memory::desc& desc, int slot) {

@@ -59,7 +59,7 @@ dnnl::memory InLayout(const Tensor& tensor, const dnnl::memory::desc& desc, int 
 // `out` already has that shape and layout, so an output that is also an input is not lost.
 dnnl::memory ResizeElementwise(Tensor* out, const Shape& shape, const dnnl::memory::desc& desc) {
   if (shape.empty() || shape.size() > 5) {  // plain, seen as a flat vector
-    out->Resize(shape, DataTypeOf(desc.data_type()));
+    out->Resize(shape, DataTypeOf(desc.get_data_type()));
     return ToMemory(*out, desc);
   }
   return ResizeForDesc(out, shape, desc);
@@ -105,8 +105,8 @@ class AddOp : public Operator {
     if (first.get_desc() != first_desc_ || second.get_desc() != second_desc_) {
       first_desc_ = first.get_desc();
       second_desc_ = second.get_desc();
-      dnnl::binary::desc desc(dnnl::algorithm::binary_add, first_desc_, second_desc_, dst.get_desc());
-      primitive_ = dnnl::binary(dnnl::binary::primitive_desc(desc, CpuEngine()));
+      primitive_ = dnnl::binary(dnnl::binary::primitive_desc(CpuEngine(), dnnl::algorithm::binary_add, first_desc_,
+                                                             second_desc_, dst.get_desc()));
     }
     Execute(primitive_, {{DNNL_ARG_SRC_0, first}, {DNNL_ARG_SRC_1, second}, {DNNL_ARG_DST, dst}});
   }
@@ -132,9 +132,8 @@ class SumOp : public Operator {
     if (y->numel() == 0) return;
     if (desc != desc_) {
       desc_ = desc;
-      primitive_ = dnnl::sum(dnnl::sum::primitive_desc(desc, std::vector<float>(InputSize(), 1.f),
-                                                       std::vector<dnnl::memory::desc>(InputSize(), desc),
-                                                       CpuEngine()));
+      primitive_ = dnnl::sum(dnnl::sum::primitive_desc(CpuEngine(), desc, std::vector<float>(InputSize(), 1.f),
+                                                       std::vector<dnnl::memory::desc>(InputSize(), desc)));
     }
     Execute(primitive_, args);
   }
@@ -166,9 +165,8 @@ class ScaleOp : public Operator {
     if (x.numel() == 0) return;
     if (desc != desc_) {
       desc_ = desc;
-      dnnl::eltwise_forward::desc op_desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_linear,
-                                          desc, scale_, 0.f);
-      primitive_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(op_desc, CpuEngine()));
+      primitive_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
+          CpuEngine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_linear, desc, desc, scale_, 0.f));
     }
     Execute(primitive_, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
   }
@@ -201,8 +199,8 @@ class SumReduceLikeOp : public Operator {
     const auto src = PlainDesc({outer, inner}, dy.dtype()), dst = PlainDesc({1, inner}, dy.dtype());
     if (src != src_) {
       src_ = src;
-      dnnl::reduction::desc desc(dnnl::algorithm::reduction_sum, src, dst, 0.f, 0.f);
-      primitive_ = dnnl::reduction(dnnl::reduction::primitive_desc(desc, CpuEngine()));
+      primitive_ = dnnl::reduction(
+          dnnl::reduction::primitive_desc(CpuEngine(), dnnl::algorithm::reduction_sum, src, dst, 0.f, 0.f));
     }
     Execute(primitive_, {{DNNL_ARG_SRC, ToMemory(dy, src)}, {DNNL_ARG_DST, ToMemory(*db, dst)}});
   }

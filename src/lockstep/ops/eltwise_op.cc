@@ -37,8 +37,8 @@ void EltwiseOp::Run() {
   if (x.numel() == 0) return;
   if (desc != desc_) {
     desc_ = desc;
-    dnnl::eltwise_forward::desc op_desc(dnnl::prop_kind::forward_training, algorithm_, desc, alpha_);
-    primitive_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(op_desc, CpuEngine()));
+    primitive_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
+        CpuEngine(), dnnl::prop_kind::forward_training, algorithm_, desc, desc, alpha_));
   }
   Execute(primitive_, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
 }
@@ -63,10 +63,10 @@ void EltwiseGradientOp::Run() {
   if (z.numel() == 0) return;
   if (desc != desc_) {
     desc_ = desc;
-    dnnl::eltwise_forward::desc forward_desc(dnnl::prop_kind::forward_training, algorithm_, desc, alpha_);
-    dnnl::eltwise_forward::primitive_desc hint(forward_desc, CpuEngine());
-    dnnl::eltwise_backward::desc op_desc(algorithm_, desc, desc, alpha_);
-    primitive_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(op_desc, CpuEngine(), hint));
+    dnnl::eltwise_forward::primitive_desc hint(CpuEngine(), dnnl::prop_kind::forward_training, algorithm_, desc,
+                                               desc, alpha_);
+    primitive_ = dnnl::eltwise_backward(
+        dnnl::eltwise_backward::primitive_desc(CpuEngine(), algorithm_, desc, desc, desc, alpha_, hint));
   }
   Execute(primitive_, {{from_output_ ? DNNL_ARG_DST : DNNL_ARG_SRC, saved},
                        {DNNL_ARG_DIFF_DST, diff_dst},

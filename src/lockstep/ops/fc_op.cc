@@ -63,9 +63,8 @@ FcSetup MakeFcSetup(const OperatorDef& def, const FcShapes& shapes, DataType x_t
   s.b = PlainDesc({s.shapes.m}, b_type);
   s.y = PlainDesc({s.shapes.n, s.shapes.m}, x_type);
   if (s.shapes.n > 0)
-    s.forward = dnnl::inner_product_forward::primitive_desc(
-        dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, s.x, s.w, s.b, s.y),
-        CpuEngine());
+    s.forward = dnnl::inner_product_forward::primitive_desc(CpuEngine(), dnnl::prop_kind::forward_training, s.x,
+                                                            s.w, s.b, s.y);
   return s;
 }
 
@@ -144,16 +143,14 @@ class FcGradientOp : public Operator {
     signature_.Record({&x, &w, &dy});
     if (setup_.shapes.n == 0) return;
     if (wants_.dweight || wants_.dbias) {
-      auto desc = wants_.dbias
-                      ? dnnl::inner_product_backward_weights::desc(setup_.x, setup_.w, setup_.b, setup_.y)
-                      : dnnl::inner_product_backward_weights::desc(setup_.x, setup_.w, setup_.y);
+      using WeightsDesc = dnnl::inner_product_backward_weights::primitive_desc;
       weights_primitive_ = dnnl::inner_product_backward_weights(
-          dnnl::inner_product_backward_weights::primitive_desc(desc, CpuEngine(), setup_.forward));
+          wants_.dbias ? WeightsDesc(CpuEngine(), setup_.x, setup_.w, setup_.b, setup_.y, setup_.forward)
+                       : WeightsDesc(CpuEngine(), setup_.x, setup_.w, setup_.y, setup_.forward));
     }
     if (wants_.dx) {
-      dnnl::inner_product_backward_data::desc desc(setup_.x, setup_.w, setup_.y);
-      data_primitive_ = dnnl::inner_product_backward_data(
-          dnnl::inner_product_backward_data::primitive_desc(desc, CpuEngine(), setup_.forward));
+      data_primitive_ = dnnl::inner_product_backward_data(dnnl::inner_product_backward_data::primitive_desc(
+          CpuEngine(), setup_.x, setup_.w, setup_.y, setup_.forward));
     }
   }
 

@@ -21,12 +21,13 @@ struct PoolSetup {
   dnnl::algorithm algorithm;
   memory::dims strides, kernel, pad_l, pad_r;
 
+  static memory::dims NoDilation() { return {0, 0}; }
+
   // Y in x's layout, which is what oneDNN picks for a pooling destination left to it.
   dnnl::pooling_forward::primitive_desc Forward(dnnl::prop_kind kind) const {
-    dnnl::pooling_forward::desc desc(kind, algorithm, x,
-                                     memory::desc(ToDims(y_shape), x.data_type(), memory::format_tag::any),
-                                     strides, kernel, pad_l, pad_r);
-    return dnnl::pooling_forward::primitive_desc(desc, CpuEngine());
+    return dnnl::pooling_forward::primitive_desc(
+        CpuEngine(), kind, algorithm, x, memory::desc(ToDims(y_shape), x.get_data_type(), memory::format_tag::any),
+        strides, kernel, NoDilation(), pad_l, pad_r);
   }
 };
 
@@ -120,9 +121,9 @@ class PoolGradientOp : public Operator {
     if (x.numel() == 0) return;
     auto forward = setup_.Forward(dnnl::prop_kind::forward_training);
     y_desc_ = forward.dst_desc();
-    dnnl::pooling_backward::desc desc(setup_.algorithm, setup_.x, y_desc_, setup_.strides, setup_.kernel,
-                                      setup_.pad_l, setup_.pad_r);
-    backward_ = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(desc, CpuEngine(), forward));
+    backward_ = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(
+        CpuEngine(), setup_.algorithm, setup_.x, y_desc_, setup_.strides, setup_.kernel, PoolSetup::NoDilation(),
+        setup_.pad_l, setup_.pad_r, forward));
     if constexpr (kKind == PoolKind::kMax) {
       forward_ = dnnl::pooling_forward(forward);
       workspace_desc_ = forward.workspace_desc();

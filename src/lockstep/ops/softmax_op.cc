@@ -39,8 +39,8 @@ class SoftmaxOp : public Operator {
     const auto desc = PlainDesc(matrix);
     if (matrix != matrix_) {
       matrix_ = matrix;
-      dnnl::softmax_forward::desc op_desc(dnnl::prop_kind::forward_training, desc, 1);
-      primitive_ = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(op_desc, CpuEngine()));
+      primitive_ = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
+          CpuEngine(), dnnl::prop_kind::forward_training, dnnl::algorithm::softmax_accurate, desc, desc, 1));
     }
     Execute(primitive_, {{DNNL_ARG_SRC, ToMemory(x, desc)}, {DNNL_ARG_DST, ToMemory(*y, desc)}});
   }
@@ -69,10 +69,10 @@ class SoftmaxGradientOp : public Operator {
     const auto desc = PlainDesc(matrix);
     if (matrix != matrix_) {
       matrix_ = matrix;
-      dnnl::softmax_forward::primitive_desc hint(
-          dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, desc, 1), CpuEngine());
-      dnnl::softmax_backward::desc op_desc(desc, desc, 1);
-      primitive_ = dnnl::softmax_backward(dnnl::softmax_backward::primitive_desc(op_desc, CpuEngine(), hint));
+      dnnl::softmax_forward::primitive_desc hint(CpuEngine(), dnnl::prop_kind::forward_training,
+                                                 dnnl::algorithm::softmax_accurate, desc, desc, 1);
+      primitive_ = dnnl::softmax_backward(dnnl::softmax_backward::primitive_desc(
+          CpuEngine(), dnnl::algorithm::softmax_accurate, desc, desc, desc, 1, hint));
     }
     Execute(primitive_, {{DNNL_ARG_DST, ToMemory(y, desc)},
                          {DNNL_ARG_DIFF_DST, ToMemory(dy, desc)},

@@ -32,8 +32,9 @@ class SoftmaxWithLossOp : public Operator {
     loss->Resize({});
     if (logits.shape() != shape_) {
       shape_ = logits.shape();
-      dnnl::softmax_forward::desc desc(dnnl::prop_kind::forward_training, PlainDesc(shape_), 1);
-      primitive_ = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(desc, CpuEngine()));
+      primitive_ = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
+          CpuEngine(), dnnl::prop_kind::forward_training, dnnl::algorithm::softmax_accurate, PlainDesc(shape_),
+          PlainDesc(shape_), 1));
     }
     auto desc = PlainDesc(shape_);
     Execute(primitive_, {{DNNL_ARG_SRC, ToMemory(logits, desc)}, {DNNL_ARG_DST, ToMemory(*softmax, desc)}});

@@ -85,8 +85,8 @@ dnnl::normalization_flags Flags(bool global_stats, bool relu) {
 dnnl::batch_normalization_forward::primitive_desc ForwardDesc(const dnnl::memory::desc& x, float epsilon,
                                                               bool global_stats, bool relu, bool training) {
   auto kind = training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
-  dnnl::batch_normalization_forward::desc desc(kind, x, epsilon, Flags(global_stats, relu));
-  return dnnl::batch_normalization_forward::primitive_desc(desc, CpuEngine());
+  return dnnl::batch_normalization_forward::primitive_desc(CpuEngine(), kind, x, x, epsilon,
+                                                           Flags(global_stats, relu));
 }
 
 // The mask is opaque bytes whose count depends on X's layout (bits per element and channel padding vary
@@ -262,8 +262,8 @@ class SpatialBNReluAgainOp : public Operator {
   dnnl::batch_normalization_forward primitive_;
 };
 
-// Arg `gradients` lists which of dX (0), dscale (1), dbias (2) are outputs, in that order. oneDNN 2.6
-// computes dX with a scale only together with dscale and dbias, so the ones not listed go to scratch.
+// Arg `gradients` lists which of dX (0), dscale (1), dbias (2) are outputs, in that order. oneDNN computes
+// dX with a scale only together with dscale and dbias, so the ones not listed go to scratch.
 // With relu=1 the gradients are those of relu(BN(X)): the forward pass's ReLU mask (input 5) zeroes dY.
 class SpatialBNGradientOp : public Operator {
  public:
@@ -295,10 +295,9 @@ class SpatialBNGradientOp : public Operator {
         {DNNL_ARG_DIFF_SRC, ResizeForDesc(Target(0, &dx_scratch_), x.shape(), desc)}};
     if (desc != desc_) {
       desc_ = desc;
-      dnnl::batch_normalization_backward::desc op_desc(dnnl::prop_kind::backward, desc, desc, epsilon_,
-                                                       Flags(is_test_, relu_));
       dnnl::batch_normalization_backward::primitive_desc backward(
-          op_desc, CpuEngine(), ForwardDesc(desc, epsilon_, is_test_, relu_, !is_test_));
+          CpuEngine(), dnnl::prop_kind::backward, desc, desc, desc, epsilon_, Flags(is_test_, relu_),
+          ForwardDesc(desc, epsilon_, is_test_, relu_, !is_test_));
       workspace_desc_ = backward.workspace_desc();
       primitive_ = dnnl::batch_normalization_backward(backward);
     }
@@ -318,8 +317,6 @@ class SpatialBNGradientOp : public Operator {
     dbias->Resize({channels});
     args[DNNL_ARG_DIFF_SCALE] = ToMemory(*dscale);
     args[DNNL_ARG_DIFF_SHIFT] = ToMemory(*dbias);
-    // oneDNN 2.6 insists on a shift argument here although the backward pass never reads it.
-    args[DNNL_ARG_SHIFT] = args[DNNL_ARG_SCALE];
     Execute(primitive_, args);
   }
 
