@@ -38,6 +38,8 @@ SKIPS = [
     (r"/usr/bin/time -v build/resnet50_trainer", "measures the ImageNet command's memory: 6.3 GB, more than a test "
      "should take"),
     (r"--image_folder photos", "needs a folder of your own images"),
+    (r"python3 resnet50_trainer\.py", "needs Caffe2's own resnet50_trainer.py, which lockstep does not ship "
+     "(tests/python/test_caffe2.py covers its calls)"),
 ]
 GPU_SKIP = "needs a CUDA GPU"
 BFLOAT16_SKIP = "needs a CPU with AVX512_BF16 or AMX"
