@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "index_db.h"
+#include "lockstep/core/half.h"
 #include "lockstep/data/batch_reader.h"
 #include "lockstep/data/open_batch_source.h"
 #include "lockstep/ops/deferred_reader.h"
@@ -228,7 +229,7 @@ NetDef ImageInputNet(int replicas, const std::vector<Arg>& args) {
 }
 
 // resnet50_trainer's arguments, for one-pixel grey Datums.
-std::vector<Arg> TrainerImageArgs(int64_t batch_size, int is_test) {
+std::vector<Arg> TrainerImageArgs(int64_t batch_size, int is_test, const std::string& output_type = "float") {
   return {Arg("batch_size", batch_size),
           Arg("use_caffe_datum", 1),
           Arg("mean", 128.f),
@@ -238,7 +239,7 @@ std::vector<Arg> TrainerImageArgs(int64_t batch_size, int is_test) {
           Arg("mirror", 1),
           Arg("is_test", is_test),
           Arg("color", 0),
-          Arg("output_type", "float"),
+          Arg("output_type", output_type),
           Arg("use_gpu_transform", 0)};
 }
 
@@ -262,6 +263,24 @@ TEST_P(CreateDBOnDatabase, ImageInputReadsTheReplicasSliceOfItsShard) {
       }
     }
   }
+}
+
+// output_type float16 (resnet50_trainer's --dtype float16) gives the float32 slice rounded to float16.
+TEST(ImageInput, Float16OutputIsTheFloatSliceRounded) {
+  TempDirectory dir;
+  const std::string path = MakeIndexDb(dir, "lmdb", 8);
+  Workspace ws;
+  ws.RunNetOnce(CreateDBNet({Arg("db", path), Arg("num_labels", int64_t{10})}));
+  NetDef net;
+  net.set_name("read");
+  *net.add_op() =
+      MakeOperatorDef("ImageInput", {kReader}, {"data", "label"}, TrainerImageArgs(4, 1, "float16"));
+  ws.RunNetOnce(net);
+  const Tensor& data = ws.Blob("data");
+  ASSERT_EQ(data.dtype(), DataType::kFloat16);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(data.data<Float16>()[i].bits, ToFloat16((static_cast<float>(i) - 128.0f) / 128.0f).bits) << i;
+  EXPECT_EQ(InferNetShapes(net, {}).at("data").dtype, DataType::kFloat16);
 }
 
 // Training (is_test=0, mirror=1) reads what the trainer's reader over the same spec reads.
@@ -293,8 +312,8 @@ TEST(ImageInput, UnsupportedArgumentsAreRefusedInOneLine) {
       {{Arg("batch_size", 2), Arg("crop", 8), Arg("mean", 128.f), Arg("std", 128.f)},
        "training streams crop and mirror at random"},
       {{Arg("batch_size", 2), Arg("crop", 8), Arg("mean", 128.f), Arg("std", 128.f), Arg("is_test", 1),
-        Arg("output_type", "float16")},
-       "ImageInput outputs float32"},
+        Arg("output_type", "int8")},
+       "output_type 'int8' is not a dtype ImageInput writes; pass float or float16"},
       {{Arg("batch_size", 2), Arg("crop", 8), Arg("is_test", 1), Arg("warp", 1)}, "unknown argument 'warp'"},
   };
   for (const auto& [args, expected] : cases) {

@@ -1,12 +1,14 @@
 // ImageInput (Caffe2's): (reader) -> (data, label). Caffe2's image pipeline mapped onto lockstep's reader:
 // `reader` is what CreateDB wrote without a batch size (deferred_reader.h), and the op's arguments, with
 // Caffe2's names and defaults, give the batch size and geometry of the one BatchReader that every replica's
-// ImageInput shares. The arguments Caffe2's resnet50_trainer passes are supported; a value lockstep's reader
-// does not implement is refused in one line, and arguments Caffe2 has but lockstep does not declare are
-// refused by the schema. Each run reads this replica's slice of the next global batch, as ReadBatch does.
+// ImageInput shares. The arguments Caffe2's resnet50_trainer passes are supported (output_type float16 too,
+// converted on the host); a value lockstep's reader does not implement is refused in one line, and arguments
+// Caffe2 has but lockstep does not declare are refused by the schema. Each run reads this replica's slice of
+// the next global batch, as ReadBatch does.
 #include <set>
 
 #include "lockstep/core/gradient.h"
+#include "lockstep/core/half.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/data/source_options.h"
 #include "lockstep/ops/deferred_reader.h"
@@ -61,8 +63,11 @@ class ImageInputOp : public Operator {
            "training streams crop and mirror at random: pass mirror=1, or is_test=1 for centre crops");
     Refuse(IntArg("use_gpu_transform") != 0,
            "ImageInput transforms on the CPU; pass use_gpu_transform=0 (the data is copied to the device)");
-    Refuse(StringArg("output_type") != "float",
-           "ImageInput outputs float32; pass output_type='float' and convert with FloatToHalf after it");
+    const std::string output_type = StringArg("output_type");
+    Refuse(
+        output_type != "float" && output_type != "float16",
+        fmt::format("output_type '{}' is not a dtype ImageInput writes; pass float or float16", output_type));
+    half_ = output_type == "float16";
     replica_ = static_cast<int>(IntArg("replica"));
     replicas_ = static_cast<int>(IntArg("num_replicas"));
     Refuse(replica_ >= replicas_,
@@ -84,14 +89,19 @@ class ImageInputOp : public Operator {
   }
 
   void Run() override {
-    // data is (batch_size, C, crop, crop) float, label is (batch_size) int32
+    // data is (batch_size, C, crop, crop) float32 or float16, label is (batch_size) int32
     std::shared_ptr<DeferredReader> reader = Reader();
     std::shared_ptr<BatchReader> batches =
         reader->Open(def_, spec_, IntArg("batch_size"), replicas_ * reader->num_shards());
     const int replica = reader->shard_id() * replicas_ + replica_;
-    if (device().type == DeviceType::kCpu) return batches->Read(replica, Output(0), Output(1));
+    if (device().type == DeviceType::kCpu && !half_) return batches->Read(replica, Output(0), Output(1));
     batches->Read(replica, &host_data_, &host_label_);
-    Output(0)->CopyFrom(host_data_);
+    if (half_) {  // rounded on the host, as FloatToHalf rounds
+      host_half_.Resize(host_data_.shape(), DataType::kFloat16);
+      for (int64_t i = 0; i < host_data_.numel(); ++i)
+        host_half_.data<Float16>()[i] = ToFloat16(host_data_.data<float>()[i]);
+    }
+    Output(0)->CopyFrom(half_ ? host_half_ : host_data_);
     Output(1)->CopyFrom(host_label_);
   }
 
@@ -111,13 +121,16 @@ class ImageInputOp : public Operator {
 
   SourceSpec spec_;
   int replica_ = 0, replicas_ = 1;
-  Tensor host_data_, host_label_;  // a CUDA device's slice as read, in host memory
+  bool half_ = false;              // output_type float16
+  Tensor host_data_, host_label_;  // the slice as read, in host memory, unless a CPU reads float32 directly
+  Tensor host_half_;               // float16 data, in host memory
 };
 
 std::vector<TensorShape> ImageInputShapes(const OperatorDef& def, const std::vector<TensorShape>&) {
   CheckRequiredArguments(def);
   const int64_t batch = IntArg(def, "batch_size"), crop = IntArg(def, "crop");
-  return {{{batch, IntArg(def, "color") ? 3 : 1, crop, crop}, DataType::kFloat}, {{batch}, DataType::kInt32}};
+  const DataType type = StringArg(def, "output_type") == "float16" ? DataType::kFloat16 : DataType::kFloat;
+  return {{{batch, IntArg(def, "color") ? 3 : 1, crop, crop}, type}, {{batch}, DataType::kInt32}};
 }
 
 }  // namespace
@@ -128,7 +141,7 @@ LOCKSTEP_OPERATOR_SCHEMA(ImageInput)
         "named without a batch size (Caffe2's ImageInput): resized, cropped, mirrored and normalized by "
         "lockstep's reader.")
     .Input(0, "reader", "a workspace object: what CreateDB(db, db_type, num_shards, shard_id) wrote")
-    .Output(0, "data", "(batch_size, 3 or 1, crop, crop) float, (x - 128) / 128")
+    .Output(0, "data", "(batch_size, 3 or 1, crop, crop) float32 or float16, (x - 128) / 128")
     .Output(1, "label", "(batch_size) int32")
     .Arg("batch_size", ArgType::kInt, "required: the images this replica reads per run")
     .Min(1)
@@ -150,7 +163,8 @@ LOCKSTEP_OPERATOR_SCHEMA(ImageInput)
     .Range(0, 1)
     .Arg("decode_threads", ArgType::kInt, 4, "threads that decode and augment")
     .Min(1)
-    .Arg("output_type", ArgType::kString, "float", "the data's dtype; float only")
+    .Arg("output_type", ArgType::kString, "float",
+         "the data's dtype: float, or float16 (rounded to nearest even on the host)")
     .Arg("use_gpu_transform", ArgType::kInt, 0, "0 only: images are transformed on the CPU")
     .Range(0, 1)
     .Arg("replica", ArgType::kInt, 0,
