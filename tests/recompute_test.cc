@@ -1,10 +1,11 @@
 // Recomputing relu(BN(X)) in the backward pass: SpatialBNReluAgain gives the training output and mask bit for
 // bit (the premise), and the rewrite sends every gradient reader of either, and only those, to one
 // recomputation placed just before the first of them.
+#include "lockstep/parallel/recompute.h"
+
 #include <cstring>
 
 #include "lockstep/core/cpu_isa.h"
-#include "lockstep/parallel/recompute.h"
 #include "test_util.h"
 
 namespace lockstep::testing {
@@ -42,8 +43,9 @@ TEST(Recompute, SpatialBNReluAgainGivesTheTrainingOutputAndMaskBitForBit) {
         Feed(&ws, "rm", RandomTensor({c}, 4));
         Feed(&ws, "rv", RandomTensor({c}, 5, 0.5f, 2.f));
         RunOp(&ws, FusedTrainingBN("x", "y"));
-        RunOp(&ws, MakeOperatorDef("SpatialBNReluAgain", {"x", "scale", "bias", "y_saved_mean", "y_saved_var"},
-                                   {"again", "again_mask"}, {Arg("epsilon", 1e-5f)}));
+        RunOp(&ws,
+              MakeOperatorDef("SpatialBNReluAgain", {"x", "scale", "bias", "y_saved_mean", "y_saved_var"},
+                              {"again", "again_mask"}, {Arg("epsilon", 1e-5f)}));
         EXPECT_TRUE(SameBytes(ws.Blob("again"), ws.Blob("y")));
         EXPECT_EQ(ws.Blob("again").is_plain(), ws.Blob("y").is_plain());
         EXPECT_TRUE(SameBytes(ws.Blob("again_mask"), ws.Blob("y_mask")));
@@ -52,8 +54,8 @@ TEST(Recompute, SpatialBNReluAgainGivesTheTrainingOutputAndMaskBitForBit) {
 
 // The shape function sizes the mask as the op writes it, so the memory plan can place it.
 TEST(Recompute, SpatialBNReluAgainShapes) {
-  const OperatorDef def = MakeOperatorDef(
-      "SpatialBNReluAgain", {"x", "scale", "bias", "mean", "var"}, {"y", "mask"}, {Arg("epsilon", 1e-5f)});
+  const OperatorDef def = MakeOperatorDef("SpatialBNReluAgain", {"x", "scale", "bias", "mean", "var"},
+                                          {"y", "mask"}, {Arg("epsilon", 1e-5f)});
   const Shape x{2, 4, 3, 3};
   const std::vector<TensorShape> inputs{{x, DataType::kFloat},
                                         {{4}, DataType::kFloat},
@@ -88,9 +90,9 @@ TEST(Recompute, GradientReadersReadOneRecomputationPlacedBeforeTheFirst) {
   OperatorDef conv_gradient = MakeOperatorDef("ConvGradient", {"r1", "w2", "dc2"}, {"dw2", "dr1"});
   conv_gradient.set_is_gradient_op(true);
   *net.add_op() = conv_gradient;
-  OperatorDef bn_gradient = MakeOperatorDef(
-      "SpatialBNGradient", {"c1", "scale", "dr1", "r1_saved_mean", "r1_saved_var", "r1_mask"}, {"dc1"},
-      {Arg("relu", 1), Arg("gradients", std::vector<int64_t>{0})});
+  OperatorDef bn_gradient =
+      MakeOperatorDef("SpatialBNGradient", {"c1", "scale", "dr1", "r1_saved_mean", "r1_saved_var", "r1_mask"},
+                      {"dc1"}, {Arg("relu", 1), Arg("gradients", std::vector<int64_t>{0})});
   bn_gradient.set_is_gradient_op(true);
   *net.add_op() = bn_gradient;
   net.mutable_op(1)->mutable_device_option()->set_device_id(1);

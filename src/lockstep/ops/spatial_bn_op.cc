@@ -113,7 +113,8 @@ std::vector<TensorShape> SpatialBNShapes(const OperatorDef& def, const std::vect
 }
 
 // (X, scale, bias, saved_mean, saved_var) -> Y, relu_mask.
-std::vector<TensorShape> SpatialBNReluAgainShapes(const OperatorDef& def, const std::vector<TensorShape>& in) {
+std::vector<TensorShape> SpatialBNReluAgainShapes(const OperatorDef& def,
+                                                  const std::vector<TensorShape>& in) {
   ChannelCount(def, in[0].dims, {{1, &in[1].dims}, {2, &in[2].dims}, {3, &in[3].dims}, {4, &in[4].dims}});
   return {in[0], MaskShape(in[0], FloatArg(def, "epsilon"), /*global_stats=*/true)};
 }
@@ -237,7 +238,8 @@ class SpatialBNReluAgainOp : public Operator {
   void Run() override {
     const Tensor& x = Input(0);  // x is (N, C, H, W) or (N, C)
     ChannelCount(def_, x.shape(),
-                 {{1, &Input(1).shape()}, {2, &Input(2).shape()}, {3, &Input(3).shape()}, {4, &Input(4).shape()}});
+                 {{1, &Input(1).shape()}, {2, &Input(2).shape()}, {3, &Input(3).shape()},
+                  {4, &Input(4).shape()}});
     auto desc = DescOf(x);
     if (desc != desc_) {
       desc_ = desc;

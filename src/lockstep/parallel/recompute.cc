@@ -25,9 +25,9 @@ std::set<std::string> RecomputeNormalizedActivations(NetDef* net) {
       continue;
     const std::string& y = op.output(0);
     const std::string& mask = op.output(5);
-    OperatorDef again =
-        MakeOperatorDef("SpatialBNReluAgain", {op.input(0), op.input(1), op.input(2), op.output(3), op.output(4)},
-                        {y + "_recomputed", mask + "_recomputed"}, {Arg("epsilon", FloatArg(op, "epsilon"))});
+    OperatorDef again = MakeOperatorDef(
+        "SpatialBNReluAgain", {op.input(0), op.input(1), op.input(2), op.output(3), op.output(4)},
+        {y + "_recomputed", mask + "_recomputed"}, {Arg("epsilon", FloatArg(op, "epsilon"))});
     if (op.has_device_option()) *again.mutable_device_option() = op.device_option();
     again.set_is_gradient_op(true);
     recomputation_of[y] = recomputation_of[mask] = static_cast<int>(recomputations.size());

@@ -14,9 +14,9 @@ namespace lockstep {
 // For every training SpatialBN with relu=1 on the CPU whose output or ReLU mask a gradient op reads,
 // inserts before the first such op a SpatialBNReluAgain that computes both again from X and the batch's
 // saved statistics (the same bits) into "<output>_recomputed" and "<mask>_recomputed", which the gradient
-// ops then read instead. Returns the forward masks no op reads any more: scratch the forward op must write,
-// which the memory plan may share (MemoryPlanOptions::scratch). (On GPUs the fused op's inference and training
-// kernels are not known to agree to the bit, so they keep both.)
+// ops then read instead. Returns the forward masks no op reads any more: scratch the forward op must
+// write, which the memory plan may share (MemoryPlanOptions::scratch). (On GPUs the fused op's inference
+// and training kernels are not known to agree to the bit, so they keep both.)
 std::set<std::string> RecomputeNormalizedActivations(NetDef* net);
 
 }  // namespace lockstep
