@@ -56,7 +56,6 @@ struct Models {
   std::vector<std::string> train_loss, train_accuracy;
   std::string lr;
   std::vector<TestReplica> test_replicas;  // one per replica, in test mode, each on its replica's parameters
-  MemoryPlan test_memory_plan;
 };
 
 int Replicas(const TrainerConfig& c) { return c.num_devices / c.model_parallel; }
@@ -183,8 +182,9 @@ void BuildModels(const TrainerConfig& config, const std::string& shard_communica
   for (const auto& arg : m->train.net().arg())  // the executor's settings, not the training net's placement
     if (!IsBufferPlacementArgument(arg)) *m->test.net().add_arg() = arg;
   if (config.device_type == DeviceType::kCuda) SetGpuOptions(config, &m->test.net());
-  m->test_memory_plan =
+  const MemoryPlan evaluation =
       PlanEvaluationNet(config, m->parallel.scopes, m->test_replicas, m->train.param_init_net(), &m->test.net());
+  if (!config.test_data.empty()) m->parallel.memory_plan = WithEvaluation(m->parallel.memory_plan, evaluation);
 }
 
 int64_t Skipped(const BatchSource* source) {
@@ -294,16 +294,12 @@ struct Session {
 // Prints the memory plan (with --test_data the evaluation net's too) and checks it against the limits; the
 // plan at another --batch_size is built on request.
 void ReportMemoryPlan(const TrainerConfig& config, const Models& models) {
-  auto whole = [&](const Models& m) {
-    return config.test_data.empty() ? m.parallel.memory_plan
-                                    : WithEvaluation(m.parallel.memory_plan, m.test_memory_plan);
-  };
-  ReportMemoryPlan(config, whole(models), [&](int batch_size) {
+  ReportMemoryPlan(config, models.parallel.memory_plan, [&](int batch_size) {
     TrainerConfig other = config;
     other.batch_size = batch_size;
     Models at;
     BuildModels(other, "", &at);
-    return whole(at);
+    return at.parallel.memory_plan;
   });
 }
 
