@@ -1,4 +1,4 @@
-// The operators that have no CUDA implementation on purpose (op_cases.cc's CpuOnlyOperators): asked for on a
+// The operators that have no CUDA implementation on purpose (CpuOnlyOperators, tests/cpu_only_operators.cc): asked for on a
 // CUDA device, each is refused in one line that names it and says what to do. Runs without a GPU: the lookup
 // fails before any device is touched.
 #include "lockstep/core/operator.h"

@@ -88,20 +88,17 @@ void DeclareEltwiseInPlace(OpSchema& schema) {
       .IdentityShape();
 }
 
-void DeclareEltwiseGradientFromOutput(OpSchema& schema) {
-  schema.Input(0, "Y", "the forward op's output")
-      .Input(1, "dY", "Y's shape")
-      .Output(0, "dX", "Y's shape; may be dY")
+// (Z, dY) -> dX, where Z is the forward op's `saved` blob ("Y", its output, or "X", its input).
+static void DeclareEltwiseGradient(OpSchema& schema, const std::string& saved, const std::string& which) {
+  schema.Input(0, saved, "the forward op's " + which)
+      .Input(1, "dY", saved + "'s shape")
+      .Output(0, "dX", saved + "'s shape; may be dY")
       .AllowInplace({{1, 0}})
       .IdentityShape();
 }
 
-void DeclareEltwiseGradientFromInput(OpSchema& schema) {
-  schema.Input(0, "X", "the forward op's input")
-      .Input(1, "dY", "X's shape")
-      .Output(0, "dX", "X's shape; may be dY")
-      .AllowInplace({{1, 0}})
-      .IdentityShape();
-}
+void DeclareEltwiseGradientFromOutput(OpSchema& schema) { DeclareEltwiseGradient(schema, "Y", "output"); }
+
+void DeclareEltwiseGradientFromInput(OpSchema& schema) { DeclareEltwiseGradient(schema, "X", "input"); }
 
 }  // namespace lockstep
