@@ -131,6 +131,7 @@ def measure(torch, build_resnet50, args, batch_size, precision, layout):
             scaler.update()
         return loss
 
+    torch.cuda.reset_peak_memory_stats()
     for _ in range(args.warmup):
         train_step()
     torch.cuda.synchronize()
@@ -139,7 +140,8 @@ def measure(torch, build_resnet50, args, batch_size, precision, layout):
         loss = train_step()
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    return batch_size * args.steps / seconds, seconds / args.steps, loss.item()
+    peak_mib = torch.cuda.max_memory_reserved() / 2**20
+    return batch_size * args.steps / seconds, seconds / args.steps, loss.item(), peak_mib
 
 
 def main():
@@ -164,11 +166,11 @@ def main():
     for batch_size in args.batch_sizes:
         for precision in args.precisions:
             for layout in args.layouts:
-                images_per_sec, seconds_per_step, loss = measure(torch, build_resnet50, args, batch_size, precision,
+                images_per_sec, seconds_per_step, loss, peak_mib = measure(torch, build_resnet50, args, batch_size, precision,
                                                                  layout)
                 precision_class = "mixed" if precision.startswith("amp_") else "fp32"
                 print(f"result {precision} {layout} {batch_size} {precision_class} {images_per_sec:.2f} "
-                      f"({seconds_per_step * 1000:.1f} ms/step, loss {loss:.4f})", flush=True)
+                      f"({seconds_per_step * 1000:.1f} ms/step, loss {loss:.4f}, peak {peak_mib:.0f} MiB reserved)", flush=True)
 
 
 if __name__ == "__main__":

@@ -159,13 +159,15 @@ tar -czf "$staging/payload.tar.gz" -C "$staging/payload" bin lib
 rm -rf "$staging/payload"
 sha256sum "$staging/payload.tar.gz" | cut -c1-16 >"$staging/payload.id"
 
-# Tests read these through LOCKSTEP_SOURCE_DIR: the scripts and data under tests/, not the C++ sources.
+# Tests read these through LOCKSTEP_SOURCE_DIR: the scripts and data under tests/, not the C++ sources, nor what
+# git ignores there (the checkers' virtual environment).
 echo "source files (source/):" >>"$staging/manifest.txt"
 while IFS= read -r -d '' file; do
+  [[ $file == *.cc || $file == *.h || ! -f $repo/$file ]] && continue
   mkdir -p "$staging/source/$(dirname "$file")"
   cp "$repo/$file" "$staging/source/$file"
   echo "  $file" >>"$staging/manifest.txt"
-done < <(cd "$repo" && find tests -type f ! -name '*.cc' ! -name '*.h' ! -path '*/__pycache__/*' -print0 | sort -z)
+done < <(cd "$repo" && git ls-files -z -c -o --exclude-standard -- tests | sort -z)
 
 dataset_note="Fashion-MNIST left out (--no-dataset)"
 if ((with_dataset)); then

@@ -336,4 +336,19 @@ TEST(SpatialBNOp, ShapeInference) {
   EXPECT_GT(shapes["mask"].dims[0], 0);
 }
 
+// On a CUDA device the mask is one byte per element of X, in any dtype the GPU computes in (float16
+// included, which oneDNN's CPU batch norm, where the CPU mask's size comes from, does not take).
+TEST(SpatialBNOp, CudaMaskShapeIsOneBytePerElement) {
+  OperatorDef def = FusedTrainingBN();
+  SetDevice(&def, {DeviceType::kCuda, 0});
+  const TensorShape per_channel{{3}, DataType::kFloat};
+  for (DataType type : {DataType::kFloat, DataType::kFloat16, DataType::kBFloat16}) {
+    const std::vector<TensorShape> out = SchemaRegistry::Of(def).InferShapes(
+        def, {{{2, 3, 5, 5}, type}, per_channel, per_channel, per_channel, per_channel});
+    ASSERT_EQ(out.size(), 6u);
+    EXPECT_EQ(out[5].dims, Shape{150}) << DataTypeName(type);
+    EXPECT_EQ(out[5].dtype, DataType::kUInt8);
+  }
+}
+
 }  // namespace lockstep::testing

@@ -50,8 +50,8 @@ void AddTrainerFlags(CLI::App* app, TrainerConfig* config, bool train) {
     if (train || option.eval) AddFlag(app, config, option);
   if (train)
     app->footer(
-        "The defaults are those of Caffe2's resnet50_trainer except --num_epochs, --file_store_path and "
-        "--save_model_name, whose help says why. LOCKSTEP_MAX_STEPS=N in the environment caps every epoch at "
+        "The defaults are those of Caffe2's resnet50_trainer except --num_epochs, --file_store_path, "
+        "--save_model_name and --cudnn_workspace_limit_mb, whose help says why. LOCKSTEP_MAX_STEPS=N in the environment caps every epoch at "
         "N steps, to try a command quickly.");
 }
 

@@ -89,10 +89,12 @@ dnnl::batch_normalization_forward::primitive_desc ForwardDesc(const dnnl::memory
                                                            Flags(global_stats, relu));
 }
 
-// The mask is opaque bytes whose count depends on X's layout (bits per element and channel padding vary
-// with the implementation oneDNN picks); inference reports the count for plain X.
-TensorShape MaskShape(const TensorShape& x, float epsilon, bool global_stats) {
-  auto forward = ForwardDesc(PlainDesc(x.dims, x.dtype), epsilon, global_stats, true, true);
+// The ReLU mask. On CUDA devices one byte per element of X (ops/cuda/spatial_bn_op.cu). On the CPU opaque
+// bytes whose count depends on X's layout (bits per element and channel padding vary with the implementation
+// oneDNN picks); inference reports the count for plain X.
+TensorShape MaskShape(const OperatorDef& def, const TensorShape& x, bool global_stats) {
+  if (DeviceOf(def).type == DeviceType::kCuda) return {{NumElements(x.dims)}, DataType::kUInt8};
+  auto forward = ForwardDesc(PlainDesc(x.dims, x.dtype), FloatArg(def, "epsilon"), global_stats, true, true);
   return {{static_cast<int64_t>(forward.workspace_desc().get_size())}, DataType::kUInt8};
 }
 
@@ -106,8 +108,7 @@ std::vector<TensorShape> SpatialBNShapes(const OperatorDef& def, const std::vect
   std::vector<TensorShape> out{in[0]};
   for (int i = 1; i < std::min(num_outputs, 5); ++i) out.push_back({{channels}, DataType::kFloat});
   if (num_outputs == 6) {
-    float epsilon = FloatArg(def, "epsilon");
-    out.push_back(MaskShape(in[0], FloatArg(def, "epsilon"), /*global_stats=*/false));
+    out.push_back(MaskShape(def, in[0], /*global_stats=*/false));
   }
   return out;
 }
@@ -116,7 +117,7 @@ std::vector<TensorShape> SpatialBNShapes(const OperatorDef& def, const std::vect
 std::vector<TensorShape> SpatialBNReluAgainShapes(const OperatorDef& def,
                                                   const std::vector<TensorShape>& in) {
   ChannelCount(def, in[0].dims, {{1, &in[1].dims}, {2, &in[2].dims}, {3, &in[3].dims}, {4, &in[4].dims}});
-  return {in[0], MaskShape(in[0], FloatArg(def, "epsilon"), /*global_stats=*/true)};
+  return {in[0], MaskShape(def, in[0], /*global_stats=*/true)};
 }
 
 // tensor is (C), plain: oneDNN never blocks 1-D tensors.
