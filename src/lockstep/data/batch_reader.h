@@ -38,7 +38,6 @@ class BatchReader {
   void Seek(int64_t position);
   int64_t batch_per_replica() const { return batch_per_replica_; }
   int replicas() const { return replicas_; }
-  int prefetch() const { return prefetch_; }
   int64_t records() const { return source_->size(); }  // in one pass over the data
 
  private:

@@ -2,9 +2,8 @@
 // the workspace holds under arg `reader`; arg `replica` says which slice. Running it is what advances the
 // stream. The reader is looked up on every run, so a reader that CreateDB replaces (a restarted stream) is
 // the one read next, and the op holds no reader between runs (LevelDB allows one open of a database at a
-// time). A prefetching reader copies its prepared slice straight into the outputs, on any device; one without
-// prefetch fills host tensors, so on a CUDA device it fills host buffers kept across steps, which are then
-// copied to the device (one class serves both).
+// time). The reader fills host tensors: on a CPU device the outputs themselves, on a CUDA device host buffers
+// kept across steps, then copied to the device (one class serves both).
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/data/batch_reader.h"
@@ -24,8 +23,7 @@ class ReadBatchOp : public Operator {
   void Run() override {
     // data is (b, C, H, W) float, label is (b) int32
     std::shared_ptr<BatchReader> reader = Reader();
-    if (device().type == DeviceType::kCpu || reader->prefetch() > 0)
-      return reader->Read(replica_, Output(0), Output(1));
+    if (device().type == DeviceType::kCpu) return reader->Read(replica_, Output(0), Output(1));
     reader->Read(replica_, &host_data_, &host_label_);
     Output(0)->CopyFrom(host_data_);
     Output(1)->CopyFrom(host_label_);
