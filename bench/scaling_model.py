@@ -7,7 +7,9 @@ reversed), planned by the library itself (--allreduce_bucket_mb B, --allreduce_t
 PlanGradientBuckets). Shapes come from a checkpoint's safetensors header. Bucket i goes to channel i % K
 (--allreduce_channels); a channel runs its allreduces one at a time in order, each starting once its gradients
 are written. With --allreduce_dtype bfloat16 or float16 (run.sh's wire column) a bucket crosses the links in 2
-bytes per value, half its bytes.
+bytes per value, half its bytes, and the call first spends the shard's CPU time on the conversions: narrowing
+the bucket, widening, adding and rounding the (N-1)/N of it that each shard sums, widening the result
+(--wire_ns, from bench/wire_conversion.cc).
 
 An allreduce runs in phases (`phases`), each its steps (rounds) of link latency, then its transfers: every shard
 sends its buffers (multiples of b bytes) over its own link at B, all at once; a phase ends when all have sent.
@@ -285,6 +287,8 @@ def read_runs(paths):
 
 
 CORES = 2  # of the machine the namespace runs shared
+# bench/wire_conversion.cc on that machine (8 MiB, best of 20): ns per value of narrowing, a hop's add, widening
+WIRE_NS = {"bfloat16": (0.89, 1.10, 0.32), "float16": (4.30, 9.07, 2.93)}
 
 
 def predict_row(row, theta, prof, shapes, args):
@@ -306,9 +310,15 @@ def predict_row(row, theta, prof, shapes, args):
     # a step is one link latency, and what delay.py adds of its own where it adds the latency
     step = (row["latency"] + (args.delay_extra_ms if row["latency"] else 0.0)) / 1e3
 
+    sixteen_bits = row["wire"] in ("bfloat16", "float16")
+
     def call(i, size):
         # the first call on each channel waits for the shards to line up; later ones find them in step
         out = [(0.0, theta["sync_s"], {})] if i < row["channels"] else []
+        if sixteen_bits:  # the shard's CPU narrows the bucket, adds (N-1)/N of it as parts come in, widens it
+            narrow, add, widen = args.wire_ns or WIRE_NS[row["wire"]]
+            out.append((0.0, scale * (size / 4) * (narrow + widen + add * (n - 1) / n) * 1e-9, {}))
+            size /= 2  # 2 of a float's 4 bytes cross the links
         for steps, overlapped, classes in phases(row["algorithm"], n):
             if cpu_limited:  # the cores carry every shard's traffic
                 sent = scale * sum(m * buffers for m, buffers in classes.values()) / n
@@ -322,8 +332,7 @@ def predict_row(row, theta, prof, shapes, args):
             out.append((steps * max(step, peer_s), overlapped * step, transfers))
         return out, cap
 
-    wire = 0.5 if row["wire"] in ("bfloat16", "float16") else 1.0  # 2 of a float's 4 bytes on the links
-    calls = [call(i, wire * size) for i, (size, _) in enumerate(buckets)]
+    calls = [call(i, size) for i, (size, _) in enumerate(buckets)]
     ready = [scale * max(prof["grad_ready"][p] for p in names) for _, names in buckets]
     # where the shared cores carry the transfers, compute slows while they run, and delay.py's CPU time there
     # (measured per step) is taken from the shards, less the TCP receive work it does for them
@@ -531,6 +540,11 @@ def main():
     parser.add_argument("--delay_cpu_share", type=float, default=0.6,
                         help="calibration: share of delay.py's CPU time the shards lose where the cores limit the "
                              "link (0.6)")
+    parser.add_argument("--wire_ns", type=lambda text: [float(x) for x in text.split(",")], default=None,
+                        metavar="NARROW,ADD,WIDEN",
+                        help="calibration: CPU ns per float32 value of a 16-bit wire's narrowing, one hop's "
+                             "widen-add-round and widening, as bench/wire_conversion.cc prints them, for every 16-bit "
+                             "row (default: WIRE_NS of the row's wire dtype, measured on the machine of the tables)")
     parser.add_argument("--no_held_out", action="store_true", help="calibration: in-sample fit only")
     parser.add_argument("--predict", nargs="+", metavar="RUN_OUTPUT",
                         help="calibration: also predict the rows of multihost/run.sh outputs (one invocation per "
@@ -550,6 +564,8 @@ def main():
     parser.add_argument("--cv_pct", type=float, default=1,
                         help="--project: coefficient of variation of a GPU's step time, %% (1)")
     args = parser.parse_args()
+    if args.wire_ns is not None and (len(args.wire_ns) != 3 or min(args.wire_ns) < 0):
+        parser.error("--wire_ns takes three non-negative numbers, NARROW,ADD,WIDEN")
     args.step_ms = 1e3 * args.batch / args.img_s
     try:
         prof = read_profile(args.trace, args.skip)
