@@ -164,4 +164,37 @@ void ReorderInto(const dnnl::memory& from, const dnnl::memory& to) {
   Execute(dnnl::reorder(from, to), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
 }
 
+void LoadKernelGenerators(DataType type) {
+  // Creating a primitive generates its kernel, which touches the generator's code; the primitives go when this
+  // returns, the code stays mapped.
+  using namespace dnnl;
+  const memory::data_type dt = DnnlType(type);
+  const memory::dims x{2, 16, 8, 8}, w{16, 16, 3, 3}, one{1, 1};
+  auto any = [&](const memory::dims& dims) { return memory::desc(dims, dt, memory::format_tag::any); };
+  engine& cpu = CpuEngine();
+  convolution_forward::primitive_desc forward(cpu, prop_kind::forward_training, algorithm::convolution_direct,
+                                              any(x), any(w), any(x), one, one, one);
+  convolution_backward_data::primitive_desc data(cpu, algorithm::convolution_direct, any(x), any(w), any(x), one,
+                                                 one, one, forward);
+  convolution_backward_weights::primitive_desc weights(cpu, algorithm::convolution_direct, any(x), any(w),
+                                                       any(x), one, one, one, forward);
+  convolution_forward c1(forward);
+  convolution_backward_data c2(data);
+  convolution_backward_weights c3(weights);
+  const memory::desc blocked = forward.src_desc();
+  pooling_forward::primitive_desc pool(cpu, prop_kind::forward_training, algorithm::pooling_max, blocked,
+                                       any({2, 16, 4, 4}), {2, 2}, {2, 2}, {0, 0}, {0, 0}, {0, 0});
+  pooling_forward p1(pool);
+  pooling_backward p2(pooling_backward::primitive_desc(cpu, algorithm::pooling_max, blocked, pool.dst_desc(),
+                                                       {2, 2}, {2, 2}, {0, 0}, {0, 0}, {0, 0}, pool));
+  eltwise_forward::primitive_desc relu(cpu, prop_kind::forward_training, algorithm::eltwise_relu, blocked,
+                                       blocked, 0.f);
+  eltwise_forward e1(relu);
+  eltwise_backward e2(eltwise_backward::primitive_desc(cpu, algorithm::eltwise_relu, blocked, blocked, blocked,
+                                                       0.f, relu));
+  inner_product_forward i1(inner_product_forward::primitive_desc(
+      cpu, prop_kind::forward_training, memory::desc({16, 64}, dt, memory::format_tag::ab),
+      memory::desc({16, 64}, dt, memory::format_tag::ab), memory::desc({16, 16}, dt, memory::format_tag::ab)));
+}
+
 }  // namespace lockstep

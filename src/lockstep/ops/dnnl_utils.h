@@ -70,4 +70,9 @@ dnnl::memory ReorderIfNeeded(const dnnl::memory& user, const dnnl::memory::desc&
 // Copies `from` into `to`, another layout of the same tensor.
 void ReorderInto(const dnnl::memory& from, const dnnl::memory& to);
 
+// Creates a small convolution (forward and both backward passes), pooling, ReLU and inner product in `type`,
+// so that oneDNN's kernel generators for this CPU are in memory: every training run loads them at its first
+// step, and the memory plan's baseline, measured before it, should hold them.
+void LoadKernelGenerators(DataType type);
+
 }  // namespace lockstep
