@@ -37,8 +37,10 @@ int main(int argc, char** argv) {
   int repeats = 20;
   std::string wire_name = "bfloat16";
   CLI::App app{"CPU cost of the 16-bit gradient wire's conversions, ns per float32 value (one thread)"};
-  app.add_option("--mib", mib, "float32 bucket size in MiB (the default bucket is 8)")->check(CLI::PositiveNumber);
-  app.add_option("--repeats", repeats, "runs of each conversion; the fastest counts")->check(CLI::PositiveNumber);
+  app.add_option("--mib", mib, "float32 bucket size in MiB (the default bucket is 8)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--repeats", repeats, "runs of each conversion; the fastest counts")
+      ->check(CLI::PositiveNumber);
   app.add_option("--wire", wire_name, "bfloat16 or float16")->check(CLI::IsMember({"bfloat16", "float16"}));
   CLI11_PARSE(app, argc, argv);
   const DataType wire = wire_name == "bfloat16" ? DataType::kBFloat16 : DataType::kFloat16;
@@ -51,20 +53,18 @@ int main(int argc, char** argv) {
   std::vector<uint16_t> sent(count), received(count);
   NarrowToWire(values.data(), count, wire, 1.0f, received.data());
 
-  const double narrow = BestNsPerValue(repeats, count, [&] {
-    NarrowToWire(values.data(), count, wire, 1.0f, sent.data());
-  });
+  const double narrow =
+      BestNsPerValue(repeats, count, [&] { NarrowToWire(values.data(), count, wire, 1.0f, sent.data()); });
   const double add = BestNsPerValue(repeats, count, [&] {
     if (wire == DataType::kBFloat16)
-      SumBFloat16(reinterpret_cast<BFloat16*>(sent.data()), reinterpret_cast<const BFloat16*>(received.data()),
-                  count);
+      SumBFloat16(reinterpret_cast<BFloat16*>(sent.data()),
+                  reinterpret_cast<const BFloat16*>(received.data()), count);
     else
       SumFloat16(reinterpret_cast<Float16*>(sent.data()), reinterpret_cast<const Float16*>(received.data()),
                  count);
   });
-  const double widen = BestNsPerValue(repeats, count, [&] {
-    WidenFromWire(sent.data(), count, wire, 1.0f, widened.data());
-  });
+  const double widen =
+      BestNsPerValue(repeats, count, [&] { WidenFromWire(sent.data(), count, wire, 1.0f, widened.data()); });
   std::printf("%s wire, %.3g MiB bucket, best of %d, ns per value: narrow %.3f  add %.3f  widen %.3f\n",
               wire_name.c_str(), mib, repeats, narrow, add, widen);
   std::printf("--wire_ns %.3f,%.3f,%.3f\n", narrow, add, widen);

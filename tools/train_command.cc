@@ -51,8 +51,8 @@ void AddTrainerFlags(CLI::App* app, TrainerConfig* config, bool train) {
   if (train)
     app->footer(
         "The defaults are those of Caffe2's resnet50_trainer except --num_epochs, --file_store_path, "
-        "--save_model_name and --cudnn_workspace_limit_mb, whose help says why. LOCKSTEP_MAX_STEPS=N in the environment caps every epoch at "
-        "N steps, to try a command quickly.");
+        "--save_model_name and --cudnn_workspace_limit_mb, whose help says why. LOCKSTEP_MAX_STEPS=N in the "
+        "environment caps every epoch at N steps, to try a command quickly.");
 }
 
 GivenOptions GivenFlags(const CLI::App& app) {

@@ -165,8 +165,8 @@ void ReorderInto(const dnnl::memory& from, const dnnl::memory& to) {
 }
 
 void LoadKernelGenerators(DataType type) {
-  // Creating a primitive generates its kernel, which touches the generator's code; the primitives go when this
-  // returns, the code stays mapped.
+  // Creating a primitive generates its kernel, which touches the generator's code; the primitives go when
+  // this returns, the code stays mapped.
   using namespace dnnl;
   const memory::data_type dt = DnnlType(type);
   const memory::dims x{2, 16, 8, 8}, w{16, 16, 3, 3}, one{1, 1};
@@ -174,8 +174,8 @@ void LoadKernelGenerators(DataType type) {
   engine& cpu = CpuEngine();
   convolution_forward::primitive_desc forward(cpu, prop_kind::forward_training, algorithm::convolution_direct,
                                               any(x), any(w), any(x), one, one, one);
-  convolution_backward_data::primitive_desc data(cpu, algorithm::convolution_direct, any(x), any(w), any(x), one,
-                                                 one, one, forward);
+  convolution_backward_data::primitive_desc data(cpu, algorithm::convolution_direct, any(x), any(w), any(x),
+                                                 one, one, one, forward);
   convolution_backward_weights::primitive_desc weights(cpu, algorithm::convolution_direct, any(x), any(w),
                                                        any(x), one, one, one, forward);
   convolution_forward c1(forward);
@@ -190,11 +190,12 @@ void LoadKernelGenerators(DataType type) {
   eltwise_forward::primitive_desc relu(cpu, prop_kind::forward_training, algorithm::eltwise_relu, blocked,
                                        blocked, 0.f);
   eltwise_forward e1(relu);
-  eltwise_backward e2(eltwise_backward::primitive_desc(cpu, algorithm::eltwise_relu, blocked, blocked, blocked,
-                                                       0.f, relu));
+  eltwise_backward e2(
+      eltwise_backward::primitive_desc(cpu, algorithm::eltwise_relu, blocked, blocked, blocked, 0.f, relu));
   inner_product_forward i1(inner_product_forward::primitive_desc(
       cpu, prop_kind::forward_training, memory::desc({16, 64}, dt, memory::format_tag::ab),
-      memory::desc({16, 64}, dt, memory::format_tag::ab), memory::desc({16, 16}, dt, memory::format_tag::ab)));
+      memory::desc({16, 64}, dt, memory::format_tag::ab),
+      memory::desc({16, 16}, dt, memory::format_tag::ab)));
 }
 
 }  // namespace lockstep

@@ -1,7 +1,7 @@
 // Limits: --memory_limit_gb for every memory, else host memory is the machine's physical memory or its
 // cgroup's limit, whichever is lower, and a GPU's is its total. Host memory also holds what the process uses
-// when the plan is made (libraries, oneDNN's kernel generators, the data set, the readers), so that the printed peak compares with what
-// `time -v` reports.
+// when the plan is made (libraries, oneDNN's kernel generators, the data set, the readers), so that the
+// printed peak compares with what `time -v` reports.
 #include "lockstep/train/memory_report.h"
 
 #include <unistd.h>
