@@ -190,11 +190,12 @@ def test_the_calibration_tables_are_where_the_model_looks_by_default():
     assert len(rows) >= 132 and {row["shards"] for row in rows} == {2, 3, 4}
 
 
-def predict(gbit, latency_ms, peer_s, algorithm="ring_chunked", wire="float"):
+def predict(gbit, latency_ms, peer_s, algorithm="ring_chunked", wire="float", wire_ns=(0.0, 0.0, 0.0)):
     """Step time of 4 shards on one bucket of SHAPES whose allreduce transfers take 20 ms on a shaped link."""
     prof = {"params": ["w1", "b1", "w2", "b2"], "grad_ready": {"w1": 0.1, "b1": 0.1, "w2": 0.05, "b2": 0.05},
             "backward_end": 0.1, "update_s": 0.0}
-    args = argparse.Namespace(contention=True, cpu_link_gbit=10, delay_extra_ms=0.0, delay_cpu_share=0.0)
+    args = argparse.Namespace(contention=True, cpu_link_gbit=10, delay_extra_ms=0.0, delay_cpu_share=0.0,
+                              wire_ns=wire_ns)
     (bucket_bytes, _), = sm.plan_buckets(prof["params"], SHAPES, 8 << 20)
     bw = 1.5 * bucket_bytes / 0.02
     theta = {("bw", 1.0): bw, ("bw", 10.0): bw, "sync_s": 0.0, "idle": 0.0, "overlap": 0.0, "peer_s": peer_s}
@@ -208,6 +209,20 @@ def test_a_16_bit_wire_halves_the_transfers():
     for wire in ("bfloat16", "float16"):
         assert predict(1, 0, 0) == pytest.approx(0.22)
         assert predict(1, 0, 0, wire=wire) == pytest.approx(0.21)
+
+
+def test_a_16_bit_wire_first_spends_the_conversions_cpu_time():
+    # per value: narrow + widen + (N-1)/N of an add, on cores the 4 shards share 2 to 1
+    (bucket_bytes, _), = sm.plan_buckets(["w1", "b1", "w2", "b2"], SHAPES, 8 << 20)
+    narrow, add, widen = 1e5, 2e5, 1e5
+    convert = 2 * (bucket_bytes / 4) * (narrow + widen + add * 3 / 4) * 1e-9
+    assert predict(1, 0, 0, wire="bfloat16", wire_ns=(narrow, add, widen)) == pytest.approx(0.21 + convert)
+    assert predict(1, 0, 0, wire="float", wire_ns=(narrow, add, widen)) == pytest.approx(0.22)
+
+
+def test_without_wire_ns_each_16_bit_dtype_has_its_measured_cost():
+    assert predict(1, 0, 0, wire="bfloat16", wire_ns=None) > predict(1, 0, 0, wire="bfloat16")
+    assert predict(1, 0, 0, wire="float16", wire_ns=None) > predict(1, 0, 0, wire="bfloat16", wire_ns=None)
 
 
 def test_ring_chunked_hides_its_notification_rounds_only_where_the_network_limits_the_link():
