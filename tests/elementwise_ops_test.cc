@@ -11,7 +11,10 @@ const Shape kBlockedShape{2, 20, 3, 5};
 
 // Runs `def` on plain inputs and again with the inputs named in `blocked` given in nChw16c; the output must
 // match and be blocked exactly when its first input is.
-void ExpectBlockedMatchesPlain(const OperatorDef& def, const std::vector<std::string>& blocked_inputs) {
+// The op on inputs of which `blocked_inputs` are channel-blocked matches it on plain ones; the output is
+// blocked when the first input is, or (`any_blocked_input`) when any input is.
+void ExpectBlockedMatchesPlain(const OperatorDef& def, const std::vector<std::string>& blocked_inputs,
+                               bool any_blocked_input = false) {
   Workspace plain, blocked;
   for (int i = 0; i < def.input_size(); ++i) {
     if (plain.HasBlob(def.input(i))) continue;
@@ -21,11 +24,12 @@ void ExpectBlockedMatchesPlain(const OperatorDef& def, const std::vector<std::st
         std::find(blocked_inputs.begin(), blocked_inputs.end(), def.input(i)) != blocked_inputs.end();
     Feed(&blocked, def.input(i), is_blocked ? Blocked(value) : value);
   }
-  bool first_blocked = !blocked.Blob(def.input(0)).is_plain();
+  const bool expect_blocked =
+      any_blocked_input ? !blocked_inputs.empty() : !blocked.Blob(def.input(0)).is_plain();
   RunOp(&plain, def);
   RunOp(&blocked, def);
   const Tensor& output = blocked.Blob(def.output(0));
-  EXPECT_EQ(output.is_plain(), !first_blocked) << def.DebugString();
+  EXPECT_EQ(output.is_plain(), !expect_blocked) << def.DebugString();
   ExpectNear(output, plain.Blob(def.output(0)), 1e-5f);
 }
 
@@ -176,18 +180,26 @@ TEST(ElementwiseOps, SumReduceLikeSumsLeadingDims) {
   ExpectNear(ws.Blob("db"), expected, 1e-5f);
 }
 
-TEST(ElementwiseOps, BlockedInputsKeepTheFirstInputsLayout) {
+TEST(ElementwiseOps, AddKeepsItsFirstInputsLayout) {
   for (const char* c : {"c", "a", "b"}) {  // C in place over A or B as well
     auto add = MakeOperatorDef("Add", {"a", "b"}, {c});
     for (auto blocked : std::vector<std::vector<std::string>>{{"a"}, {"b"}, {"a", "b"}})
       ExpectBlockedMatchesPlain(add, blocked);
   }
+}
+
+// Sum takes the channel-blocked layout when any input has it, so that its reader (a ReLU's or a convolution's
+// gradient) needs no reorder; in place over x0 too.
+TEST(ElementwiseOps, SumOfMixedLayoutsIsChannelBlocked) {
   for (const char* y : {"y", "x0"}) {
     auto sum = MakeOperatorDef("Sum", {"x0", "x1", "x2"}, {y});
     for (auto blocked :
-         std::vector<std::vector<std::string>>{{"x0"}, {"x0", "x2"}, {"x1"}, {"x0", "x1", "x2"}})
-      ExpectBlockedMatchesPlain(sum, blocked);
+         std::vector<std::vector<std::string>>{{}, {"x0"}, {"x0", "x2"}, {"x1"}, {"x2"}, {"x0", "x1", "x2"}})
+      ExpectBlockedMatchesPlain(sum, blocked, /*any_blocked_input=*/true);
   }
+}
+
+TEST(ElementwiseOps, ScaleKeepsItsInputsLayout) {
   for (const char* y : {"y", "x"})
     ExpectBlockedMatchesPlain(MakeOperatorDef("Scale", {"x"}, {y}, {Arg("scale", -1.5f)}), {"x"});
 }

@@ -42,12 +42,12 @@ ConvSetup MakeConvSetup(const ConvPoolArgs& args, int64_t group, const TensorSha
   auto kind = dnnl::prop_kind::forward_training;
   auto algorithm = dnnl::algorithm::convolution_direct;
   const bool with_bias = bias_type != DataType::kUndefined;
-  s.forward = with_bias ? dnnl::convolution_forward::primitive_desc(CpuEngine(), kind, algorithm, s.x_any,
-                                                                    s.filter_any, s.bias, s.y_any, s.strides,
-                                                                    s.dilates, s.pad_l, s.pad_r)
-                        : dnnl::convolution_forward::primitive_desc(CpuEngine(), kind, algorithm, s.x_any,
-                                                                    s.filter_any, s.y_any, s.strides,
-                                                                    s.dilates, s.pad_l, s.pad_r);
+  s.forward =
+      with_bias
+          ? dnnl::convolution_forward::primitive_desc(CpuEngine(), kind, algorithm, s.x_any, s.filter_any,
+                                                      s.bias, s.y_any, s.strides, s.dilates, s.pad_l, s.pad_r)
+          : dnnl::convolution_forward::primitive_desc(CpuEngine(), kind, algorithm, s.x_any, s.filter_any,
+                                                      s.y_any, s.strides, s.dilates, s.pad_l, s.pad_r);
   return s;
 }
 
@@ -165,8 +165,8 @@ class ConvGradientOp : public Operator {
     auto algorithm = dnnl::algorithm::convolution_direct;
     if (wants_.dweight || wants_.dbias) {
       using WeightsDesc = dnnl::convolution_backward_weights::primitive_desc;
-      WeightsDesc pd = wants_.dbias ? WeightsDesc(CpuEngine(), algorithm, s.x_any, s.filter_any, s.bias, s.y_any,
-                                                  s.strides, s.dilates, s.pad_l, s.pad_r, s.forward)
+      WeightsDesc pd = wants_.dbias ? WeightsDesc(CpuEngine(), algorithm, s.x_any, s.filter_any, s.bias,
+                                                  s.y_any, s.strides, s.dilates, s.pad_l, s.pad_r, s.forward)
                                     : WeightsDesc(CpuEngine(), algorithm, s.x_any, s.filter_any, s.y_any,
                                                   s.strides, s.dilates, s.pad_l, s.pad_r, s.forward);
       weights_primitive_ = dnnl::convolution_backward_weights(pd);
@@ -178,8 +178,19 @@ class ConvGradientOp : public Operator {
       dfilter_in_plain_ = wants_.dweight && weights_dfilter_desc_ == s.filter;
     }
     if (wants_.dx) {
-      dnnl::convolution_backward_data::primitive_desc pd(CpuEngine(), algorithm, s.x_any, s.filter_any, s.y_any,
-                                                         s.strides, s.dilates, s.pad_l, s.pad_r, s.forward);
+      // dY and dX in the layouts of the forward pass's Y and X where oneDNN has a kernel for them: a kernel
+      // of its own choice (NHWC for strided ones) would have its neighbours reorder both, in time and memory.
+      using DataDesc = dnnl::convolution_backward_data::primitive_desc;
+      auto make = [&](const memory::desc& dx, const memory::desc& dy) {
+        return DataDesc(CpuEngine(), algorithm, dx, s.filter_any, dy, s.strides, s.dilates, s.pad_l, s.pad_r,
+                        s.forward);
+      };
+      DataDesc pd;
+      try {
+        pd = make(s.forward.src_desc(), s.forward.dst_desc());
+      } catch (const dnnl::error&) {
+        pd = make(s.x_any, s.y_any);
+      }
       data_primitive_ = dnnl::convolution_backward_data(pd);
       data_dy_desc_ = pd.diff_dst_desc();
       data_weights_desc_ = pd.weights_desc();

@@ -1,6 +1,7 @@
 // Element-wise arithmetic on oneDNN primitives: Add (with suffix broadcasting), Sum of many tensors (the
 // autodiff's way of adding partial gradients), Scale, and SumReduceLike, which undoes Add's broadcast. Add
-// without broadcast, Sum and Scale compute in the layout of their first input and leave it on the output.
+// without broadcast and Scale compute in the layout of their first input and leave it on the output; Sum
+// prefers a channel-blocked one when an input has it.
 #include "lockstep/ops/elementwise_ops.h"
 
 #include <algorithm>
@@ -105,8 +106,8 @@ class AddOp : public Operator {
     if (first.get_desc() != first_desc_ || second.get_desc() != second_desc_) {
       first_desc_ = first.get_desc();
       second_desc_ = second.get_desc();
-      primitive_ = dnnl::binary(dnnl::binary::primitive_desc(CpuEngine(), dnnl::algorithm::binary_add, first_desc_,
-                                                             second_desc_, dst.get_desc()));
+      primitive_ = dnnl::binary(dnnl::binary::primitive_desc(CpuEngine(), dnnl::algorithm::binary_add,
+                                                             first_desc_, second_desc_, dst.get_desc()));
     }
     Execute(primitive_, {{DNNL_ARG_SRC_0, first}, {DNNL_ARG_SRC_1, second}, {DNNL_ARG_DST, dst}});
   }
@@ -124,21 +125,35 @@ class SumOp : public Operator {
   void Run() override {
     const Tensor& x0 = Input(0);  // every input is x0's shape, any layout
     for (int i = 1; i < InputSize(); ++i) CheckSumInput(def_, i, Input(i).shape(), x0.shape());
-    Tensor* y = Output(0);  // y has x0's shape and layout; it may be x0 itself
-    auto desc = ElementwiseDesc(x0);
+    Tensor* y = Output(0);  // y has x0's shape and the layout below; it may be x0 itself
+    auto desc = SumLayout();
     std::unordered_map<int, dnnl::memory> args;
     for (int i = 0; i < InputSize(); ++i) args[DNNL_ARG_MULTIPLE_SRC + i] = InLayout(Input(i), desc, i);
     args[DNNL_ARG_DST] = ResizeElementwise(y, x0.shape(), desc);
     if (y->numel() == 0) return;
     if (desc != desc_) {
       desc_ = desc;
-      primitive_ = dnnl::sum(dnnl::sum::primitive_desc(CpuEngine(), desc, std::vector<float>(InputSize(), 1.f),
-                                                       std::vector<dnnl::memory::desc>(InputSize(), desc)));
+      primitive_ =
+          dnnl::sum(dnnl::sum::primitive_desc(CpuEngine(), desc, std::vector<float>(InputSize(), 1.f),
+                                              std::vector<dnnl::memory::desc>(InputSize(), desc)));
     }
     Execute(primitive_, args);
   }
 
  private:
+  // x0's layout, unless the inputs disagree and another one has channel blocks (nChw16c): oneDNN's direct
+  // convolutions and eltwise passes produce and take those, so the sum's reader then needs no reorder (in a
+  // ResNet's backward pass the strided shortcut's gradient arrives in NHWC, the main branch's blocked).
+  dnnl::memory::desc SumLayout() {
+    dnnl::memory::desc first = ElementwiseDesc(Input(0));
+    if (first.get_inner_nblks() > 0) return first;
+    for (int i = 1; i < InputSize(); ++i) {
+      dnnl::memory::desc desc = ElementwiseDesc(Input(i));
+      if (desc.get_inner_nblks() > 0) return desc;
+    }
+    return first;
+  }
+
   dnnl::memory::desc desc_;
   dnnl::sum primitive_;
 };
@@ -165,8 +180,9 @@ class ScaleOp : public Operator {
     if (x.numel() == 0) return;
     if (desc != desc_) {
       desc_ = desc;
-      primitive_ = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
-          CpuEngine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_linear, desc, desc, scale_, 0.f));
+      primitive_ = dnnl::eltwise_forward(
+          dnnl::eltwise_forward::primitive_desc(CpuEngine(), dnnl::prop_kind::forward_inference,
+                                                dnnl::algorithm::eltwise_linear, desc, desc, scale_, 0.f));
     }
     Execute(primitive_, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
   }
