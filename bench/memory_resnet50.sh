@@ -11,8 +11,9 @@ usage() {
   cat <<'EOF'
 usage: bench/memory_resnet50.sh [--build DIR] [--python PY] [--batch_sizes 16,32] [--threads 2]
 
-For each batch size: lockstep train --model resnet50 --train_data null --use_cpu (2 steps) with the default
-memory plan and with --share_buffers=false, then bench/resnet50_peer.py (2 steps) in both memory formats.
+For each batch size: lockstep train --model resnet50 --train_data null --use_cpu --image_size 224 (2 steps)
+with the default memory plan and with --share_buffers=false, then bench/resnet50_peer.py (2 steps, 224x224) in
+both memory formats.
 Prints each run's peak RSS ("Maximum resident set size" of /usr/bin/time -v), lockstep's planned peak (its
 "memory plan:" line) and, over the batch sizes, the growth per 16 images and its ratio to PyTorch's best.
 
@@ -67,8 +68,9 @@ printf '%-6s %14s %14s %16s %16s %16s\n' batch "lockstep plan" "lockstep" "locks
   "torch ch_last"
 declare -A ours theirs
 for batch in "${batches[@]}"; do
-  common=(train --model resnet50 --train_data null --use_cpu --batch_size "$batch" --epoch_size $((2 * batch))
-    --num_epochs 1 --threads "$threads" --log_dir "$work/logs")
+  # 224x224 as the peer (the trainer's default is Caffe2's 227)
+  common=(train --model resnet50 --train_data null --use_cpu --image_size 224 --batch_size "$batch"
+    --epoch_size $((2 * batch)) --num_epochs 1 --threads "$threads" --log_dir "$work/logs")
   plan=$("$lockstep" "${common[@]}" --plan_memory 2>&1 | awk '/^memory plan: peak/ { print $4, $5 }')
   planned=$(awk -v v="${plan% *}" -v u="${plan#* }" 'BEGIN { printf "%.0f", u == "GiB" ? v * 1024 : v }')
   shared=$(peak_mib "$lockstep" "${common[@]}")

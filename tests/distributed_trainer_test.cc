@@ -260,21 +260,40 @@ TEST(DistributedTrainer, ShardsMatchOneProcessThroughFileStore) {
 }
 
 // The memory plan moves blobs between buffers, never a value: 2 shards x 2 devices train to the same bits
-// with shared buffers (the default) and with a buffer per blob.
-TEST(DistributedTrainer, SharedBuffersGiveTheSameBits) {
-  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  constexpr int kShards = 2, kShardBatch = 8, kSteps = 10;
+// with shared buffers (the default) and with a buffer per blob (`model_flags`: the run's flags, its one epoch
+// saving m_1.safetensors in `dir`).
+void ExpectSharedBuffersGiveTheSameBits(const std::function<Args(const std::string& dir)>& model_flags) {
+  constexpr int kShards = 2;
   TempDirectory shared_dir, unshared_dir;
   Processes run;
   for (auto [dir, extra] :
        {std::pair{&shared_dir, Args{}}, std::pair{&unshared_dir, Args{"--share_buffers=false"}}}) {
-    Args flags = Concat(LeNet(dir->path(), kShardBatch, int64_t{kSteps} * kShardBatch * kShards, 1),
-                        {"--num_gpus", "2", "--run_id", UniqueName("memory_plan")});
+    Args flags = Concat(model_flags(dir->path()), {"--num_gpus", "2", "--run_id", UniqueName("memory_plan")});
     StartShards(&run, Concat(flags, extra), kShards, *dir / "run");
   }
   if (!ExpectAllSucceed(run, kRunLimit)) return;
   Comparison c = CompareCheckpoints(shared_dir / "m_1.safetensors", unshared_dir / "m_1.safetensors");
   EXPECT_TRUE(c.bitwise) << c.worst_tensor << ": relative difference " << c.largest_relative;
+}
+
+TEST(DistributedTrainer, SharedBuffersGiveTheSameBits) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  ExpectSharedBuffersGiveTheSameBits([](const std::string& dir) { return LeNet(dir, 8, 10 * 8 * 2, 1); });
+}
+
+// ResNet-18, whose batch normalization the plan recomputes in the backward pass (parallel/recompute.h).
+TEST(DistributedTrainer, SharedBuffersGiveTheSameBitsForResNet18) {
+  ExpectSharedBuffersGiveTheSameBits([](const std::string& dir) {
+    return Flags({{"--model", "resnet18"},
+                  {"--train_data", "null"},
+                  {"--image_size", "32"},
+                  {"--num_labels", "10"},
+                  {"--batch_size", "8"},
+                  {"--epoch_size", std::to_string(3 * 8 * 2)},
+                  {"--save_model_name", "m"},
+                  {"--file_store_path", dir},
+                  {"--log_dir", dir}});
+  });
 }
 
 // Small buckets on three channels, the last one small: the same sums as one channel, so the same bits, and
@@ -305,11 +324,11 @@ TEST(DistributedTrainer, ChannelsAndATailBucketKeepTheResult) {
       << "shards mark their lines: " << output;
 }
 
-// Gradients sent in 16 bits: each step's sums are within the wire's bound of float32's (k u sum|x|, checked per
-// element in gloo_communicator_test.cc), but 20 LeNet steps carry that through the training's own sensitivity
-// (a ReLU near its kink flips): measured, the worst tensor is a small bias's momentum, where the gradient sums
-// cancel, at 0.12 (bfloat16, 2 shards) and 0.28 (3 shards) relative L2, float16 0.008 and 0.12. The run must
-// still train the same model: every tensor within 0.5, and never float32's bits.
+// Gradients sent in 16 bits: each step's sums are within the wire's bound of float32's (k u sum|x|, checked
+// per element in gloo_communicator_test.cc), but 20 LeNet steps carry that through the training's own
+// sensitivity (a ReLU near its kink flips): measured, the worst tensor is a small bias's momentum, where the
+// gradient sums cancel, at 0.12 (bfloat16, 2 shards) and 0.28 (3 shards) relative L2, float16 0.008 and 0.12.
+// The run must still train the same model: every tensor within 0.5, and never float32's bits.
 TEST(DistributedTrainer, SixteenBitWireShardsStayCloseToOneProcess) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   for (const std::string wire : {"bfloat16", "float16"})
