@@ -70,7 +70,7 @@ struct TrainerConfig {
   std::string dtype = "float";
   bool float16_compute = false, enable_tensor_core = false;
   float loss_scale = 0;
-  int cudnn_workspace_limit_mb = 1024;  // Caffe2's is 64 (GpuOptions::kDefaultCudnnWorkspaceBytes)
+  int cudnn_workspace_limit_mb = static_cast<int>(GpuOptions::kDefaultCudnnWorkspaceBytes >> 20);
   uint64_t seed = kDefaultSeed;
   int threads = 0;  // oneDNN threads; 0 = all cores
   // Checkpoints go to file_store_path (shard 0 writes them), which is also the file store of a multi-shard
