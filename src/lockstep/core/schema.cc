@@ -319,6 +319,15 @@ double OpSchema::Cost(const OperatorDef& def, const std::vector<TensorShape>& in
   return written;
 }
 
+OpSchema& OpSchema::ScratchFunction(ScratchInference function) {
+  scratch_ = std::move(function);
+  return *this;
+}
+
+std::vector<size_t> OpSchema::Scratch(const OperatorDef& def, const std::vector<TensorShape>& inputs) const {
+  return scratch_ ? scratch_(def, inputs) : std::vector<size_t>{};
+}
+
 OpSchema& OpSchema::LowPrecisionInputs(std::set<int> inputs) {
   low_precision_inputs_ = std::move(inputs);
   any_low_precision_input_ = false;

@@ -1,10 +1,10 @@
 // Operator schemas: declared once per type next to the operator, checked once when an operator is created.
 // A schema states every fact about an operator that code outside ops/ relies on: its doc, inputs, outputs and
 // arguments (name, type, default, accepted range, doc: the one home of argument defaults), arity, which
-// outputs may overwrite which inputs, how output shapes follow from inputs, its cost, which inputs may be
-// 16-bit, which GPU library options it takes, where it may read from, which inputs and outputs name workspace
-// objects rather than tensors, and what the data-parallel planner must do with it. Passes read these facts;
-// none of them matches an operator type by name.
+// outputs may overwrite which inputs, how output shapes follow from inputs, its cost and scratch, which
+// inputs may be 16-bit, which GPU library options it takes, where it may read from, which inputs and outputs
+// name workspace objects rather than tensors, and what the data-parallel planner must do with it. Passes read
+// these facts; none of them matches an operator type by name.
 #pragma once
 
 #include <climits>
@@ -33,6 +33,11 @@ using ShapeInference =
 // Estimated work of one run (as Caffe2's CostInferenceFunction): multiply-adds where the op multiplies.
 using CostInference = std::function<double(const OperatorDef& def, const std::vector<TensorShape>& inputs,
                                            const std::vector<TensorShape>& outputs)>;
+// The bytes an op's CPU kernels take from their thread's scratch pool while it runs, by pool slot
+// (ScratchMemory in ops/dnnl_utils.h): the copies and workspaces every run needs, such as a filter in the
+// kernel's blocked layout. The memory plan counts each slot's largest request on a device.
+using ScratchInference =
+    std::function<std::vector<size_t>(const OperatorDef& def, const std::vector<TensorShape>& inputs)>;
 // How an op is rewritten when the replicas of a data-parallel model share its statistics (Caffe2's combined
 // SpatialBN): the ops that replace it, given the number of replicas. It may return the op unchanged.
 using ReplicaRewrite = std::function<std::vector<OperatorDef>(const OperatorDef& def, int replicas)>;
@@ -147,6 +152,10 @@ class OpSchema {
   double Cost(const OperatorDef& def, const std::vector<TensorShape>& inputs,
               const std::vector<TensorShape>& outputs) const;
 
+  OpSchema& ScratchFunction(ScratchInference function);
+  // The op's scratch by pool slot; empty without a scratch function.
+  std::vector<size_t> Scratch(const OperatorDef& def, const std::vector<TensorShape>& inputs) const;
+
   // Only these inputs may be given in 16 bits under mixed precision (the rest stay float32, e.g. BN's
   // scale, bias and statistics); without the call, every input may.
   OpSchema& LowPrecisionInputs(std::set<int> inputs);
@@ -208,6 +217,7 @@ class OpSchema {
   std::set<std::pair<int, int>> allow_inplace_, enforce_inplace_;
   ShapeInference infer_;
   CostInference cost_;
+  ScratchInference scratch_;
   ReplicaRewrite combine_;
   std::set<int> low_precision_inputs_;
   bool any_low_precision_input_ = true;

@@ -217,6 +217,19 @@ std::vector<TensorShape> ConvShape(const OperatorDef& def, const std::vector<Ten
            in[0].dtype}};
 }
 
+// The scratch every run takes (an input that comes in another layout than the kernel's is reordered too,
+// which depends on its neighbours): the forward pass's filter in the kernel's blocked layout (slot 1).
+std::vector<size_t> ConvScratch(const OperatorDef&, const std::vector<TensorShape>& in) {
+  return {0, BlockedFilterBytes(in[1].dims, in[1].dtype)};
+}
+
+// The weights pass's blocked dfilter (slot 2) and the data pass's blocked filter (slot 4).
+std::vector<size_t> ConvGradientScratch(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  const WeightGradientOutputs wants = ParseWeightGradientOutputs(def);
+  const size_t filter = BlockedFilterBytes(in[1].dims, in[1].dtype);
+  return {0, 0, wants.dweight || wants.dbias ? filter : 0, 0, wants.dx ? filter : 0};
+}
+
 std::vector<OperatorDef> ConvGradient(const GradientContext& g) {
   return {MakeWeightGradientOp("ConvGradient", g)};
 }
@@ -235,9 +248,11 @@ LOCKSTEP_OPERATOR_SCHEMA(Conv)
     .Include(DeclareConvArgs)
     .ShapeFunction(ConvShape)
     .CostFunction(WeightedLayerCost)
+    .ScratchFunction(ConvScratch)
     .TakesGpuOptions(kConvGpuOptions);
 LOCKSTEP_OPERATOR_SCHEMA(ConvGradient)
     .Include(DeclareWeightGradient("Conv", "filter", "bias"))
+    .ScratchFunction(ConvGradientScratch)
     .TakesGpuOptions(kConvGpuOptions);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Conv, ConvOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ConvGradient, ConvGradientOp);

@@ -2,8 +2,10 @@
 #include "lockstep/ops/dnnl_utils.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "lockstep/core/enforce.h"
@@ -135,23 +137,64 @@ int BlockedLayoutChannels() {
   return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & avx512) == avx512 ? 16 : 8;
 }
 
-dnnl::memory ScratchMemory(const dnnl::memory::desc& desc, int slot) {
-  struct Buffer {
-    std::unique_ptr<void, decltype(&std::free)> data{nullptr, std::free};
-    size_t bytes = 0;
-  };
-  thread_local std::vector<Buffer> pool;
-  if (pool.size() <= static_cast<size_t>(slot)) pool.resize(slot + 1);
-  Buffer& buffer = pool[slot];
-  const size_t bytes = (std::max<size_t>(desc.get_size(), 1) + 63) / 64 * 64;
-  if (bytes > buffer.bytes) {
-    buffer.data.reset();  // the old buffer goes back before the new one is taken
-    buffer.data.reset(std::aligned_alloc(64, bytes));
-    LOCKSTEP_ENFORCE(buffer.data != nullptr, "out of memory allocating {} bytes of operator scratch", bytes);
-    buffer.bytes = bytes;
+namespace {
+size_t BlockedBytes(Shape shape, DataType type, int blocked_dims) {
+  if (shape.size() == 4) {
+    const int64_t block = BlockedLayoutChannels();
+    for (int d = 0; d < blocked_dims; ++d) shape[1 - d] = (shape[1 - d] + block - 1) / block * block;
   }
-  return dnnl::memory(desc, CpuEngine(), buffer.data.get());
+  return static_cast<size_t>(NumElements(shape)) * ElementSize(type);
 }
+}  // namespace
+
+size_t BlockedActivationBytes(const Shape& shape, DataType type) { return BlockedBytes(shape, type, 1); }
+size_t BlockedFilterBytes(const Shape& shape, DataType type) { return BlockedBytes(shape, type, 2); }
+
+namespace {
+std::atomic<size_t> scratch_pool_bytes{0};
+
+// One slot of a thread's scratch pool.
+class ScratchBuffer {
+ public:
+  ScratchBuffer() = default;
+  ScratchBuffer(ScratchBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer() { Release(); }
+
+  // At least `bytes`, grown to that when smaller.
+  void* Reserve(size_t bytes) {
+    bytes = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    if (bytes <= bytes_) return data_;
+    Release();  // the old buffer goes back before the new one is taken
+    data_ = std::aligned_alloc(64, bytes);
+    LOCKSTEP_ENFORCE(data_ != nullptr, "out of memory allocating {} bytes of operator scratch", bytes);
+    bytes_ = bytes;
+    scratch_pool_bytes += bytes;
+    return data_;
+  }
+
+ private:
+  void Release() {
+    std::free(data_);
+    scratch_pool_bytes -= bytes_;
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+}  // namespace
+
+dnnl::memory ScratchMemory(const dnnl::memory::desc& desc, int slot) {
+  thread_local std::vector<ScratchBuffer> pool;
+  if (pool.size() <= static_cast<size_t>(slot)) pool.resize(slot + 1);
+  return dnnl::memory(desc, CpuEngine(), pool[slot].Reserve(desc.get_size()));
+}
+
+size_t ScratchPoolBytes() { return scratch_pool_bytes; }
 
 dnnl::memory ReorderIfNeeded(const dnnl::memory& user, const dnnl::memory::desc& desc, int slot) {
   if (user.get_desc() == desc) return user;

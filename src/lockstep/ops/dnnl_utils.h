@@ -55,6 +55,10 @@ dnnl::memory::desc AnyLayout(const dnnl::memory::desc& desc);
 // Channels per block of oneDNN's blocked activation layouts on this CPU (16 with AVX-512, else 8): a 4-D
 // activation's channels are rounded up to a multiple of it.
 int BlockedLayoutChannels();
+// The bytes of a tensor in those layouts: an activation's channels (dim 1) rounded up to the block, and a
+// filter's output and input channels (dims 0 and 1); other ranks as they are.
+size_t BlockedActivationBytes(const Shape& shape, DataType type);
+size_t BlockedFilterBytes(const Shape& shape, DataType type);
 
 // Executes a primitive on this thread's stream and waits.
 void Execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args);
@@ -64,6 +68,8 @@ void Execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnn
 // largest request and serves every operator the thread runs, so that those copies take the memory of the
 // largest instead of their sum. Valid until the thread asks for the same slot again.
 dnnl::memory ScratchMemory(const dnnl::memory::desc& desc, int slot);
+// The bytes all threads' scratch pools hold now (a pool goes with its thread).
+size_t ScratchPoolBytes();
 
 // Brings `user` into `desc`'s layout in scratch slot `slot`; returns `user` itself when the layouts match.
 dnnl::memory ReorderIfNeeded(const dnnl::memory& user, const dnnl::memory::desc& desc, int slot);

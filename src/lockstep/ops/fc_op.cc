@@ -63,8 +63,8 @@ FcSetup MakeFcSetup(const OperatorDef& def, const FcShapes& shapes, DataType x_t
   s.b = PlainDesc({s.shapes.m}, b_type);
   s.y = PlainDesc({s.shapes.n, s.shapes.m}, x_type);
   if (s.shapes.n > 0)
-    s.forward = dnnl::inner_product_forward::primitive_desc(CpuEngine(), dnnl::prop_kind::forward_training, s.x,
-                                                            s.w, s.b, s.y);
+    s.forward = dnnl::inner_product_forward::primitive_desc(CpuEngine(), dnnl::prop_kind::forward_training,
+                                                            s.x, s.w, s.b, s.y);
   return s;
 }
 
@@ -165,6 +165,13 @@ std::vector<TensorShape> FcShape(const OperatorDef& def, const std::vector<Tenso
   return {{FcOutputShape(def, in[0].dims, in[1].dims, &in[2].dims).y, in[0].dtype}};
 }
 
+// A dW that only db is wanted beside (slot 0): the weights pass writes both.
+std::vector<size_t> FcGradientScratch(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  const WeightGradientOutputs wants = ParseWeightGradientOutputs(def);
+  if (wants.dweight || !wants.dbias) return {};
+  return {static_cast<size_t>(NumElements(in[1].dims)) * ElementSize(in[1].dtype)};
+}
+
 std::vector<OperatorDef> FcGradient(const GradientContext& g) {
   return {MakeWeightGradientOp("FCGradient", g)};
 }
@@ -184,6 +191,7 @@ LOCKSTEP_OPERATOR_SCHEMA(FC)
     .TakesGpuOptions(kFcGpuOptions);
 LOCKSTEP_OPERATOR_SCHEMA(FCGradient)
     .Include(DeclareWeightGradient("FC", "W", "b"))
+    .ScratchFunction(FcGradientScratch)
     .TakesGpuOptions(kFcGpuOptions);
 LOCKSTEP_REGISTER_CPU_OPERATOR(FC, FcOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(FCGradient, FcGradientOp);

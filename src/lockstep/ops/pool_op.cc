@@ -26,8 +26,9 @@ struct PoolSetup {
   // Y in x's layout, which is what oneDNN picks for a pooling destination left to it.
   dnnl::pooling_forward::primitive_desc Forward(dnnl::prop_kind kind) const {
     return dnnl::pooling_forward::primitive_desc(
-        CpuEngine(), kind, algorithm, x, memory::desc(ToDims(y_shape), x.get_data_type(), memory::format_tag::any),
-        strides, kernel, NoDilation(), pad_l, pad_r);
+        CpuEngine(), kind, algorithm, x,
+        memory::desc(ToDims(y_shape), x.get_data_type(), memory::format_tag::any), strides, kernel,
+        NoDilation(), pad_l, pad_r);
   }
 };
 
@@ -122,8 +123,8 @@ class PoolGradientOp : public Operator {
     auto forward = setup_.Forward(dnnl::prop_kind::forward_training);
     y_desc_ = forward.dst_desc();
     backward_ = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(
-        CpuEngine(), setup_.algorithm, setup_.x, y_desc_, setup_.strides, setup_.kernel, PoolSetup::NoDilation(),
-        setup_.pad_l, setup_.pad_r, forward));
+        CpuEngine(), setup_.algorithm, setup_.x, y_desc_, setup_.strides, setup_.kernel,
+        PoolSetup::NoDilation(), setup_.pad_l, setup_.pad_r, forward));
     if constexpr (kKind == PoolKind::kMax) {
       forward_ = dnnl::pooling_forward(forward);
       workspace_desc_ = forward.workspace_desc();
@@ -166,6 +167,15 @@ void DeclarePoolGradient(OpSchema& schema) {
       .ShapeFunction(PoolGradientShape);
 }
 
+// MaxPoolGradient's recomputed Y (slot 1) and oneDNN's argmax workspace (slot 2), both in Y's layout; the
+// workspace holds an index into the window per element, one byte when the window has at most 255 elements.
+std::vector<size_t> MaxPoolGradientScratch(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  const ConvPoolArgs window = PoolWindow(def, ParsePoolArgs(def), in[0].dims);
+  const size_t index_bytes = window.kernel_h * window.kernel_w <= 255 ? 1 : 4;
+  const size_t y = BlockedActivationBytes(in[2].dims, in[2].dtype);
+  return {0, y, y / ElementSize(in[2].dtype) * index_bytes};
+}
+
 GradientMaker PoolGradientMaker(const std::string& gradient_type) {
   return [gradient_type](const GradientContext& g) {
     return std::vector<OperatorDef>{
@@ -186,7 +196,8 @@ LOCKSTEP_OPERATOR_SCHEMA(AveragePool)
     .Range(0, 1);
 LOCKSTEP_OPERATOR_SCHEMA(MaxPoolGradient)
     .SetDoc("MaxPool's gradient: dY goes to the maximum of each window.")
-    .Include(DeclarePoolGradient<PoolKind::kMax>);
+    .Include(DeclarePoolGradient<PoolKind::kMax>)
+    .ScratchFunction(MaxPoolGradientScratch);
 LOCKSTEP_OPERATOR_SCHEMA(AveragePoolGradient)
     .SetDoc("AveragePool's gradient: dY spread evenly over each window.")
     .Include(DeclarePoolGradient<PoolKind::kAverage>);

@@ -219,9 +219,9 @@ void AddBucketAllreduces(NetDef* net, const ModelHelper& model, const std::vecto
 }
 
 // Appends to init the CreateCommonWorld of each world that a collective of `nets` reads: the job's and its
-// channels' (extending the shards' communicator when there is one) before the devices' own.
+// channels' (extending the shards' communicator when there is one), then the statistics' channel after them.
 void AddCommonWorlds(NetDef* init, const std::vector<const NetDef*>& nets, const std::string& job_world,
-                     const std::string& device_world, const ParallelOptions& o) {
+                     const std::string& statistics_world, const ParallelOptions& o) {
   std::set<std::string> read;
   for (const NetDef* net : nets)
     for (const auto& op : net->op())
@@ -234,8 +234,10 @@ void AddCommonWorlds(NetDef* init, const std::vector<const NetDef*>& nets, const
       *init->add_op() =
           OnDevice(CreateCommonWorldDef(ChannelWorld(job_world, k), first_devices, o.shard_communicator, k),
                    first_device);
-  if (device_world != job_world && read.count(device_world))
-    *init->add_op() = OnDevice(CreateCommonWorldDef(device_world, first_devices), first_device);
+  if (statistics_world != job_world && read.count(statistics_world))
+    *init->add_op() = OnDevice(
+        CreateCommonWorldDef(statistics_world, first_devices, o.shard_communicator, o.allreduce_channels),
+        first_device);
 }
 
 // The state every replica initialises: what param_init_net writes under the scope, unscoped.
@@ -274,10 +276,11 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
   const bool training = static_cast<bool>(o.param_update_builder);  // else a forward pass only
   DataParallelModel dp;
   // The workspace objects that the collectives read: the job's communicator (gradients, broadcast) and the
-  // devices' (combined BN statistics, over this machine only), one and the same without the shards'.
+  // one of the combined BN statistics, one and the same without shards; with shards the statistics have a
+  // channel of their own, so that the forward and backward passes never wait behind a gradient bucket.
   const std::string job_world = model.net().name() + "/common_world";
-  const std::string device_world =
-      o.shard_communicator.empty() ? job_world : model.net().name() + "/device_common_world";
+  const std::string statistics_world =
+      o.shard_communicator.empty() ? job_world : model.net().name() + "/statistics_common_world";
 
   const float loss_scale = 1.0f / static_cast<float>(replicas * o.num_shards * o.micro_batches);
   auto for_each_replica = [&](const std::function<void(int)>& build) {
@@ -317,7 +320,9 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     }
     dp.losses.insert(dp.losses.end(), losses.begin(), losses.end());
   });
-  if (o.combine_spatial_bn && replicas > 1) CombineAcrossReplicas(&model.net(), replicas);
+  // The whole job's batch, so that k shards of d devices normalize as one process of k * d devices does.
+  if (o.combine_spatial_bn && replicas * o.num_shards > 1)
+    CombineAcrossReplicas(&model.net(), replicas * o.num_shards);
   if (training) {
     model.AddGradientOperators(dp.losses);
     for_each_replica([&](int) { o.param_update_builder(model); });
@@ -337,7 +342,8 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
                       "the same replica on every device",
                       o.devices[r * o.devices_per_replica]));
 
-  Interleave(&model.net(), ReplicaOfEachOp(model.net(), o, dp.scopes), replicas, device_world, first_device);
+  Interleave(&model.net(), ReplicaOfEachOp(model.net(), o, dp.scopes), replicas, statistics_world,
+             first_device);
   dp.buckets = PlanBuckets(model, dp.scopes[0], o.bucket_bytes, o.tail_bucket_bytes, o.allreduce_dtype);
   if (training && !single)
     AddBucketAllreduces(&model.net(), model, dp.buckets, dp.scopes, job_world, o.allreduce_channels,
@@ -382,7 +388,7 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
       for (const auto& name : dp.state_blobs) blobs.push_back(scope + name);
     *dp.broadcast_net.add_op() = OnDevice(BroadcastDef(job_world, blobs, replicas), first_device);
   }
-  AddCommonWorlds(&model.param_init_net(), {&model.net(), &dp.broadcast_net}, job_world, device_world, o);
+  AddCommonWorlds(&model.param_init_net(), {&model.net(), &dp.broadcast_net}, job_world, statistics_world, o);
   if (dp.broadcast_net.op_size() > 0) *model.param_init_net().add_op() = dp.broadcast_net.op(0);
 
   const int cores = o.max_threads > 0 ? o.max_threads : omp_get_num_procs();

@@ -59,7 +59,7 @@ struct ParallelOptions {
   // CPU devices: bucket i is allreduced on channel i % allreduce_channels of the job's communicator
   // (Communicator::Channel), so that as many collectives can be in flight at once, each channel in order.
   int allreduce_channels = 1;
-  bool combine_spatial_bn = false;  // BN batch statistics over all devices of the machine
+  bool combine_spatial_bn = false;  // BN batch statistics over the job's whole batch: all devices, all shards
   // Blobs whose lifetimes do not overlap share buffers (parallel/memory_plan.h), and training recomputes
   // relu(BN(X)) in the backward pass instead of keeping it (parallel/recompute.h); results are unchanged.
   bool share_buffers = true;

@@ -61,12 +61,34 @@ bool InferShapes(const NetDef& init_net, const NetDef& net, std::map<std::string
 // the channels up to a multiple of the block. The readers' outputs are plain.
 size_t Bytes(const TensorShape& shape, const Device& device, const std::string& writer) {
   if (shape.dtype == DataType::kUndefined) return 0;
-  Shape dims = shape.dims;
-  if (device.type == DeviceType::kCpu && dims.size() == 4 && writer != "ReadBatch") {
-    const int block = BlockedLayoutChannels();
-    dims[1] = (dims[1] + block - 1) / block * block;
+  if (device.type == DeviceType::kCpu && writer != "ReadBatch")
+    return BlockedActivationBytes(shape.dims, shape.dtype);
+  return static_cast<size_t>(NumElements(shape.dims)) * ElementSize(shape.dtype);
+}
+
+// Each CPU device's scratch pool (ops/dnnl_utils.h ScratchMemory): a buffer per slot, as large as the largest
+// request any op of the device makes in it.
+std::map<std::string, size_t> ScratchPools(const NetDef& net,
+                                           const std::map<std::string, TensorShape>& shapes) {
+  std::map<std::string, std::vector<size_t>> slots;
+  for (const auto& op : net.op()) {
+    const Device device = DeviceOf(op);
+    if (device.type != DeviceType::kCpu) continue;
+    const OpSchema& schema = SchemaRegistry::Of(op);
+    std::vector<TensorShape> inputs;
+    for (int k = 0; k < op.input_size(); ++k)
+      inputs.push_back(schema.IsObjectInput(k) ? TensorShape{{}, DataType::kUndefined}
+                                               : shapes.at(op.input(k)));
+    const std::vector<size_t> scratch = schema.Scratch(op, inputs);
+    std::vector<size_t>& largest = slots[device.ToString()];
+    if (largest.size() < scratch.size()) largest.resize(scratch.size());
+    for (size_t slot = 0; slot < scratch.size(); ++slot)
+      largest[slot] = std::max(largest[slot], scratch[slot]);
   }
-  return static_cast<size_t>(NumElements(dims)) * ElementSize(shape.dtype);
+  std::map<std::string, size_t> pools;
+  for (const auto& [device, largest] : slots)
+    for (size_t bytes : largest) pools[device] += bytes;
+  return pools;
 }
 
 }  // namespace
@@ -91,10 +113,11 @@ MemoryPlan PlanMemory(NetDef* net, const NetDef& init_net, const MemoryPlanOptio
         if (n == &init_net) made_by_init.insert(name);
       }
   std::map<std::string, TensorShape> shapes = options.given;
-  std::map<std::string, size_t> bytes;
+  std::map<std::string, size_t> bytes, scratch;
   if (InferShapes(init_net, *net, &shapes, &plan.unknown)) {
     for (const auto& [name, shape] : shapes)
       if (device_of.count(name)) bytes[name] = Bytes(shape, device_of[name], writer_of[name]);
+    scratch = ScratchPools(*net, shapes);  // by the names the ops have before sharing renames them
   } else {
     plan.unknown = plan.unknown.empty() ? "a shape is unknown" : plan.unknown;
   }
@@ -142,6 +165,7 @@ MemoryPlan PlanMemory(NetDef* net, const NetDef& init_net, const MemoryPlanOptio
     }
   }
   for (const auto& arena : arenas) plan.devices[arena.device.ToString()].activations += arena.bytes;
+  for (const auto& [device, bytes] : scratch) plan.devices[device].scratch = bytes;
   return plan;
 }
 
@@ -157,10 +181,10 @@ std::string DescribeMemoryPlan(const MemoryPlan& plan) {
   for (const auto& [device, use] : plan.devices)
     text += fmt::format(
         "{} {}: parameters {}, optimizer state and statistics {}, gradients {}, activations and "
-        "their gradients {} ({} without sharing){}\n",
+        "their gradients {} ({} without sharing), operator scratch {}{}\n",
         device, FormatBytes(use.Total()), FormatBytes(use.parameters), FormatBytes(use.state),
         FormatBytes(use.gradients), FormatBytes(use.activations), FormatBytes(use.unshared_activations),
-        use.evaluation ? ", evaluation " + FormatBytes(use.evaluation) : "");
+        FormatBytes(use.scratch), use.evaluation ? ", evaluation " + FormatBytes(use.evaluation) : "");
   if (plan.devices.size() > 1) text += fmt::format("all devices {}\n", FormatBytes(plan.Total()));
   return text;
 }

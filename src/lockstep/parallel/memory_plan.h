@@ -20,8 +20,11 @@ struct MemoryUse {
   size_t gradients = 0;    // parameter gradients
   size_t activations = 0;  // what else the net writes (activations, their gradients, scratch), shared
   size_t unshared_activations = 0;  // the same, one buffer per blob
-  size_t evaluation = 0;  // the evaluation net's activations, whose buffers stay beside the training net's
-  size_t Total() const { return parameters + state + gradients + activations + evaluation; }
+  size_t evaluation =
+      0;  // the evaluation net's activations and scratch, which stay beside the training net's
+  size_t scratch =
+      0;  // the operators' scratch pool (CPU): the copies and workspaces they need while they run
+  size_t Total() const { return parameters + state + gradients + activations + evaluation + scratch; }
 };
 
 struct MemoryPlan {

@@ -152,7 +152,9 @@ MemoryPlan WithEvaluation(MemoryPlan training, const MemoryPlan& evaluation) {
     if (training.unknown.empty()) training.unknown = "the evaluation net's: " + evaluation.unknown;
     return training;
   }
-  for (const auto& [device, use] : evaluation.devices) training.devices[device].evaluation += use.activations;
+  // The evaluation net runs on threads of its own, whose scratch pools live as long as it does.
+  for (const auto& [device, use] : evaluation.devices)
+    training.devices[device].evaluation += use.activations + use.scratch;
   return training;
 }
 
