@@ -25,6 +25,7 @@ constexpr int kBatch = 12;  // divides among 1, 2, 3 and 4 devices
 struct SmallNet {
   bool bn = false;
   bool combine_spatial_bn = false;
+  bool shared_model = false;
   bool share_buffers = true;
   size_t bucket_bytes = 8 << 20;
   int allreduce_channels = 1;
@@ -41,6 +42,7 @@ ParallelOptions SmallNetOptions(const SmallNet& net, int devices) {
   ParallelOptions o;
   o.devices = Devices(devices);
   o.combine_spatial_bn = net.combine_spatial_bn;
+  o.shared_model = net.shared_model;
   o.share_buffers = net.share_buffers;
   o.bucket_bytes = net.bucket_bytes;
   o.allreduce_channels = net.allreduce_channels;
@@ -73,9 +75,10 @@ ParallelOptions SmallNetOptions(const SmallNet& net, int devices) {
 }
 
 struct Trained {
-  std::vector<std::map<std::string, std::vector<float>>> state;  // per device: unscoped float state
+  std::vector<std::map<std::string, std::vector<float>>> state;  // per device: unscoped float state it has
   size_t allocated_bytes = 0;
   std::vector<float> losses;
+  int views = 0;  // state blobs of later devices that are the first device's buffers
 };
 
 Trained TrainSmallNet(const SmallNet& net, int devices, int steps, bool seed_by_device = false) {
@@ -98,8 +101,12 @@ Trained TrainSmallNet(const SmallNet& net, int devices, int steps, bool seed_by_
   }
   for (const auto& scope : dp.scopes) {
     std::map<std::string, std::vector<float>> state;
-    for (const auto& name : dp.state_blobs)
-      if (ws.Blob(scope + name).dtype() == DataType::kFloat) state[name] = Values(ws.Blob(scope + name));
+    for (const auto& name : dp.state_blobs) {
+      if (!ws.HasBlob(scope + name)) continue;
+      const Tensor& blob = ws.Blob(scope + name);
+      if (blob.dtype() == DataType::kFloat) state[name] = Values(blob);
+      if (scope != dp.scopes[0] && blob.raw_data() == ws.Blob(dp.scopes[0] + name).raw_data()) ++result.views;
+    }
     result.state.push_back(state);
   }
   result.allocated_bytes = ws.AllocatedBytes();
@@ -128,6 +135,38 @@ void ExpectEquivalentToOneDevice(const SmallNet& net) {
 }  // namespace
 
 TEST(DataParallel, DevicesTrainLikeOneDevice) { ExpectEquivalentToOneDevice({}); }
+
+// shared_model: the same bits as equal copies, from one copy of the parameters (conv_w, bn_s, bn_b, fc_w,
+// fc_b), of their momentum and of the iteration counter, which the second device names as views; BN's
+// running statistics stay each device's.
+TEST(DataParallel, SharedModelTrainsLikeEqualCopiesFromOneCopy) {
+  SmallNet net;
+  net.bn = true;
+  const Trained copies = TrainSmallNet(net, 2, 20);
+  net.shared_model = true;
+  const Trained shared = TrainSmallNet(net, 2, 20);
+  EXPECT_EQ(shared.losses, copies.losses);
+  EXPECT_EQ(shared.state, copies.state);
+  EXPECT_EQ(copies.views, 0);
+  EXPECT_EQ(shared.views, 11);
+  EXPECT_LT(shared.allocated_bytes, copies.allocated_bytes);
+}
+
+TEST(DataParallel, SharedModelNeedsCpuDevicesWithOneDevicePerReplica) {
+  SmallNet net;
+  net.shared_model = true;
+  ParallelOptions o = SmallNetOptions(net, 2);
+  o.devices_per_replica = 2;
+  ModelHelper model("small");
+  try {
+    Parallelize(model, o);
+    ADD_FAILURE() << "shared_model with 2 devices per replica was accepted";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("shared_model needs CPU devices with one device per replica"),
+              std::string::npos)
+        << e.what();
+  }
+}
 
 TEST(DataParallel, DevicesWithCombinedBatchNormTrainLikeOneDevice) {
   SmallNet net;
@@ -348,7 +387,7 @@ TEST(DataParallel, CollectivesReadTheCommunicatorThatParamInitNetCreates) {
 }
 
 // With a communicator that spans the shards, the job's world extends it, and the combined BN statistics
-// (over this machine's devices only) go through a world of their own.
+// (over every shard's devices) go through a channel of their own, after the gradients' channels.
 TEST(DataParallel, TheShardsCommunicatorIsAWorkspaceObjectThatTheCallerSets) {
   SmallNet net;
   net.bn = true;
@@ -358,8 +397,12 @@ TEST(DataParallel, TheShardsCommunicatorIsAWorkspaceObjectThatTheCallerSets) {
   ModelHelper model("small");
   Parallelize(model, o);
   std::map<std::string, std::vector<std::string>> world_inputs;
+  std::map<std::string, int64_t> world_channel;
   for (const auto& op : model.param_init_net().op())
-    if (op.type() == "CreateCommonWorld") world_inputs[op.output(0)] = {op.input().begin(), op.input().end()};
+    if (op.type() == "CreateCommonWorld") {
+      world_inputs[op.output(0)] = {op.input().begin(), op.input().end()};
+      world_channel[op.output(0)] = GetIntArgument(op, "channel", 0);
+    }
   ASSERT_EQ(world_inputs.size(), 2u);
   // The gradients are summed in place; the BN statistics into "<blob>_combined".
   std::set<std::string> read_by_bn, read_by_gradients;
@@ -369,7 +412,9 @@ TEST(DataParallel, TheShardsCommunicatorIsAWorkspaceObjectThatTheCallerSets) {
   ASSERT_EQ(read_by_gradients.size(), 1u);
   ASSERT_EQ(read_by_bn.size(), 1u);
   EXPECT_EQ(world_inputs.at(*read_by_gradients.begin()), (std::vector<std::string>{"shards"}));
-  EXPECT_EQ(world_inputs.at(*read_by_bn.begin()), (std::vector<std::string>{}));
+  EXPECT_EQ(world_inputs.at(*read_by_bn.begin()), (std::vector<std::string>{"shards"}));
+  EXPECT_EQ(world_channel.at(*read_by_gradients.begin()), 0);
+  EXPECT_EQ(world_channel.at(*read_by_bn.begin()), o.allreduce_channels);
 
   Workspace ws;
   auto source = std::make_shared<SyntheticSource>(1, 8, 5, /*seed=*/7);

@@ -49,8 +49,9 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
 
     post_sync_builder_fun(model): called once per replica under its scopes after Parallelize has added the
         initial broadcast of the parameters to param_init_net: the ops it adds there run after that broadcast.
-    shared_model (CPU devices only): Caffe2's replicas then read one copy of the parameters; lockstep's keep
-        equal copies, which computes the same.
+    shared_model (CPU devices only): as in Caffe2, the replicas compute with the first device's parameters,
+        which alone are updated; the other devices keep no copy of the parameters or of their optimizer
+        state, and their names (``cpu_1/conv1_w``) are views of the first device's. Results are unchanged.
 
     lockstep always runs the "dag" executor, broadcasts computed parameters and uses NCCL between distinct
     GPUs, so net_type, broadcast_computed_params and use_nccl are accepted as Caffe2 programs pass them.
@@ -83,6 +84,7 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
     options.share_buffers = bool(share_buffers)
     options.keep_blobs = [str(b) for b in (blobs_to_keep or [])]
     options.combine_spatial_bn = bool(combine_spatial_bn)
+    options.shared_model = bool(shared_model)
     options.threads_per_device = int(num_threads_per_device)
     options.max_threads = int(max_threads)
     options.bucket_bytes = int(bucket_bytes)
@@ -179,7 +181,8 @@ def FinalizeAfterCheckpoint(model, blobs=None):
 
 
 def GetLearningRateBlobNames(model):
-    """The learning-rate blob of each replica that optimizer.build_sgd added, in device order."""
+    """The learning-rate blob of each replica that optimizer.build_sgd added, in device order (the first
+    replica's only with shared_model, whose update alone runs)."""
     _parallel(model)
     return [core.BlobReference(name) for name in model._lr_blobs]
 

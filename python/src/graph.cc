@@ -235,6 +235,7 @@ void BindParallelize(py::module_& m) {
             o.allreduce_dtype = ParseFloatType(name, "allreduce_dtype");
           })
       .def_readwrite("combine_spatial_bn", &ParallelOptions::combine_spatial_bn)
+      .def_readwrite("shared_model", &ParallelOptions::shared_model)
       .def_readwrite("share_buffers", &ParallelOptions::share_buffers)
       .def_readwrite("keep_blobs", &ParallelOptions::keep_blobs)
       .def_readwrite("threads_per_device", &ParallelOptions::threads_per_device)

@@ -135,8 +135,12 @@ def test_trainer_calls_train_replicas_that_stay_equal():
     assert params and all(p.startswith("cpu_0/") for p in params) and "cpu_0/conv1_w" in params
     for param in model.GetParams("cpu_0"):
         np.testing.assert_array_equal(workspace.FetchBlob(param), workspace.FetchBlob(param.replace("cpu_0", "cpu_1")))
+    # shared_model: the second device's parameters are views of the first's, and only the first updates
+    changed = workspace.FetchBlob("cpu_0/conv1_w") + 1
+    workspace.FeedBlob("cpu_0/conv1_w", changed)
+    np.testing.assert_array_equal(workspace.FetchBlob("cpu_1/conv1_w"), changed)
     rates = data_parallel_model.GetLearningRateBlobNames(model)
-    assert len(rates) == 2 and rates[0].startswith("cpu_0/")
+    assert len(rates) == 1 and rates[0].startswith("cpu_0/")
     assert float(workspace.FetchBlob(rates[0]).reshape(-1)[0]) == pytest.approx(0.1)
     activations = data_parallel_model_utils.GetActivationBlobs(model)
     assert any(a.startswith("cpu_0/relu1") for a in activations) and "cpu_0/conv1_w" not in activations

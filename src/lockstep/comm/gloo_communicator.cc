@@ -466,7 +466,8 @@ void GlooCommunicator::Broadcast(const std::vector<void*>& buffers, size_t bytes
     gloo::BroadcastOneToAll<char>(rail.contexts[s.phase], {data + begin}, n, root_rank).run();
   });
   if (bytes == 0) return;  // empty buffers may be null
-  for (size_t b = 1; b < buffers.size(); ++b) std::memcpy(buffers[b], data, bytes);
+  for (size_t b = 1; b < buffers.size(); ++b)
+    if (buffers[b] != data) std::memcpy(buffers[b], data, bytes);  // not a device reading the first's copy
 }
 
 }  // namespace lockstep

@@ -40,7 +40,9 @@ void LocalCommunicator::Broadcast(const std::vector<void*>& buffers, size_t byte
   LOCKSTEP_ENFORCE(!buffers.empty(), "Broadcast needs at least one buffer");
   LOCKSTEP_ENFORCE_EQ(root_rank, 0, "a single process is rank 0");
   if (bytes == 0) return;  // empty buffers may be null, and memcpy wants valid pointers even for no bytes
-  for (size_t b = 1; b < buffers.size(); ++b) std::memcpy(buffers[b], buffers[0], bytes);
+  // A device that reads the first one's copy (shared parameters) passes that same buffer.
+  for (size_t b = 1; b < buffers.size(); ++b)
+    if (buffers[b] != buffers[0]) std::memcpy(buffers[b], buffers[0], bytes);
 }
 
 }  // namespace lockstep

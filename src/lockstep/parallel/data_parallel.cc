@@ -15,6 +15,7 @@
 #include "lockstep/parallel/micro_batches.h"
 #include "lockstep/parallel/placement.h"
 #include "lockstep/parallel/recompute.h"
+#include "lockstep/parallel/shared_parameters.h"
 
 namespace lockstep {
 namespace {
@@ -61,6 +62,10 @@ void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
   if (o.device_type == DeviceType::kCuda && o.allreduce_channels > 1)
     Fail(fmt::format("allreduce_channels = {} needs CPU devices; CUDA collectives use one communicator",
                      o.allreduce_channels));
+  if (o.shared_model && (o.device_type != DeviceType::kCpu || o.devices_per_replica > 1))
+    Fail(
+        "shared_model needs CPU devices with one device per replica: the replicas read one copy in host "
+        "memory");
   if (model.net().op_size() > 0)
     Fail(fmt::format("model '{}' already has {} ops; the builders must add all of them", model.net().name(),
                      model.net().op_size()));
@@ -283,8 +288,9 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
       o.shard_communicator.empty() ? job_world : model.net().name() + "/statistics_common_world";
 
   const float loss_scale = 1.0f / static_cast<float>(replicas * o.num_shards * o.micro_batches);
-  auto for_each_replica = [&](const std::function<void(int)>& build) {
-    for (int r = 0; r < replicas; ++r) {
+  // Calls build(r) for the first `count` replicas, each under its device and name scope.
+  auto for_each_replica = [&](int count, const std::function<void(int)>& build) {
+    for (int r = 0; r < count; ++r) {
       ModelHelper::Replica replica{o.shard_id * replicas + r, o.num_shards * replicas, {}};
       for (int k = 0; k < o.devices_per_replica; ++k)
         replica.devices.push_back({o.device_type, o.devices[r * o.devices_per_replica + k]});
@@ -296,7 +302,7 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     }
     model.set_replica({});
   };
-  for_each_replica([&](int r) {
+  for_each_replica(replicas, [&](int r) {
     const int input_begin = model.net().op_size();
     o.input_builder(model);
     const int forward_begin = model.net().op_size();
@@ -323,9 +329,11 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
   // The whole job's batch, so that k shards of d devices normalize as one process of k * d devices does.
   if (o.combine_spatial_bn && replicas * o.num_shards > 1)
     CombineAcrossReplicas(&model.net(), replicas * o.num_shards);
+  const bool shared = o.shared_model && replicas > 1;
   if (training) {
     model.AddGradientOperators(dp.losses);
-    for_each_replica([&](int) { o.param_update_builder(model); });
+    // With shared parameters only the first replica updates, once the other replicas read its copy.
+    if (!shared) for_each_replica(replicas, [&](int) { o.param_update_builder(model); });
   }
   InsertCopies(&model.net(), model.param_init_net());
 
@@ -348,6 +356,13 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
   if (training && !single)
     AddBucketAllreduces(&model.net(), model, dp.buckets, dp.scopes, job_world, o.allreduce_channels,
                         first_device);
+  if (shared) {
+    std::vector<std::string> trainable;
+    for (const auto& name : model.GetTrainableParams(dp.scopes[0]))
+      trainable.push_back(name.substr(dp.scopes[0].size()));
+    ReadFirstReplicaParameters(&model.net(), &model.param_init_net(), dp.scopes, trainable);
+    if (training) for_each_replica(1, [&](int) { o.param_update_builder(model); });
+  }
 
   // Part of the plan: what is cheaper to compute again than to keep is not kept.
   MemoryPlanOptions plan;
@@ -379,6 +394,7 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
   dp.memory_plan = PlanMemory(&model.net(), model.param_init_net(), plan);
 
   dp.state_blobs = StateBlobs(model.param_init_net(), dp.scopes[0]);
+  if (shared) AddViewsOfFirstReplicaState(&model.param_init_net(), dp.scopes, dp.state_blobs, first_device);
   dp.broadcast_net.set_name(model.net().name() + "_broadcast");
   // A model without state of its own (a test model reading a training model's parameters) has nothing to
   // broadcast.

@@ -59,6 +59,10 @@ struct ParallelOptions {
   // CPU devices: bucket i is allreduced on channel i % allreduce_channels of the job's communicator
   // (Communicator::Channel), so that as many collectives can be in flight at once, each channel in order.
   int allreduce_channels = 1;
+  // CPU devices (Caffe2's shared_model): every replica computes with the first replica's parameters, which
+  // alone are updated; the other devices keep no copy of them and no optimizer state, and their parameter
+  // names are views of the first replica's (parallel/shared_parameters.h). The results are the same.
+  bool shared_model = false;
   bool combine_spatial_bn = false;  // BN batch statistics over the job's whole batch: all devices, all shards
   // Blobs whose lifetimes do not overlap share buffers (parallel/memory_plan.h), and training recomputes
   // relu(BN(X)) in the backward pass instead of keeping it (parallel/recompute.h); results are unchanged.

@@ -91,8 +91,7 @@ std::function<bool(const std::string&, const Lifetime&)> Renamable(const NetDef&
   return [pinned, &options](const std::string& name, const Lifetime& life) {
     return name.compare(0, options.namescope.size(), options.namescope) == 0 && !pinned.count(name) &&
            life.first_write >= 0 && (life.read || options.scratch.count(name)) && !life.collective &&
-           !life.object &&
-           (options.share_activations || life.written_by_gradient_op);
+           !life.object && (options.share_activations || life.written_by_gradient_op);
   };
 }
 
