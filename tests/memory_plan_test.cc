@@ -202,6 +202,35 @@ TrainerConfig NullLeNet(const std::string& dir) {
 }
 
 // --plan_memory plans and stops: no log, no checkpoint folder content.
+// A CUDA device's convolutions share one cuDNN workspace, which grows to the largest limit: the plan counts
+// that; a CPU device's scratch pools hold a filter's copy in the kernel's layout per slot, the largest.
+TEST(MemoryPlan, OperatorScratchIsTheLargestRequestPerDevice) {
+  NetDef init, net;
+  for (const char* device : {"cpu", "gpu"})
+    for (int64_t filters : {16, 32}) {
+      const std::string prefix = fmt::format("{}_{}/", device, filters);
+      OperatorDef fill = MakeOperatorDef("ConstantFill", {}, {prefix + "w"},
+                                         {Arg("shape", std::vector<int64_t>{filters, 16, 3, 3})});
+      OperatorDef conv = MakeOperatorDef("Conv", {prefix + "x", prefix + "w"}, {prefix + "y"},
+                                         {Arg("kernel", int64_t{3}), Arg("ws_nbytes_limit", filters << 20)});
+      const Device on{device == std::string("cpu") ? DeviceType::kCpu : DeviceType::kCuda, 0};
+      SetDevice(&fill, on);
+      SetDevice(&conv, on);
+      *init.add_op() = fill;
+      *net.add_op() = conv;
+    }
+  MemoryPlanOptions options;
+  options.share = false;
+  for (const char* device : {"cpu", "gpu"})
+    for (int filters : {16, 32})
+      options.given[fmt::format("{}_{}/x", device, filters)] = {{2, 16, 8, 8}, DataType::kFloat};
+  const MemoryPlan plan = PlanMemory(&net, init, options);
+  ASSERT_TRUE(plan.unknown.empty()) << plan.unknown;
+  EXPECT_EQ(plan.devices.at("gpu:0").scratch, size_t{32} << 20);
+  // The 32 x 16 x 3 x 3 filter in the blocked layout of the kernel (16 and 32 channels fill whole blocks).
+  EXPECT_EQ(plan.devices.at("cpu:0").scratch, size_t{32 * 16 * 9 * 4});
+}
+
 TEST(MemoryPlan, PlanMemoryTrainsNothing) {
   TempDirectory dir;
   TrainerConfig config = NullLeNet(dir / "run");

@@ -66,15 +66,23 @@ size_t Bytes(const TensorShape& shape, const Device& device, const std::string& 
   return static_cast<size_t>(NumElements(shape.dims)) * ElementSize(shape.dtype);
 }
 
-// Each CPU device's scratch pool (ops/dnnl_utils.h ScratchMemory): a buffer per slot, as large as the largest
-// request any op of the device makes in it.
+// Each device's operator scratch: on a CPU device its scratch pool (ops/dnnl_utils.h ScratchMemory), a
+// buffer per slot as large as the largest request any op of the device makes in it; on a CUDA device the
+// one cuDNN workspace its convolutions share, which their algorithm search grows to the largest limit.
 std::map<std::string, size_t> ScratchPools(const NetDef& net,
                                            const std::map<std::string, TensorShape>& shapes) {
   std::map<std::string, std::vector<size_t>> slots;
   for (const auto& op : net.op()) {
     const Device device = DeviceOf(op);
-    if (device.type != DeviceType::kCpu) continue;
     const OpSchema& schema = SchemaRegistry::Of(op);
+    if (device.type != DeviceType::kCpu) {
+      if (schema.gpu_options() & kCudnnWorkspace) {
+        std::vector<size_t>& workspace = slots[device.ToString()];
+        workspace.resize(1);
+        workspace[0] = std::max(workspace[0], static_cast<size_t>(IntArg(op, kCudnnWorkspaceArg)));
+      }
+      continue;
+    }
     std::vector<TensorShape> inputs;
     for (int k = 0; k < op.input_size(); ++k)
       inputs.push_back(schema.IsObjectInput(k) ? TensorShape{{}, DataType::kUndefined}

@@ -20,10 +20,10 @@ struct MemoryUse {
   size_t gradients = 0;    // parameter gradients
   size_t activations = 0;  // what else the net writes (activations, their gradients, scratch), shared
   size_t unshared_activations = 0;  // the same, one buffer per blob
-  size_t evaluation =
-      0;  // the evaluation net's activations and scratch, which stay beside the training net's
-  size_t scratch =
-      0;  // the operators' scratch pool (CPU): the copies and workspaces they need while they run
+  // The evaluation net's activations and operator scratch, which stay beside the training net's.
+  size_t evaluation = 0;
+  // What the operators need only while they run: oneDNN's copies and workspaces, cuDNN's workspace.
+  size_t scratch = 0;
   size_t Total() const { return parameters + state + gradients + activations + evaluation + scratch; }
 };
 
