@@ -338,6 +338,11 @@ bool OpSchema::AllowsLowPrecisionInput(int input) const {
   return any_low_precision_input_ || low_precision_inputs_.count(input) > 0;
 }
 
+OpSchema& OpSchema::CpuConvertsInputs(std::set<int> inputs) {
+  cpu_converts_inputs_ = std::move(inputs);
+  return *this;
+}
+
 OpSchema& OpSchema::CombineAcrossReplicas(ReplicaRewrite rewrite) {
   combine_ = std::move(rewrite);
   return *this;

@@ -160,6 +160,10 @@ class OpSchema {
   // scale, bias and statistics); without the call, every input may.
   OpSchema& LowPrecisionInputs(std::set<int> inputs);
   bool AllowsLowPrecisionInput(int input) const;
+  // Of those, the ones the op's CPU kernel takes in float32 and converts itself, as it brings them into its
+  // own layout anyway (a convolution's filter and bias): mixed precision casts them on other devices only.
+  OpSchema& CpuConvertsInputs(std::set<int> inputs);
+  bool CpuConvertsInput(int input) const { return cpu_converts_inputs_.count(input) > 0; }
 
   // The GpuOption bits of the options the op takes as arguments; declares those arguments.
   OpSchema& TakesGpuOptions(unsigned options);
@@ -221,6 +225,7 @@ class OpSchema {
   ReplicaRewrite combine_;
   std::set<int> low_precision_inputs_;
   bool any_low_precision_input_ = true;
+  std::set<int> cpu_converts_inputs_;
   unsigned gpu_options_ = 0;
   bool collective_ = false;
   bool reads_any_device_ = false;

@@ -39,6 +39,7 @@ std::string ComputeInLowPrecision(ModelHelper& model, int first_op, const std::s
       const std::string& blob = op.input(k);
       bool is_param = false;
       for (const auto& param : model.params()) is_param |= param.name == blob;
+      if (is_param && DeviceOf(op).type == DeviceType::kCpu && schema.CpuConvertsInput(k)) continue;
       if (is_param || blob == input) op.set_input(k, cast(blob, op));
     }
   }

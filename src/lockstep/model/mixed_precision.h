@@ -12,8 +12,9 @@ namespace lockstep {
 
 // Makes the forward ops [first_op, end) of model.net() compute in `dtype` (float16 or bfloat16): a Cast of
 // `input` and of every parameter they read goes before them (batch normalization keeps its parameters and
-// statistics in float32, as cuDNN wants), the ops read the casts instead, and a Cast of `output` back to
-// float32 follows them. Returns the float32 output ("<output>_float").
+// statistics in float32, as cuDNN wants; a CPU convolution converts its float32 filter itself, in the
+// reorder into its layout), the ops read the casts instead, and a Cast of `output` back to float32 follows
+// them. Returns the float32 output ("<output>_float").
 std::string ComputeInLowPrecision(ModelHelper& model, int first_op, const std::string& input,
                                   const std::string& output, DataType dtype);
 

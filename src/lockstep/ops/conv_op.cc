@@ -21,6 +21,7 @@ using dnnl::memory;
 struct ConvSetup {
   memory::desc filter, bias;  // plain; a grouped filter is (group, M/group, C/group, kh, kw)
   memory::desc x_any, filter_any, y_any;
+  memory::desc dfilter_any;  // in the filter's own dtype: a float32 filter gets its gradient unrounded
   memory::dims strides, dilates, pad_l, pad_r;
   dnnl::convolution_forward::primitive_desc forward;
 };
@@ -34,6 +35,7 @@ ConvSetup MakeConvSetup(const ConvPoolArgs& args, int64_t group, const TensorSha
   s.filter = PlainDesc(grouped, filter.dtype);
   s.x_any = AnyLayout(PlainDesc(x.dims, x.dtype));
   s.filter_any = AnyLayout(PlainDesc(grouped, x.dtype));
+  s.dfilter_any = AnyLayout(PlainDesc(grouped, filter.dtype));
   s.y_any = AnyLayout(PlainDesc(y, x.dtype));
   s.strides = {args.stride_h, args.stride_w};
   s.dilates = {args.dilation_h - 1, args.dilation_w - 1};  // oneDNN counts the gaps between taps
@@ -63,9 +65,9 @@ ConvGradientPlan MakeConvGradientPlan(const ConvSetup& s, const WeightGradientOu
   auto algorithm = dnnl::algorithm::convolution_direct;
   if (wants.dweight || wants.dbias) {
     using WeightsDesc = dnnl::convolution_backward_weights::primitive_desc;
-    plan.weights = wants.dbias ? WeightsDesc(CpuEngine(), algorithm, s.x_any, s.filter_any, s.bias, s.y_any,
+    plan.weights = wants.dbias ? WeightsDesc(CpuEngine(), algorithm, s.x_any, s.dfilter_any, s.bias, s.y_any,
                                              s.strides, s.dilates, s.pad_l, s.pad_r, s.forward)
-                               : WeightsDesc(CpuEngine(), algorithm, s.x_any, s.filter_any, s.y_any,
+                               : WeightsDesc(CpuEngine(), algorithm, s.x_any, s.dfilter_any, s.y_any,
                                              s.strides, s.dilates, s.pad_l, s.pad_r, s.forward);
   }
   if (wants.dx) {
@@ -283,6 +285,7 @@ LOCKSTEP_OPERATOR_SCHEMA(Conv)
     .ShapeFunction(ConvShape)
     .CostFunction(WeightedLayerCost)
     .ScratchFunction(ConvScratch)
+    .CpuConvertsInputs({1, 2})
     .TakesGpuOptions(kConvGpuOptions);
 LOCKSTEP_OPERATOR_SCHEMA(ConvGradient)
     .Include(DeclareWeightGradient("Conv", "filter", "bias"))
