@@ -30,8 +30,8 @@ struct Job {
 struct Trained {
   std::vector<float> losses;
   std::map<std::string, std::vector<float>> state;  // every device's float state
-  size_t allocated_bytes = 0;  // tensors, and the operators' scratch pools
-  size_t scratch_bytes = 0;    // the pools alone
+  size_t allocated_bytes = 0;                       // tensors, and the operators' scratch pools
+  size_t scratch_bytes = 0;                         // the pools alone
   MemoryPlan plan;
   int recomputed = 0;  // activations the backward pass computes again (parallel/recompute.h)
 };
@@ -85,9 +85,9 @@ Trained Train(const Job& job, int steps) {
 }
 
 // Shared buffers give the same bits as a buffer per blob, in less memory, and the plan predicts the memory
-// a step allocates within 10% (4-D activations counted with their channels rounded up to oneDNN's blocks).
+// a step allocates within 5%.
 void ExpectSameBitsInLessMemory(const std::string& model, int devices) {
-  constexpr double kTolerance = 0.1;
+  constexpr double kTolerance = 0.05;
   SCOPED_TRACE(fmt::format("{} on {} devices", model, devices));
   const Trained unshared = Train({model, devices, false}, 3);
   const Trained shared = Train({model, devices, true}, 3);
@@ -108,16 +108,17 @@ void ExpectSameBitsInLessMemory(const std::string& model, int devices) {
   EXPECT_LE(use.gradients, use.parameters);  // one per trainable parameter, never shared
   EXPECT_LT(use.activations, use.unshared_activations * 3 / 4);
   // The scratch the plan counts is what every run needs; the pools also hold the reorders at layout
-  // boundaries, which depend on the kernels oneDNN picks next to each other (measured: 2.6% of LeNet's pools
-  // with AVX-512, 20% with AVX2; 0.1% of ResNet-18's with either).
+  // boundaries, which depend on the kernels oneDNN picks next to each other (measured: 2.5% of LeNet's pools
+  // with AVX-512, 3.2% with AVX2; 0.1% of ResNet-18's with either).
   size_t planned_scratch = 0;
   for (const auto& [device, use] : shared.plan.devices) planned_scratch += use.scratch;
   EXPECT_LE(planned_scratch, shared.scratch_bytes);
-  EXPECT_GE(planned_scratch, shared.scratch_bytes * 0.75);
-  std::printf("%s, %d devices: allocated %zu bytes shared, %zu unshared; planned %zu and %zu; scratch %zu, "
-              "planned %zu\n",
-              model.c_str(), devices, shared.allocated_bytes, unshared.allocated_bytes, shared.plan.Total(),
-              unshared.plan.Total(), shared.scratch_bytes, planned_scratch);
+  EXPECT_GE(planned_scratch, shared.scratch_bytes * 0.9);
+  std::printf(
+      "%s, %d devices: allocated %zu bytes shared, %zu unshared; planned %zu and %zu; scratch %zu, "
+      "planned %zu\n",
+      model.c_str(), devices, shared.allocated_bytes, unshared.allocated_bytes, shared.plan.Total(),
+      unshared.plan.Total(), shared.scratch_bytes, planned_scratch);
 }
 
 TEST(MemoryPlan, LeNetSharesBuffersWithTheSameBits) {

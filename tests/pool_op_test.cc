@@ -142,8 +142,8 @@ TEST(PoolOp, BlockedInputKeepsItsLayoutAndMatchesPlain) {
     SCOPED_TRACE(c.name);
     Workspace ws;
     // A 1x1 convolution leaves its 16 output channels in a blocked layout; a Copy of it is plain.
-    Feed(&ws, "input", RandomTensor({c.x[0], 8, c.x[2], c.x[3]}, 1));
-    Feed(&ws, "w", RandomTensor({16, 8, 1, 1}, 2));
+    Feed(&ws, "input", RandomTensor({c.x[0], 16, c.x[2], c.x[3]}, 1));
+    Feed(&ws, "w", RandomTensor({16, 16, 1, 1}, 2));
     RunOp(&ws, MakeOperatorDef("Conv", {"input", "w"}, {"blocked"}));
     RunOp(&ws, MakeOperatorDef("Copy", {"blocked"}, {"plain"}));
     ASSERT_FALSE(ws.Blob("blocked").is_plain());

@@ -138,19 +138,6 @@ int BlockedLayoutChannels() {
 }
 
 namespace {
-size_t BlockedBytes(Shape shape, DataType type, int blocked_dims) {
-  if (shape.size() == 4) {
-    const int64_t block = BlockedLayoutChannels();
-    for (int d = 0; d < blocked_dims; ++d) shape[1 - d] = (shape[1 - d] + block - 1) / block * block;
-  }
-  return static_cast<size_t>(NumElements(shape)) * ElementSize(type);
-}
-}  // namespace
-
-size_t BlockedActivationBytes(const Shape& shape, DataType type) { return BlockedBytes(shape, type, 1); }
-size_t BlockedFilterBytes(const Shape& shape, DataType type) { return BlockedBytes(shape, type, 2); }
-
-namespace {
 std::atomic<size_t> scratch_pool_bytes{0};
 
 // One slot of a thread's scratch pool.

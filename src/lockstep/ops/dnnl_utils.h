@@ -52,13 +52,9 @@ dnnl::memory ResizeForDesc(Tensor* tensor, const Shape& shape, const dnnl::memor
 // `desc` (its dims and dtype) with its layout left for the primitive to choose.
 dnnl::memory::desc AnyLayout(const dnnl::memory::desc& desc);
 
-// Channels per block of oneDNN's blocked activation layouts on this CPU (16 with AVX-512, else 8): a 4-D
-// activation's channels are rounded up to a multiple of it.
+// Channels per block of oneDNN's blocked activation layouts on this CPU (16 with AVX-512, else 8): those
+// layouts round a 4-D activation's channels up to a multiple of it.
 int BlockedLayoutChannels();
-// The bytes of a tensor in those layouts: an activation's channels (dim 1) rounded up to the block, and a
-// filter's output and input channels (dims 0 and 1); other ranks as they are.
-size_t BlockedActivationBytes(const Shape& shape, DataType type);
-size_t BlockedFilterBytes(const Shape& shape, DataType type);
 
 // Executes a primitive on this thread's stream and waits.
 void Execute(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args);

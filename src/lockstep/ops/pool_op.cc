@@ -172,8 +172,8 @@ void DeclarePoolGradient(OpSchema& schema) {
 std::vector<size_t> MaxPoolGradientScratch(const OperatorDef& def, const std::vector<TensorShape>& in) {
   const ConvPoolArgs window = PoolWindow(def, ParsePoolArgs(def), in[0].dims);
   const size_t index_bytes = window.kernel_h * window.kernel_w <= 255 ? 1 : 4;
-  const size_t y = BlockedActivationBytes(in[2].dims, in[2].dtype);
-  return {0, y, y / ElementSize(in[2].dtype) * index_bytes};
+  const size_t elements = static_cast<size_t>(NumElements(in[2].dims));
+  return {0, elements * ElementSize(in[2].dtype), elements * index_bytes};
 }
 
 GradientMaker PoolGradientMaker(const std::string& gradient_type) {

@@ -8,7 +8,6 @@
 #include "lockstep/core/buffer_placement.h"
 #include "lockstep/core/net_def.h"
 #include "lockstep/core/tensor.h"
-#include "lockstep/ops/dnnl_utils.h"
 #include "lockstep/parallel/memonger.h"
 
 namespace lockstep {
@@ -57,12 +56,10 @@ bool InferShapes(const NetDef& init_net, const NetDef& net, std::map<std::string
   return true;
 }
 
-// A blob's bytes. On CPU devices the operators keep 4-D activations in oneDNN's blocked layouts, which round
-// the channels up to a multiple of the block. The readers' outputs are plain.
-size_t Bytes(const TensorShape& shape, const Device& device, const std::string& writer) {
-  if (shape.dtype == DataType::kUndefined) return 0;
-  if (device.type == DeviceType::kCpu && writer != "ReadBatch")
-    return BlockedActivationBytes(shape.dims, shape.dtype);
+// A blob's bytes. oneDNN's blocked layouts pad the channels to a multiple of the block, but the convolutions
+// whose channels do not fill a block work in NHWC (ops/conv_op.cc), so the CPU's activations take their
+// plain size too.
+size_t Bytes(const TensorShape& shape) {
   return static_cast<size_t>(NumElements(shape.dims)) * ElementSize(shape.dtype);
 }
 
@@ -109,22 +106,20 @@ size_t MemoryPlan::Total() const {
 
 MemoryPlan PlanMemory(NetDef* net, const NetDef& init_net, const MemoryPlanOptions& options) {
   MemoryPlan plan;
-  // Each blob's device and writer: those of the op that first writes it.
+  // Each blob's device: that of the op that first writes it.
   std::map<std::string, Device> device_of;
-  std::map<std::string, std::string> writer_of;
   std::set<std::string> made_by_init;
   for (const NetDef* n : {&init_net, static_cast<const NetDef*>(net)})
     for (const auto& op : n->op())
       for (const auto& name : op.output()) {
         device_of.try_emplace(name, DeviceOf(op));
-        writer_of.try_emplace(name, op.type());
         if (n == &init_net) made_by_init.insert(name);
       }
   std::map<std::string, TensorShape> shapes = options.given;
   std::map<std::string, size_t> bytes, scratch;
   if (InferShapes(init_net, *net, &shapes, &plan.unknown)) {
     for (const auto& [name, shape] : shapes)
-      if (device_of.count(name)) bytes[name] = Bytes(shape, device_of[name], writer_of[name]);
+      if (device_of.count(name)) bytes[name] = Bytes(shape);
     scratch = ScratchPools(*net, shapes);  // by the names the ops have before sharing renames them
   } else {
     plan.unknown = plan.unknown.empty() ? "a shape is unknown" : plan.unknown;
