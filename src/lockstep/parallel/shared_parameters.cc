@@ -28,7 +28,7 @@ void ReadFirstReplicaParameters(NetDef* net, NetDef* init_net, const std::vector
   NetDef kept = *init_net;
   kept.clear_op();
   for (const auto& op : init_net->op()) {
-    if (std::all_of(op.output().begin(), op.output().end(), shared)) continue;
+    if (op.output_size() > 0 && std::all_of(op.output().begin(), op.output().end(), shared)) continue;
     if (std::any_of(op.output().begin(), op.output().end(), shared))
       throw InvalidInput(
           fmt::format("shared_model: {} in param_init_net makes a shared parameter beside "
