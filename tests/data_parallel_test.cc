@@ -152,22 +152,6 @@ TEST(DataParallel, SharedModelTrainsLikeEqualCopiesFromOneCopy) {
   EXPECT_LT(shared.allocated_bytes, copies.allocated_bytes);
 }
 
-TEST(DataParallel, SharedModelNeedsCpuDevicesWithOneDevicePerReplica) {
-  SmallNet net;
-  net.shared_model = true;
-  ParallelOptions o = SmallNetOptions(net, 2);
-  o.devices_per_replica = 2;
-  ModelHelper model("small");
-  try {
-    Parallelize(model, o);
-    ADD_FAILURE() << "shared_model with 2 devices per replica was accepted";
-  } catch (const InvalidInput& e) {
-    EXPECT_NE(std::string(e.what()).find("shared_model needs CPU devices with one device per replica"),
-              std::string::npos)
-        << e.what();
-  }
-}
-
 TEST(DataParallel, DevicesWithCombinedBatchNormTrainLikeOneDevice) {
   SmallNet net;
   net.bn = true;
@@ -500,6 +484,12 @@ TEST(DataParallel, BadSetupsFailBeforeTraining) {
                "allreduce_channels must be in [1, 64], got 0");
   expect_error([](ParallelOptions& o) { o.allreduce_dtype = DataType::kInt32; },
                "allreduce_dtype must be float, bfloat16 or float16, got int32");
+  expect_error(
+      [](ParallelOptions& o) {
+        o.shared_model = true;
+        o.devices_per_replica = 2;
+      },
+      "shared_model needs CPU devices with one device per replica");
   expect_error(
       [](ParallelOptions& o) {
         o.forward_builder = [](ModelHelper&, float) { return std::vector<std::string>{}; };
