@@ -114,8 +114,9 @@ const std::vector<TrainerOption>& Table() {
        "micro-batch j while stage s+1 runs j-1; one update per batch",
        Between(1, 1 << 16), kSame, false},
       {"combine_spatial_bn", &C::combine_spatial_bn,
-       "Batch normalization uses the statistics of all devices' batches, not each device's own", kNoRange,
-       kSame, false},
+       "Batch normalization uses the statistics of the whole batch, over every device and shard, not each "
+       "device's own",
+       kNoRange, kSame, false},
       {"share_buffers", &C::share_buffers,
        "Blobs whose lifetimes do not overlap share buffers: activations, gradients and scratch, planned "
        "before the first step (the same results; --share_buffers=false gives each blob its own)",
