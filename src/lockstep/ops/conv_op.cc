@@ -1,8 +1,9 @@
 // Conv: 2-D convolution with groups, stride, padding and dilation, and ConvGradient(X, filter, dY) ->
 // [dfilter], [dbias], [dX] (see weight_gradient.h), on oneDNN. Primitives are built once per shape with
-// their layouts left to oneDNN, which picks its fast blocked formats; activations and their gradients stay in
-// those formats between operators (an input is reordered only when it arrives in another), while the
-// filter, bias and their gradients stay plain and are reordered into the primitive's formats each run.
+// their layouts left to oneDNN, which picks its fast blocked formats (NHWC where the channels do not fill its
+// blocks); activations and their gradients stay in those formats between operators (an input is reordered
+// only when it arrives in another), while the filter, bias and their gradients stay plain, in their own
+// dtypes, and are reordered into the primitive's formats each run.
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/conv_pool_args.h"
