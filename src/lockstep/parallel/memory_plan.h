@@ -18,7 +18,7 @@ struct MemoryUse {
   size_t parameters = 0;   // trainable parameters
   size_t state = 0;        // the rest that the init net makes: optimizer state, BN statistics, counters
   size_t gradients = 0;    // parameter gradients
-  size_t activations = 0;  // what else the net writes (activations, their gradients, scratch), shared
+  size_t activations = 0;  // what else the net writes (activations, their gradients, unread outputs), shared
   size_t unshared_activations = 0;  // the same, one buffer per blob
   // The evaluation net's activations and operator scratch, which stay beside the training net's.
   size_t evaluation = 0;
