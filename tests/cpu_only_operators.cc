@@ -19,6 +19,8 @@ const std::map<std::string, std::string>& CpuOnlyOperators() {
     types["Print"] = "writes to stderr from host memory, CPU only: tests/print_op_test.cc";
     types["SpatialBNReluAgain"] =
         "the memory plan recomputes with it on CPUs only (parallel/recompute.h): tests/recompute_test.cc";
+    types["SumReluGradient"] =
+        "made by the ReLU fusion on CPUs only (parallel/fuse_relu.h): tests/fuse_relu_test.cc";
     types["Alias"] =
         "shared_model's views, on CPU devices only (parallel/shared_parameters.h): tests/data_parallel_test.cc";
     types["FileStoreHandlerCreate"] = types["RedisStoreHandlerCreate"] =

@@ -25,6 +25,7 @@ struct Job {
   int devices;
   bool share_buffers;
   bool input_shapes = true;
+  bool fuse_relus = true;
 };
 
 struct Trained {
@@ -34,6 +35,7 @@ struct Trained {
   size_t scratch_bytes = 0;                         // the pools alone
   MemoryPlan plan;
   int recomputed = 0;  // activations the backward pass computes again (parallel/recompute.h)
+  int fused = 0;       // ops with a ReLU folded in (parallel/fuse_relu.h)
 };
 
 constexpr int kBatchPerDevice = 4;
@@ -47,6 +49,7 @@ Trained Train(const Job& job, int steps) {
   o.threads_per_device = 1;
   o.max_threads = 2;
   o.share_buffers = job.share_buffers;
+  o.fuse_relus = job.fuse_relus;
   if (job.input_shapes)
     o.input_shapes = {{"data", {{kBatchPerDevice, channels, size, size}, DataType::kFloat}},
                       {"label", {{kBatchPerDevice}, DataType::kInt32}}};
@@ -81,6 +84,7 @@ Trained Train(const Job& job, int steps) {
   run.plan = dp.memory_plan;
   for (const auto& op : model.net().op())
     if (op.type() == "SpatialBNReluAgain") ++run.recomputed;
+    else if (op.type() == "SumReluGradient" || (op.type() == "Add" && IntArg(op, "relu") != 0)) ++run.fused;
   return run;
 }
 
@@ -129,6 +133,22 @@ TEST(MemoryPlan, LeNetSharesBuffersWithTheSameBits) {
 TEST(MemoryPlan, ResNet18SharesBuffersWithTheSameBits) {
   ExpectSameBitsInLessMemory("resnet18", 1);
   ExpectSameBitsInLessMemory("resnet18", 2);
+}
+
+// ReLUs folded into the residual blocks' Add and gradient Sum change no bit of training.
+TEST(FuseRelu, ResNet18TrainsWithTheSameBits) {
+  for (int devices : {1, 2}) {
+    SCOPED_TRACE(fmt::format("{} devices", devices));
+    Job job{"resnet18", devices, true};
+    const Trained fused = Train(job, 3);
+    job.fuse_relus = false;
+    const Trained separate = Train(job, 3);
+    EXPECT_EQ(fused.fused, 15 * devices);  // 8 blocks' ends, and the inputs of the 7 after the first
+    EXPECT_EQ(separate.fused, 0);
+    EXPECT_EQ(fused.losses, separate.losses);
+    ASSERT_EQ(fused.state.size(), separate.state.size());
+    for (const auto& [name, values] : separate.state) EXPECT_EQ(fused.state.at(name), values) << name;
+  }
 }
 
 // An evaluation net built with the training net's layer names and planned too, run between training steps

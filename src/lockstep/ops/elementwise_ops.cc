@@ -67,10 +67,11 @@ dnnl::memory ResizeElementwise(Tensor* out, const Shape& shape, const dnnl::memo
 }
 
 // Without broadcast, C = A + B in A's layout, with B reordered when its layout differs. With broadcast=1 the
-// op sees plain copies.
+// op sees plain copies. With relu=1, C = max(A + B, 0) in the same pass (oneDNN's post-op).
 class AddOp : public Operator {
  public:
-  AddOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), broadcast_(IntArg("broadcast") != 0) {
+  AddOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws), broadcast_(IntArg("broadcast") != 0), relu_(IntArg("relu") != 0) {
     if (!broadcast_) AcceptLayouts();
   }
 
@@ -106,13 +107,20 @@ class AddOp : public Operator {
     if (first.get_desc() != first_desc_ || second.get_desc() != second_desc_) {
       first_desc_ = first.get_desc();
       second_desc_ = second.get_desc();
+      dnnl::primitive_attr attr;
+      if (relu_) {
+        dnnl::post_ops relu;
+        relu.append_eltwise(dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+        attr.set_post_ops(relu);
+      }
       primitive_ = dnnl::binary(dnnl::binary::primitive_desc(CpuEngine(), dnnl::algorithm::binary_add,
-                                                             first_desc_, second_desc_, dst.get_desc()));
+                                                             first_desc_, second_desc_, dst.get_desc(), attr));
     }
     Execute(primitive_, {{DNNL_ARG_SRC_0, first}, {DNNL_ARG_SRC_1, second}, {DNNL_ARG_DST, dst}});
   }
 
   bool broadcast_;
+  bool relu_;
   dnnl::memory::desc first_desc_, second_desc_;
   dnnl::binary primitive_;
 };
@@ -226,14 +234,22 @@ class SumReduceLikeOp : public Operator {
   dnnl::reduction primitive_;
 };
 
-// dY flows through Add and Sum unchanged: the inputs' gradients are dY itself, with no op and no copy.
+// dY flows through Add and Sum unchanged: the inputs' gradients are dY itself, with no op and no copy. With
+// relu=1 the sum's gradient comes first, from C as ReLU's does.
 std::vector<OperatorDef> AddGradient(GradientContext& g) {
-  g.PassThrough(0, g.GO(0));
-  if (!g.NeedsGI(1)) return {};
+  std::vector<OperatorDef> ops;
+  std::string dsum = g.GO(0);
+  if (IntArg(g.def, "relu") != 0) {
+    dsum = GradientName(g.O(0)) + "_before_relu";
+    ops.push_back(MakeOperatorDef("ReluGradient", {g.O(0), g.GO(0)}, {dsum}));
+  }
+  g.PassThrough(0, dsum);
+  if (!g.NeedsGI(1)) return ops;
   if (IntArg(g.def, "broadcast") != 0)
-    return {MakeOperatorDef("SumReduceLike", {g.GO(0), g.I(1)}, {g.GI(1)})};
-  g.PassThrough(1, g.GO(0));
-  return {};
+    ops.push_back(MakeOperatorDef("SumReduceLike", {dsum, g.I(1)}, {g.GI(1)}));
+  else
+    g.PassThrough(1, dsum);
+  return ops;
 }
 
 std::vector<OperatorDef> SumGradient(GradientContext& g) {
@@ -248,11 +264,14 @@ std::vector<OperatorDef> ScaleGradient(const GradientContext& g) {
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(Add)
-    .SetDoc("C = A + B, element-wise; with broadcast=1, B's shape may be a suffix of A's.")
+    .SetDoc("C = A + B, element-wise; with broadcast=1, B's shape may be a suffix of A's; with relu=1, "
+            "max(A + B, 0).")
     .Input(0, "A", "any shape")
     .Input(1, "B", "A's shape, or a suffix of it with broadcast=1")
     .Output(0, "C", "A's shape; may be A, or B when they have the same shape")
     .Arg("broadcast", ArgType::kInt, 0, "1: B is repeated over A's leading dims")
+    .Range(0, 1)
+    .Arg("relu", ArgType::kInt, 0, "1: C = max(A + B, 0) in the same pass (a residual block's end)")
     .Range(0, 1)
     .AllowInplace({{0, 0}, {1, 0}})
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {

@@ -1,12 +1,101 @@
 // Relu: y = max(x, 0), and LeakyRelu (Caffe2's): y = x > 0 ? x : alpha * x with arg alpha >= 0; Relu is
 // LeakyRelu with alpha 0. Their gradients dx = dy * (y > 0 ? 1 : alpha) read y, so all may run
-// in place. All keep the layout their input comes in (eltwise_op.h).
+// in place. All keep the layout their input comes in (eltwise_op.h). SumReluGradient is a Sum of partial
+// gradients and the ReluGradient that reads it, in one pass (parallel/fuse_relu.h makes it).
+#include <algorithm>
+#include <cstring>
+
 #include "lockstep/core/gradient.h"
+#include "lockstep/core/half.h"
 #include "lockstep/ops/eltwise_op.h"
 
 namespace lockstep {
 
 namespace {
+
+inline float Widen(float value) { return value; }
+inline float Widen(BFloat16 value) { return ToFloat(value); }
+template <typename T>
+T Narrow(float value);
+template <>
+inline float Narrow<float>(float value) {
+  return value;
+}
+template <>
+inline BFloat16 Narrow<BFloat16>(float value) {
+  return ToBFloat16(value);
+}
+
+// Y > 0 as a mask of float32 bits: 0 < Y <= inf is one range of unsigned integers. Compared as integers, the
+// loop vectorizes; a float comparison may trap, which keeps the compiler from vectorizing it.
+inline uint32_t PositiveMask(float y) {
+  uint32_t bits;
+  std::memcpy(&bits, &y, sizeof bits);
+  return bits - 1u < 0x7f800000u ? ~0u : 0u;
+}
+
+// dx[i] = (parts[0][i] + parts[1][i] + ...) * (y[i] > 0 ? 1 : 0), added left to right in float32 and rounded
+// once, as Sum and then ReluGradient compute it; where y <= 0 it is the sum times 0, which keeps the sum's
+// sign and NaNs as oneDNN's ReluGradient does. Blocks of a few KiB keep the partial sums in L1.
+template <typename T>
+void SumWherePositive(const T* y, const std::vector<const T*>& parts, T* dx, int64_t n) {
+  constexpr int64_t kBlock = 1024;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t begin = b * kBlock, count = std::min(kBlock, n - begin);
+    float sum[kBlock];
+    for (int64_t i = 0; i < count; ++i) sum[i] = Widen(parts[0][begin + i]);
+    for (size_t k = 1; k < parts.size(); ++k)
+      for (int64_t i = 0; i < count; ++i) sum[i] += Widen(parts[k][begin + i]);
+    for (int64_t i = 0; i < count; ++i) {
+      const float dropped = sum[i] * 0.f;
+      uint32_t kept_bits, dropped_bits;
+      std::memcpy(&kept_bits, &sum[i], sizeof kept_bits);
+      std::memcpy(&dropped_bits, &dropped, sizeof dropped_bits);
+      const uint32_t mask = PositiveMask(Widen(y[begin + i]));
+      const uint32_t bits = (kept_bits & mask) | (dropped_bits & ~mask);
+      std::memcpy(&sum[i], &bits, sizeof bits);
+    }
+    for (int64_t i = 0; i < count; ++i) dx[begin + i] = Narrow<T>(sum[i]);
+  }
+}
+
+class SumReluGradientOp : public Operator {
+ public:
+  SumReluGradientOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws) { AcceptLayouts(); }
+
+  void Run() override {
+    const Tensor& y = Input(0);  // y is any shape, any layout; every dY has its shape, any layout
+    const dnnl::memory::desc desc = DescOf(y);
+    // The dYs in Y's layout (reordered into scratch where they differ), before sizing dX, which may be one.
+    std::vector<dnnl::memory> parts;
+    for (int i = 1; i < InputSize(); ++i) {
+      if (Input(i).shape() != y.shape())
+        FailOperator(def_, fmt::format("input '{}' is {} but Y '{}' is {}; every dY needs Y's shape",
+                                       InputName(i), ShapeToString(Input(i).shape()), InputName(0),
+                                       ShapeToString(y.shape())));
+      parts.push_back(ReorderIfNeeded(AsMemory(Input(i)), desc, i - 1));
+    }
+    dnnl::memory dx = ResizeForDesc(Output(0), y.shape(), desc);
+    if (y.numel() == 0) return;
+    const int64_t n = static_cast<int64_t>(desc.get_size() / ElementSize(y.dtype()));  // padding included
+    auto run = [&](auto type) {
+      using T = decltype(type);
+      std::vector<const T*> from;
+      for (const auto& part : parts) from.push_back(static_cast<const T*>(part.get_data_handle()));
+      SumWherePositive(static_cast<const T*>(AsMemory(y).get_data_handle()), from,
+                       static_cast<T*>(dx.get_data_handle()), n);
+    };
+    if (y.dtype() == DataType::kFloat)
+      run(float{});
+    else if (y.dtype() == DataType::kBFloat16)
+      run(BFloat16{});
+    else
+      FailOperator(def_, fmt::format("Y is {}; SumReluGradient computes in float32 or bfloat16",
+                                     DataTypeName(y.dtype())));
+  }
+};
 
 constexpr auto kRelu = dnnl::algorithm::eltwise_relu;
 // With alpha >= 0, y > 0 exactly where x > 0, so the gradient can be computed from y.
@@ -36,6 +125,16 @@ LOCKSTEP_OPERATOR_SCHEMA(Relu)
 LOCKSTEP_OPERATOR_SCHEMA(ReluGradient)
     .SetDoc("dX = dY where Y > 0, else 0: Relu's gradient, computed from its output.")
     .Include(DeclareEltwiseGradientFromOutput);
+LOCKSTEP_OPERATOR_SCHEMA(SumReluGradient)
+    .SetDoc(
+        "dX = (dY0 + dY1 + ...) where Y > 0, else 0: a Sum of partial gradients and the ReluGradient that "
+        "reads it, in one pass and with the same bits; in Y's layout.")
+    .Input(0, "Y", "Relu's output, any layout")
+    .Input(1, "dY...", "Y's shape, each in any layout")
+    .Output(0, "dX", "Y's shape and layout; may be the first dY")
+    .NumInputs(2, INT_MAX)
+    .AllowInplace({{1, 0}})
+    .IdentityShape();
 LOCKSTEP_OPERATOR_SCHEMA(LeakyRelu)
     .SetDoc("Y = X > 0 ? X : alpha * X, element-wise (Caffe2's LeakyRelu); may run in place.")
     .Include(DeclareEltwiseInPlace)
@@ -48,6 +147,7 @@ LOCKSTEP_OPERATOR_SCHEMA(LeakyReluGradient)
     .Include(DeclareLeakyReluGradient);
 LOCKSTEP_REGISTER_CPU_OPERATOR(Relu, Eltwise<kRelu>);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ReluGradient, EltwiseGradient<kReluFromOutput>);
+LOCKSTEP_REGISTER_CPU_OPERATOR(SumReluGradient, SumReluGradientOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(LeakyRelu, LeakyReluOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(LeakyReluGradient, LeakyReluGradientOp);
 LOCKSTEP_REGISTER_GRADIENT(Relu, EltwiseGradientFromOutput);

@@ -14,6 +14,7 @@
 #include "lockstep/parallel/memory_plan.h"
 #include "lockstep/parallel/micro_batches.h"
 #include "lockstep/parallel/placement.h"
+#include "lockstep/parallel/fuse_relu.h"
 #include "lockstep/parallel/recompute.h"
 #include "lockstep/parallel/shared_parameters.h"
 
@@ -391,6 +392,7 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     }
     for (const auto& [blob, shape] : o.input_shapes) plan.given[scope + blob] = shape;
   }
+  if (o.fuse_relus) FuseRelus(&model.net(), plan.keep);
   dp.memory_plan = PlanMemory(&model.net(), model.param_init_net(), plan);
 
   dp.state_blobs = StateBlobs(model.param_init_net(), dp.scopes[0]);

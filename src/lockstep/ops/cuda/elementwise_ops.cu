@@ -10,11 +10,13 @@
 namespace lockstep {
 namespace {
 
-// a and c are (n), b is (inner) and repeats along a (inner == n without broadcast). c may be a or b.
+// a and c are (n), b is (inner) and repeats along a (inner == n without broadcast). c may be a or b. With
+// relu, c = max(a + b, 0).
 template <typename T>
-__global__ void AddKernel(const T* a, const T* b, T* c, int64_t n, int64_t inner) {
+__global__ void AddKernel(const T* a, const T* b, T* c, int64_t n, int64_t inner, bool relu) {
   LOCKSTEP_KERNEL_LOOP(i, n) {
-    cuda::StoreFloat(c, i, cuda::LoadFloat(a, i) + cuda::LoadFloat(b, i % inner));
+    const float sum = cuda::LoadFloat(a, i) + cuda::LoadFloat(b, i % inner);
+    cuda::StoreFloat(c, i, relu ? fmaxf(sum, 0.0f) : sum);
   }
 }
 
@@ -82,7 +84,7 @@ class CudaAddOp : public Operator {
       const int64_t n = c->numel();
       AddKernel<<<cuda::BlocksFor(n), cuda::kThreads, 0, StreamOf(device())>>>(
           static_cast<const T*>(a.raw_data()), static_cast<const T*>(b.raw_data()),
-          static_cast<T*>(c->raw_data()), n, b.numel());
+          static_cast<T*>(c->raw_data()), n, b.numel(), IntArg("relu") != 0);
       LOCKSTEP_CUDA_CHECK_LAUNCH();
     });
   }

@@ -1,0 +1,136 @@
+#include "lockstep/parallel/fuse_relu.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "lockstep/core/net_def.h"
+#include "lockstep/core/schema.h"
+
+namespace lockstep {
+namespace {
+
+bool Reads(const OperatorDef& op, const std::string& blob) {
+  return std::find(op.input().begin(), op.input().end(), blob) != op.input().end();
+}
+
+bool Writes(const OperatorDef& op, const std::string& blob) {
+  return std::find(op.output().begin(), op.output().end(), blob) != op.output().end();
+}
+
+bool OnCpu(const OperatorDef& op) { return DeviceOf(op).type == DeviceType::kCpu; }
+
+// The net's ops with those already fused away skipped.
+class Ops {
+ public:
+  explicit Ops(NetDef* net) : net_(net), removed_(net->op_size(), false) {}
+
+  int size() const { return net_->op_size(); }
+  OperatorDef& operator[](int i) { return *net_->mutable_op(i); }
+  bool removed(int i) const { return removed_[i]; }
+  void Remove(int i) { removed_[i] = true; }
+
+  // The first op after `from` that reads or writes `blob`, or -1.
+  int NextUse(int from, const std::string& blob) const {
+    for (int i = from + 1; i < size(); ++i)
+      if (!removed_[i] && (Reads(net_->op(i), blob) || Writes(net_->op(i), blob))) return i;
+    return -1;
+  }
+
+  // Whether an op after `from` reads the value `blob` holds there (before an op writes it again).
+  bool ReadAfter(int from, const std::string& blob) const {
+    for (int i = from + 1; i < size(); ++i) {
+      if (removed_[i]) continue;
+      if (Reads(net_->op(i), blob)) return true;
+      if (Writes(net_->op(i), blob)) return false;
+    }
+    return false;
+  }
+
+  // Whether an op strictly between `from` and `to` writes `blob` (or, with `or_reads`, reads it).
+  bool TouchedBetween(int from, int to, const std::string& blob, bool or_reads) const {
+    for (int i = from + 1; i < to; ++i)
+      if (!removed_[i] && (Writes(net_->op(i), blob) || (or_reads && Reads(net_->op(i), blob)))) return true;
+    return false;
+  }
+
+  // The op after `from` that consumes blob `value` as `type`'s input `input`, with nothing else reading that
+  // value: its index, or -1. The pair must share a device.
+  int SoleConsumer(int from, const std::string& value, const std::string& type, int input,
+                   const std::set<std::string>& keep) const {
+    const int j = NextUse(from, value);
+    if (j < 0) return -1;
+    const OperatorDef& op = net_->op(j);
+    if (op.type() != type || op.input_size() <= input || op.input(input) != value ||
+        !(DeviceOf(op) == DeviceOf(net_->op(from))))
+      return -1;
+    // Read again later only as the consumer's own output (in place), which is what the reader wants.
+    if (op.output(0) != value && (keep.count(value) || ReadAfter(j, value))) return -1;
+    return j;
+  }
+
+  void Compact() {
+    NetDef kept = *net_;
+    kept.clear_op();
+    for (int i = 0; i < size(); ++i)
+      if (!removed_[i]) *kept.add_op() = net_->op(i);
+    *net_ = std::move(kept);
+  }
+
+ private:
+  NetDef* net_;
+  std::vector<bool> removed_;
+};
+
+// Add(A, B) -> S, Relu(S) -> Y  =>  Add(A, B, relu=1) -> Y, where the Add stood.
+bool FuseAddRelu(Ops& ops, int i, const std::set<std::string>& keep) {
+  OperatorDef& add = ops[i];
+  if (add.type() != "Add" || IntArg(add, "relu") != 0) return false;
+  const std::string& sum = add.output(0);
+  const int j = ops.SoleConsumer(i, sum, "Relu", 0, keep);
+  if (j < 0) return false;
+  const std::string y = ops[j].output(0);
+  // Y is written earlier now: nothing in between may see it, and the Add must not overwrite its own input.
+  if (Reads(add, y) || ops.TouchedBetween(i, j, y, /*or_reads=*/true)) return false;
+  add.set_output(0, y);
+  SetArgument(&add, Arg("relu", 1));
+  ops.Remove(j);
+  return true;
+}
+
+// Sum(dY0, dY1, ...) -> G, ReluGradient(Y, G) -> dX  =>  SumReluGradient(Y, dY0, dY1, ...) -> dX, where the
+// ReluGradient stood.
+bool FuseSumReluGradient(Ops& ops, int i, const std::set<std::string>& keep) {
+  const OperatorDef& sum = ops[i];
+  if (sum.type() != "Sum") return false;
+  const std::string& total = sum.output(0);
+  const int j = ops.SoleConsumer(i, total, "ReluGradient", 1, keep);
+  if (j < 0 || ops[j].input(0) == total) return false;
+  const std::string dx = ops[j].output(0);
+  // The dYs are read later now: nothing in between may change them; dX may overwrite only the first.
+  for (int k = 0; k < sum.input_size(); ++k)
+    if (ops.TouchedBetween(i, j, sum.input(k), /*or_reads=*/false) || (k > 0 && sum.input(k) == dx))
+      return false;
+  OperatorDef& gradient = ops[j];
+  const std::string y = gradient.input(0);
+  gradient.set_type("SumReluGradient");
+  gradient.clear_input();
+  gradient.add_input(y);
+  for (const auto& part : sum.input()) gradient.add_input(part);
+  ops.Remove(i);
+  return true;
+}
+
+}  // namespace
+
+int FuseRelus(NetDef* net, const std::set<std::string>& keep) {
+  Ops ops(net);
+  int fused = 0;
+  for (int i = 0; i < ops.size(); ++i) {
+    if (ops.removed(i) || !OnCpu(ops[i])) continue;
+    if (FuseAddRelu(ops, i, keep) || FuseSumReluGradient(ops, i, keep)) ++fused;
+  }
+  ops.Compact();
+  return fused;
+}
+
+}  // namespace lockstep

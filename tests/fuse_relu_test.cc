@@ -1,0 +1,166 @@
+// Folding ReLUs into the element-wise ops beside them: the fused ops give the bits of the pairs they replace
+// (in float32 and bfloat16, plain and blocked, in place or not), Add with relu=1 has a correct gradient, and
+// the rewrite fuses only pairs whose intermediate blob no one else reads.
+#include "lockstep/parallel/fuse_relu.h"
+
+#include <cstring>
+
+#include "lockstep/core/cpu_isa.h"
+#include "test_util.h"
+
+namespace lockstep::testing {
+namespace {
+
+std::vector<DataType> ComputeTypes() {
+  std::vector<DataType> dtypes{DataType::kFloat};
+  if (CpuHasBFloat16Instructions()) dtypes.push_back(DataType::kBFloat16);
+  return dtypes;
+}
+
+// Feeds `name` as a random tensor in `dtype`, blocked (nChw16c) or plain.
+void FeedRandom(Workspace* ws, const std::string& name, const Shape& shape, unsigned seed, DataType dtype,
+                bool blocked) {
+  const Tensor x = RandomTensor(shape, seed, -2.f, 2.f);
+  Feed(ws, name + "_f32", blocked ? Blocked(x) : x);
+  RunOp(ws, MakeOperatorDef("Cast", {name + "_f32"}, {name}, {Arg("to", int(dtype))}));
+}
+
+void ExpectSameBits(const Tensor& actual, const Tensor& expected) {
+  ASSERT_EQ(actual.dtype(), expected.dtype());
+  ASSERT_EQ(actual.shape(), expected.shape());
+  ASSERT_EQ(actual.is_plain(), expected.is_plain());
+  ASSERT_EQ(actual.nbytes(), expected.nbytes());
+  EXPECT_EQ(std::memcmp(actual.raw_data(), expected.raw_data(), actual.nbytes()), 0);
+}
+
+OperatorDef GradientOp(const std::string& type, const std::vector<std::string>& inputs,
+                       const std::vector<std::string>& outputs) {
+  OperatorDef op = MakeOperatorDef(type, inputs, outputs);
+  op.set_is_gradient_op(true);
+  return op;
+}
+
+std::vector<std::string> Inputs(const OperatorDef& op) { return {op.input().begin(), op.input().end()}; }
+
+}  // namespace
+
+TEST(FuseRelu, AddWithReluIsAddThenRelu) {
+  for (DataType dtype : ComputeTypes())
+    for (bool blocked : {false, true})
+      for (Shape shape : {Shape{4, 16, 7, 7}, Shape{2, 32, 5, 3}, Shape{3, 5, 6, 2}}) {
+        if (blocked && shape[1] % 16 != 0) continue;
+        SCOPED_TRACE(fmt::format("{} {} {}", DataTypeName(dtype), blocked ? "blocked" : "plain",
+                                 ShapeToString(shape)));
+        Workspace ws;
+        FeedRandom(&ws, "a", shape, 1, dtype, blocked);
+        FeedRandom(&ws, "b", shape, 2, dtype, !blocked && shape[1] % 16 == 0);  // B in another layout
+        RunOp(&ws, MakeOperatorDef("Add", {"a", "b"}, {"sum"}));
+        RunOp(&ws, MakeOperatorDef("Relu", {"sum"}, {"expected"}));
+        RunOp(&ws, MakeOperatorDef("Add", {"a", "b"}, {"fused"}, {Arg("relu", 1)}));
+        ExpectSameBits(ws.Blob("fused"), ws.Blob("expected"));
+        RunOp(&ws, MakeOperatorDef("Add", {"a", "b"}, {"a"}, {Arg("relu", 1)}));  // in place
+        ExpectSameBits(ws.Blob("a"), ws.Blob("expected"));
+      }
+}
+
+TEST(FuseRelu, SumReluGradientIsSumThenReluGradient) {
+  for (DataType dtype : ComputeTypes())
+    for (bool blocked : {false, true})
+      for (int parts : {1, 2, 3}) {
+        const Shape shape{4, 32, 6, 5};
+        SCOPED_TRACE(fmt::format("{} {} {} parts", DataTypeName(dtype), blocked ? "blocked" : "plain", parts));
+        Workspace ws;
+        FeedRandom(&ws, "y", shape, 1, dtype, blocked);
+        RunOp(&ws, MakeOperatorDef("Relu", {"y"}, {"y"}));  // zeros where Relu wrote them
+        std::vector<std::string> dys;
+        for (int k = 0; k < parts; ++k) {
+          dys.push_back(fmt::format("dy{}", k));
+          FeedRandom(&ws, dys.back(), shape, 2 + k, dtype, k == 1 ? !blocked : blocked);  // mixed layouts
+        }
+        RunOp(&ws, MakeOperatorDef("Sum", dys, {"g"}));
+        RunOp(&ws, MakeOperatorDef("ReluGradient", {"y", "g"}, {"expected"}));
+        std::vector<std::string> inputs{"y"};
+        inputs.insert(inputs.end(), dys.begin(), dys.end());
+        RunOp(&ws, MakeOperatorDef("SumReluGradient", inputs, {"fused"}));
+        ExpectSameBits(ws.Blob("fused"), ws.Blob("expected"));
+        RunOp(&ws, MakeOperatorDef("SumReluGradient", inputs, {"dy0"}));  // in place over the first dY
+        ExpectSameBits(ws.Blob("dy0"), ws.Blob("expected"));
+      }
+}
+
+TEST(FuseRelu, SumReluGradientRefusesAnotherShape) {
+  Workspace ws;
+  Feed(&ws, "y", RandomTensor({2, 3}, 1));
+  Feed(&ws, "dy0", RandomTensor({2, 3}, 2));
+  Feed(&ws, "dy1", RandomTensor({3, 2}, 3));
+  try {
+    RunOp(&ws, MakeOperatorDef("SumReluGradient", {"y", "dy0", "dy1"}, {"dx"}));
+    FAIL() << "accepted dY of another shape";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("input 'dy1' is (3, 2) but Y 'y' is (2, 3)"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Values whose sums stay clear of ReLU's kink, where finite differences would straddle it.
+TEST(FuseRelu, AddWithReluGradient) {
+  const Tensor a = TensorFromValues({2, 3}, {0.7f, -0.9f, 0.4f, -0.5f, 1.2f, -1.1f});
+  CheckGradient(MakeOperatorDef("Add", {"a", "b"}, {"c"}, {Arg("relu", 1)}),
+                {{"a", a}, {"b", TensorFromValues({2, 3}, {0.2f, 0.3f, -0.8f, 0.1f, 0.3f, -0.2f})}});
+  CheckGradient(MakeOperatorDef("Add", {"a", "b"}, {"c"}, {Arg("relu", 1), Arg("broadcast", 1)}),
+                {{"a", a}, {"b", TensorFromValues({3}, {0.2f, 0.3f, -0.8f})}});
+}
+
+TEST(FuseRelu, FusesPairsWhoseIntermediateOnlyTheReluReads) {
+  NetDef net;
+  // 0-1: a residual block's end, fused.
+  *net.add_op() = MakeOperatorDef("Add", {"branch", "shortcut"}, {"s1"});
+  *net.add_op() = MakeOperatorDef("Relu", {"s1"}, {"y1"});
+  // 2-4: the Add's output is read by another op too: kept.
+  *net.add_op() = MakeOperatorDef("Add", {"y1", "shortcut"}, {"s2"});
+  *net.add_op() = MakeOperatorDef("Relu", {"s2"}, {"y2"});
+  *net.add_op() = MakeOperatorDef("Copy", {"s2"}, {"s2_copy"});
+  // 5-7: an op between reads the ReLU's output before the ReLU writes it: kept.
+  *net.add_op() = MakeOperatorDef("Add", {"y2", "shortcut"}, {"s3"});
+  *net.add_op() = MakeOperatorDef("Copy", {"y3"}, {"old_y3"});
+  *net.add_op() = MakeOperatorDef("Relu", {"s3"}, {"y3"});
+  // 8-9: on a GPU: kept.
+  OperatorDef gpu_add = MakeOperatorDef("Add", {"y3", "shortcut"}, {"s4"});
+  OperatorDef gpu_relu = MakeOperatorDef("Relu", {"s4"}, {"y4"});
+  SetDevice(&gpu_add, {DeviceType::kCuda, 0});
+  SetDevice(&gpu_relu, {DeviceType::kCuda, 0});
+  *net.add_op() = gpu_add;
+  *net.add_op() = gpu_relu;
+  // 10-12: the backward pass: a Sum read by a ReluGradient alone, another op between them, fused.
+  *net.add_op() = GradientOp("Sum", {"d_branch", "d_shortcut"}, {"d_y1"});
+  *net.add_op() = GradientOp("ConvGradient", {"x", "w", "d_other"}, {"dw", "dx"});
+  *net.add_op() = GradientOp("ReluGradient", {"y1", "d_y1"}, {"d_s1"});
+  // 13-14: the Sum's output is kept for the caller: not fused.
+  *net.add_op() = GradientOp("Sum", {"d_a", "d_b"}, {"kept"});
+  *net.add_op() = GradientOp("ReluGradient", {"y2", "kept"}, {"d_s2"});
+  // 15-17: an op between overwrites a part of the Sum: not fused.
+  *net.add_op() = GradientOp("Sum", {"d_c", "d_d"}, {"d_y3"});
+  *net.add_op() = GradientOp("Scale", {"d_other"}, {"d_c"});
+  *net.add_op() = GradientOp("ReluGradient", {"y3", "d_y3"}, {"d_s3"});
+
+  EXPECT_EQ(FuseRelus(&net, {"kept"}), 2);
+  ASSERT_EQ(net.op_size(), 16);
+  EXPECT_EQ(net.op(0).type(), "Add");
+  EXPECT_EQ(net.op(0).output(0), "y1");
+  EXPECT_EQ(IntArg(net.op(0), "relu"), 1);
+  for (int i : {1, 4, 7}) {
+    EXPECT_EQ(IntArg(net.op(i), "relu"), 0) << i;
+    EXPECT_EQ(net.op(i + 1).type(), i == 1 ? "Relu" : i == 4 ? "Copy" : "Relu") << i;
+  }
+  const OperatorDef& fused = net.op(10);
+  EXPECT_EQ(net.op(9).type(), "ConvGradient");
+  EXPECT_EQ(fused.type(), "SumReluGradient");
+  EXPECT_TRUE(fused.is_gradient_op());
+  EXPECT_EQ(Inputs(fused), (std::vector<std::string>{"y1", "d_branch", "d_shortcut"}));
+  EXPECT_EQ(fused.output(0), "d_s1");
+  EXPECT_EQ(net.op(11).type(), "Sum");
+  EXPECT_EQ(net.op(13).type(), "Sum");
+  EXPECT_EQ(net.op(15).type(), "ReluGradient");
+}
+
+}  // namespace lockstep::testing
