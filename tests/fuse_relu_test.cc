@@ -1,11 +1,12 @@
-// Folding ReLUs into the element-wise ops beside them: the fused ops give the bits of the pairs they replace
-// (in float32 and bfloat16, plain and blocked, in place or not), Add with relu=1 has a correct gradient, and
-// the rewrite fuses only pairs whose intermediate blob no one else reads.
+// Folding ReLUs into the ops beside them: the fused ops give the bits of the pairs they replace (in float32
+// and bfloat16, plain and blocked, in place or not), Conv and Add with relu=1 have correct gradients, and the
+// rewrite fuses only pairs whose intermediate blob no one else reads.
 #include "lockstep/parallel/fuse_relu.h"
 
 #include <cstring>
 
 #include "lockstep/core/cpu_isa.h"
+#include "lockstep/core/gradient.h"
 #include "test_util.h"
 
 namespace lockstep::testing {
@@ -63,12 +64,47 @@ TEST(FuseRelu, AddWithReluIsAddThenRelu) {
       }
 }
 
+TEST(FuseRelu, ConvWithReluIsConvThenRelu) {
+  for (DataType dtype : ComputeTypes())
+    for (int64_t channels : {6, 16, 32}) {  // NHWC where they do not fill oneDNN's blocks
+      SCOPED_TRACE(fmt::format("{} {} channels", DataTypeName(dtype), channels));
+      Workspace ws;
+      FeedRandom(&ws, "x", {2, channels, 9, 9}, 1, dtype, /*blocked=*/false);
+      Feed(&ws, "w", RandomTensor({channels, channels, 3, 3}, 2, -0.3f, 0.3f));
+      Feed(&ws, "b", RandomTensor({channels}, 3));
+      RunOp(&ws, MakeOperatorDef("Conv", {"x", "w", "b"}, {"c"}, {Arg("kernel", 3), Arg("pad", 1)}));
+      RunOp(&ws, MakeOperatorDef("Relu", {"c"}, {"expected"}));
+      RunOp(&ws, MakeOperatorDef("Conv", {"x", "w", "b"}, {"fused"},
+                                 {Arg("kernel", 3), Arg("pad", 1), Arg("relu", 1)}));
+      ExpectSameBits(ws.Blob("fused"), ws.Blob("expected"));
+    }
+}
+
+// The gradient of Conv with relu=1 is ReLU's, from Y, then the convolution's: checked by finite differences
+// where every output is positive (clear of ReLU's kink), and by the ops it makes.
+TEST(FuseRelu, ConvWithReluGradient) {
+  const OperatorDef conv =
+      MakeOperatorDef("Conv", {"x", "w", "b"}, {"y"}, {Arg("kernel", 2), Arg("relu", 1)});
+  CheckGradient(conv, {{"x", RandomTensor({2, 3, 4, 4}, 1, 0.5f, 1.f)},
+                       {"w", RandomTensor({4, 3, 2, 2}, 2, 0.1f, 0.5f)},
+                       {"b", RandomTensor({4}, 3, 0.f, 0.5f)}});
+  GradientContext g{conv, {"dy"}, {"dx", "dw", "db"}};
+  const std::vector<OperatorDef> ops = (*GradientRegistry::Find("Conv"))(g);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].type(), "ReluGradient");
+  EXPECT_EQ(Inputs(ops[0]), (std::vector<std::string>{"y", "dy"}));
+  EXPECT_EQ(ops[1].type(), "ConvGradient");
+  EXPECT_EQ(Inputs(ops[1]), (std::vector<std::string>{"x", "w", ops[0].output(0)}));
+  EXPECT_EQ(IntArg(ops[1], "relu"), 0);
+}
+
 TEST(FuseRelu, SumReluGradientIsSumThenReluGradient) {
   for (DataType dtype : ComputeTypes())
     for (bool blocked : {false, true})
       for (int parts : {1, 2, 3}) {
         const Shape shape{4, 32, 6, 5};
-        SCOPED_TRACE(fmt::format("{} {} {} parts", DataTypeName(dtype), blocked ? "blocked" : "plain", parts));
+        SCOPED_TRACE(
+            fmt::format("{} {} {} parts", DataTypeName(dtype), blocked ? "blocked" : "plain", parts));
         Workspace ws;
         FeedRandom(&ws, "y", shape, 1, dtype, blocked);
         RunOp(&ws, MakeOperatorDef("Relu", {"y"}, {"y"}));  // zeros where Relu wrote them
@@ -116,6 +152,9 @@ TEST(FuseRelu, FusesPairsWhoseIntermediateOnlyTheReluReads) {
   // 0-1: a residual block's end, fused.
   *net.add_op() = MakeOperatorDef("Add", {"branch", "shortcut"}, {"s1"});
   *net.add_op() = MakeOperatorDef("Relu", {"s1"}, {"y1"});
+  // A convolution and its ReLU in place, fused.
+  *net.add_op() = MakeOperatorDef("Conv", {"y1", "w"}, {"c"}, {Arg("kernel", 1)});
+  *net.add_op() = MakeOperatorDef("Relu", {"c"}, {"c"});
   // 2-4: the Add's output is read by another op too: kept.
   *net.add_op() = MakeOperatorDef("Add", {"y1", "shortcut"}, {"s2"});
   *net.add_op() = MakeOperatorDef("Relu", {"s2"}, {"y2"});
@@ -143,11 +182,15 @@ TEST(FuseRelu, FusesPairsWhoseIntermediateOnlyTheReluReads) {
   *net.add_op() = GradientOp("Scale", {"d_other"}, {"d_c"});
   *net.add_op() = GradientOp("ReluGradient", {"y3", "d_y3"}, {"d_s3"});
 
-  EXPECT_EQ(FuseRelus(&net, {"kept"}), 2);
-  ASSERT_EQ(net.op_size(), 16);
+  EXPECT_EQ(FuseRelus(&net, {"kept"}), 3);
+  ASSERT_EQ(net.op_size(), 17);
   EXPECT_EQ(net.op(0).type(), "Add");
   EXPECT_EQ(net.op(0).output(0), "y1");
   EXPECT_EQ(IntArg(net.op(0), "relu"), 1);
+  EXPECT_EQ(net.op(1).type(), "Conv");
+  EXPECT_EQ(net.op(1).output(0), "c");
+  EXPECT_EQ(IntArg(net.op(1), "relu"), 1);
+  net.mutable_op()->DeleteSubrange(1, 1);  // the indices below as without the Conv
   for (int i : {1, 4, 7}) {
     EXPECT_EQ(IntArg(net.op(i), "relu"), 0) << i;
     EXPECT_EQ(net.op(i + 1).type(), i == 1 ? "Relu" : i == 4 ? "Copy" : "Relu") << i;

@@ -82,9 +82,11 @@ Trained Train(const Job& job, int steps) {
   run.scratch_bytes = ScratchPoolBytes() - pools_before;  // the net's threads and their pools are alive
   run.allocated_bytes = ws.AllocatedBytes() + run.scratch_bytes;
   run.plan = dp.memory_plan;
-  for (const auto& op : model.net().op())
+  for (const auto& op : model.net().op()) {
     if (op.type() == "SpatialBNReluAgain") ++run.recomputed;
-    else if (op.type() == "SumReluGradient" || (op.type() == "Add" && IntArg(op, "relu") != 0)) ++run.fused;
+    const bool fused_producer = (op.type() == "Add" || op.type() == "Conv") && IntArg(op, "relu") != 0;
+    if (fused_producer || op.type() == "SumReluGradient") ++run.fused;
+  }
   return run;
 }
 
@@ -135,19 +137,23 @@ TEST(MemoryPlan, ResNet18SharesBuffersWithTheSameBits) {
   ExpectSameBitsInLessMemory("resnet18", 2);
 }
 
-// ReLUs folded into the residual blocks' Add and gradient Sum change no bit of training.
-TEST(FuseRelu, ResNet18TrainsWithTheSameBits) {
-  for (int devices : {1, 2}) {
-    SCOPED_TRACE(fmt::format("{} devices", devices));
-    Job job{"resnet18", devices, true};
-    const Trained fused = Train(job, 3);
-    job.fuse_relus = false;
-    const Trained separate = Train(job, 3);
-    EXPECT_EQ(fused.fused, 15 * devices);  // 8 blocks' ends, and the inputs of the 7 after the first
-    EXPECT_EQ(separate.fused, 0);
-    EXPECT_EQ(fused.losses, separate.losses);
-    ASSERT_EQ(fused.state.size(), separate.state.size());
-    for (const auto& [name, values] : separate.state) EXPECT_EQ(fused.state.at(name), values) << name;
+// ReLUs folded into LeNet's convolutions, and into ResNet's residual Adds and gradient Sums, change no bit
+// of training.
+TEST(FuseRelu, TrainingGivesTheSameBits) {
+  for (const auto& [model, pairs] : {std::pair<std::string, int>{"lenet", 2}, {"resnet18", 15}}) {
+    for (int devices : {1, 2}) {
+      SCOPED_TRACE(fmt::format("{} on {} devices", model, devices));
+      Job job{model, devices, true};
+      const Trained fused = Train(job, 3);
+      job.fuse_relus = false;
+      const Trained separate = Train(job, 3);
+      // LeNet's two convolutions; ResNet-18's 8 blocks' ends, and the inputs of the 7 after the first.
+      EXPECT_EQ(fused.fused, pairs * devices);
+      EXPECT_EQ(separate.fused, 0);
+      EXPECT_EQ(fused.losses, separate.losses);
+      ASSERT_EQ(fused.state.size(), separate.state.size());
+      for (const auto& [name, values] : separate.state) EXPECT_EQ(fused.state.at(name), values) << name;
+    }
   }
 }
 

@@ -196,7 +196,8 @@ TEST(OnnxExport, ResNet18HasInferenceBatchNormAndTheCheckpointsModel) {
 }
 
 // A training net as built by hand: the reader's output is the input, Dropout and the loss are left out,
-// SpatialBN in training mode exports on its running statistics, in-place writes get fresh ONNX names.
+// SpatialBN in training mode exports on its running statistics, in-place writes get fresh ONNX names, fused
+// ReLUs become nodes of their own.
 TEST(OnnxExport, TrainingNetExportsItsInferenceGraph) {
   ModelHelper model("net");
   layers::ConvOptions conv;
@@ -204,7 +205,9 @@ TEST(OnnxExport, TrainingNetExportsItsInferenceGraph) {
   x = layers::SpatialBN(model, x, "bn", 4, /*is_test=*/false, /*relu=*/true, 1e-3f, 0.9f);
   x = layers::Dropout(model, x, "drop", 0.5f, /*is_test=*/false);
   model.AddOp("Relu", {x}, {x});  // in place
-  x = layers::FC(model, x, "fc", 4 * 6 * 6, 5);
+  model.AddOp("Add", {x, x}, {"twice"},
+              {Arg("relu", 1)});  // as the ReLU fusion leaves a residual block's end
+  x = layers::FC(model, "twice", "fc", 4 * 6 * 6, 5);
   auto [softmax, loss] = layers::SoftmaxWithLoss(model, x, "label", "softmax", "loss");
   layers::Accuracy(model, softmax, "label", "accuracy");
   Workspace ws;
@@ -219,8 +222,8 @@ TEST(OnnxExport, TrainingNetExportsItsInferenceGraph) {
   onnx::ModelProto exported;
   ASSERT_TRUE(exported.ParseFromString(NetToOnnx(model.net(), ws, spec, &summary)));
   EXPECT_NO_THROW(onnx::checker::check_model(exported));
-  EXPECT_EQ(summary.node_types, (std::vector<std::string>{"Conv", "BatchNormalization", "Relu", "Relu",
-                                                          "Flatten", "Gemm", "Softmax"}));
+  EXPECT_EQ(summary.node_types, (std::vector<std::string>{"Conv", "BatchNormalization", "Relu", "Relu", "Add",
+                                                          "Relu", "Flatten", "Gemm", "Softmax"}));
   const onnx::NodeProto& bn = exported.graph().node(1);
   EXPECT_EQ(bn.output_size(), 1);
   EXPECT_FLOAT_EQ(Attribute(bn, "epsilon")->f(), 1e-3f);
@@ -290,8 +293,9 @@ TEST(OnnxExport, CommandLine) {
   CliOutput other = RunCliWithFiles(dir, "export --load_model_path " + checkpoint +
                                              " --model resnet18 --output " + (dir / "x.onnx").string());
   EXPECT_EQ(other.code, kExitNotRetryable);
-  EXPECT_NE(other.err.find("--model resnet18 contradicts the checkpoint " + checkpoint + ", which holds lenet"),
-            std::string::npos)
+  EXPECT_NE(
+      other.err.find("--model resnet18 contradicts the checkpoint " + checkpoint + ", which holds lenet"),
+      std::string::npos)
       << other.err;
   EXPECT_FALSE(fs::exists(dir / "x.onnx"));
 }

@@ -36,8 +36,9 @@ bool WorksInNhwc(int64_t x_channels, int64_t y_channels) {
   return y_channels % block != 0 || (x_channels > 4 && x_channels % block != 0);
 }
 
+// With `relu`, the forward primitive applies max(Y, 0) in the same pass (a post-op).
 ConvSetup MakeConvSetup(const ConvPoolArgs& args, int64_t group, const TensorShape& x,
-                        const TensorShape& filter, const Shape& y, DataType bias_type) {
+                        const TensorShape& filter, const Shape& y, DataType bias_type, bool relu = false) {
   ConvSetup s;
   const Shape& w = filter.dims;
   const Shape grouped = group == 1 ? w : Shape{group, w[0] / group, w[1], w[2], w[3]};
@@ -58,12 +59,18 @@ ConvSetup MakeConvSetup(const ConvPoolArgs& args, int64_t group, const TensorSha
   auto kind = dnnl::prop_kind::forward_training;
   auto algorithm = dnnl::algorithm::convolution_direct;
   const bool with_bias = bias_type != DataType::kUndefined;
-  s.forward =
-      with_bias
-          ? dnnl::convolution_forward::primitive_desc(CpuEngine(), kind, algorithm, s.x_any, s.filter_any,
-                                                      s.bias, s.y_any, s.strides, s.dilates, s.pad_l, s.pad_r)
-          : dnnl::convolution_forward::primitive_desc(CpuEngine(), kind, algorithm, s.x_any, s.filter_any,
-                                                      s.y_any, s.strides, s.dilates, s.pad_l, s.pad_r);
+  dnnl::primitive_attr attr;
+  if (relu) {
+    dnnl::post_ops post;
+    post.append_eltwise(dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(post);
+  }
+  s.forward = with_bias ? dnnl::convolution_forward::primitive_desc(CpuEngine(), kind, algorithm, s.x_any,
+                                                                    s.filter_any, s.bias, s.y_any, s.strides,
+                                                                    s.dilates, s.pad_l, s.pad_r, attr)
+                        : dnnl::convolution_forward::primitive_desc(CpuEngine(), kind, algorithm, s.x_any,
+                                                                    s.filter_any, s.y_any, s.strides,
+                                                                    s.dilates, s.pad_l, s.pad_r, attr);
   return s;
 }
 
@@ -104,7 +111,10 @@ ConvGradientPlan MakeConvGradientPlan(const ConvSetup& s, const WeightGradientOu
 class ConvOp : public Operator {
  public:
   ConvOp(const OperatorDef& def, Workspace* ws)
-      : Operator(def, ws), args_(ParseConvPoolArgs(def)), group_(IntArg("group")) {
+      : Operator(def, ws),
+        args_(ParseConvPoolArgs(def)),
+        group_(IntArg("group")),
+        relu_(IntArg("relu") != 0) {
     AcceptLayouts();
   }
 
@@ -134,12 +144,13 @@ class ConvOp : public Operator {
     signature_.Record({&x, &filter, bias});
     if (NumElements(y_shape_) == 0) return;
     setup_ = MakeConvSetup(args_, group_, {x.shape(), x.dtype()}, {filter.shape(), filter.dtype()}, y_shape_,
-                           bias ? bias->dtype() : DataType::kUndefined);
+                           bias ? bias->dtype() : DataType::kUndefined, relu_);
     primitive_ = dnnl::convolution_forward(setup_.forward);
   }
 
   const ConvPoolArgs args_;
   const int64_t group_;
+  const bool relu_;
   Signature signature_;
   Shape y_shape_;
   ConvSetup setup_;
@@ -280,8 +291,14 @@ std::vector<size_t> ConvGradientScratch(const OperatorDef& def, const std::vecto
   return slots;
 }
 
+// With relu=1, ReLU's gradient first, from Y, and the convolution's from what it gives.
 std::vector<OperatorDef> ConvGradient(const GradientContext& g) {
-  return {MakeWeightGradientOp("ConvGradient", g)};
+  if (IntArg(g.def, "relu") == 0) return {MakeWeightGradientOp("ConvGradient", g)};
+  GradientContext convolution = g;
+  convolution.output_grads[0] = GradientName(g.O(0)) + "_before_relu";
+  OperatorDef gradient = MakeWeightGradientOp("ConvGradient", convolution);
+  SetArgument(&gradient, Arg("relu", 0));
+  return {MakeOperatorDef("ReluGradient", {g.O(0), g.GO(0)}, {convolution.GO(0)}), gradient};
 }
 
 }  // namespace
@@ -296,6 +313,8 @@ LOCKSTEP_OPERATOR_SCHEMA(Conv)
     .OptionalInput(2, "bias", "(M)")
     .Output(0, "Y", "(N, M, OH, OW)")
     .Include(DeclareConvArgs)
+    .Arg("relu", ArgType::kInt, 0, "1: Y = max(convolution, 0) in the same pass (CPU)")
+    .Range(0, 1)
     .ShapeFunction(ConvShape)
     .CostFunction(WeightedLayerCost)
     .ScratchFunction(ConvScratch)

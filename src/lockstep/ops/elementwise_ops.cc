@@ -113,8 +113,8 @@ class AddOp : public Operator {
         relu.append_eltwise(dnnl::algorithm::eltwise_relu, 0.f, 0.f);
         attr.set_post_ops(relu);
       }
-      primitive_ = dnnl::binary(dnnl::binary::primitive_desc(CpuEngine(), dnnl::algorithm::binary_add,
-                                                             first_desc_, second_desc_, dst.get_desc(), attr));
+      primitive_ = dnnl::binary(dnnl::binary::primitive_desc(
+          CpuEngine(), dnnl::algorithm::binary_add, first_desc_, second_desc_, dst.get_desc(), attr));
     }
     Execute(primitive_, {{DNNL_ARG_SRC_0, first}, {DNNL_ARG_SRC_1, second}, {DNNL_ARG_DST, dst}});
   }
@@ -264,8 +264,9 @@ std::vector<OperatorDef> ScaleGradient(const GradientContext& g) {
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(Add)
-    .SetDoc("C = A + B, element-wise; with broadcast=1, B's shape may be a suffix of A's; with relu=1, "
-            "max(A + B, 0).")
+    .SetDoc(
+        "C = A + B, element-wise; with broadcast=1, B's shape may be a suffix of A's; with relu=1, "
+        "max(A + B, 0).")
     .Input(0, "A", "any shape")
     .Input(1, "B", "A's shape, or a suffix of it with broadcast=1")
     .Output(0, "C", "A's shape; may be A, or B when they have the same shape")

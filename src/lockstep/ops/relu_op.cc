@@ -72,9 +72,9 @@ class SumReluGradientOp : public Operator {
     std::vector<dnnl::memory> parts;
     for (int i = 1; i < InputSize(); ++i) {
       if (Input(i).shape() != y.shape())
-        FailOperator(def_, fmt::format("input '{}' is {} but Y '{}' is {}; every dY needs Y's shape",
-                                       InputName(i), ShapeToString(Input(i).shape()), InputName(0),
-                                       ShapeToString(y.shape())));
+        FailOperator(def_,
+                     fmt::format("input '{}' is {} but Y '{}' is {}; every dY needs Y's shape", InputName(i),
+                                 ShapeToString(Input(i).shape()), InputName(0), ShapeToString(y.shape())));
       parts.push_back(ReorderIfNeeded(AsMemory(Input(i)), desc, i - 1));
     }
     dnnl::memory dx = ResizeForDesc(Output(0), y.shape(), desc);

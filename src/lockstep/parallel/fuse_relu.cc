@@ -81,18 +81,18 @@ class Ops {
   std::vector<bool> removed_;
 };
 
-// Add(A, B) -> S, Relu(S) -> Y  =>  Add(A, B, relu=1) -> Y, where the Add stood.
-bool FuseAddRelu(Ops& ops, int i, const std::set<std::string>& keep) {
-  OperatorDef& add = ops[i];
-  if (add.type() != "Add" || IntArg(add, "relu") != 0) return false;
-  const std::string& sum = add.output(0);
-  const int j = ops.SoleConsumer(i, sum, "Relu", 0, keep);
+// Add(A, B) -> S, Relu(S) -> Y  =>  Add(A, B, relu=1) -> Y, where the Add stood; Conv likewise.
+bool FuseReluIntoProducer(Ops& ops, int i, const std::set<std::string>& keep) {
+  OperatorDef& producer = ops[i];
+  if ((producer.type() != "Add" && producer.type() != "Conv") || IntArg(producer, "relu") != 0) return false;
+  const std::string& before_relu = producer.output(0);
+  const int j = ops.SoleConsumer(i, before_relu, "Relu", 0, keep);
   if (j < 0) return false;
   const std::string y = ops[j].output(0);
-  // Y is written earlier now: nothing in between may see it, and the Add must not overwrite its own input.
-  if (Reads(add, y) || ops.TouchedBetween(i, j, y, /*or_reads=*/true)) return false;
-  add.set_output(0, y);
-  SetArgument(&add, Arg("relu", 1));
+  // Y is written earlier now: nothing in between may see it, and the producer must not overwrite its input.
+  if (Reads(producer, y) || ops.TouchedBetween(i, j, y, /*or_reads=*/true)) return false;
+  producer.set_output(0, y);
+  SetArgument(&producer, Arg("relu", 1));
   ops.Remove(j);
   return true;
 }
@@ -127,7 +127,7 @@ int FuseRelus(NetDef* net, const std::set<std::string>& keep) {
   int fused = 0;
   for (int i = 0; i < ops.size(); ++i) {
     if (ops.removed(i) || !OnCpu(ops[i])) continue;
-    if (FuseAddRelu(ops, i, keep) || FuseSumReluGradient(ops, i, keep)) ++fused;
+    if (FuseReluIntoProducer(ops, i, keep) || FuseSumReluGradient(ops, i, keep)) ++fused;
   }
   ops.Compact();
   return fused;

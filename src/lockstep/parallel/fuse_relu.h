@@ -1,7 +1,7 @@
-// ReLUs folded into the element-wise pass next to them on CPUs, once the backward pass is built. At the end
-// of every residual block of a ResNet, Add then Relu becomes one Add with relu=1; at every block input, the
-// Sum of the two partial gradients and the ReluGradient that reads it become one SumReluGradient. Each saves
-// a pass over an activation-sized tensor and gives the same bits.
+// ReLUs folded into the op next to them on CPUs, once the backward pass is built. A Conv or Add then Relu
+// becomes one Conv or Add with relu=1 (a ResNet's residual block ends so, LeNet's convolutions too); at every
+// residual block's input, the Sum of the two partial gradients and the ReluGradient that reads it become one
+// SumReluGradient. Each saves a pass over an activation-sized tensor and gives the same bits.
 #pragma once
 
 #include <set>
@@ -11,9 +11,9 @@
 
 namespace lockstep {
 
-// Fuses where the intermediate blob (the Add's output, the Sum's) is read by the ReLU op alone and is not in
-// `keep` (blobs callers read after a step), and no op between the pair touches what the fused op reads or
-// writes at its new place. Ops on GPUs are left alone. Returns the number of pairs fused.
+// Fuses where the intermediate blob (the Conv's or Add's output, the Sum's) is read by the ReLU op alone and
+// is not in `keep` (blobs callers read after a step), and no op between the pair touches what the fused op
+// reads or writes at its new place. Ops on GPUs are left alone. Returns the number of pairs fused.
 int FuseRelus(NetDef* net, const std::set<std::string>& keep);
 
 }  // namespace lockstep

@@ -178,6 +178,16 @@ onnx::NodeProto* Same(const std::string& type, const OperatorDef& def, GraphBuil
   return g.Node(type, in, out);
 }
 
+// Ops with a fused ReLU (relu=1) export as their own node, writing FusedReluInput's name, and a Relu node
+// that FinishFusedRelu adds; without one, the node writes the op's output itself.
+std::string FusedReluInput(const OperatorDef& def, GraphBuilder& g) {
+  return IntArg(def, "relu") != 0 ? g.Intermediate(def.output(0) + "_before_relu") : g.Write(def.output(0));
+}
+
+void FinishFusedRelu(const OperatorDef& def, GraphBuilder& g, const std::string& y) {
+  if (IntArg(def, "relu") != 0) g.Node("Relu", {y}, {g.Write(def.output(0))});
+}
+
 void Pool(const OperatorDef& def, GraphBuilder& g, const std::string& type) {
   const ConvPoolArgs args = ParsePoolArgs(def);
   if (args.global_pooling) {
@@ -198,10 +208,14 @@ const std::map<std::string, Mapping>& Mappings() {
            args.kernel_h = filter[2];
            args.kernel_w = filter[3];
          }
-         onnx::NodeProto* node = Same("Conv", def, g);
+         std::vector<std::string> in;
+         for (const auto& input : def.input()) in.push_back(g.Read(input));
+         const std::string y = FusedReluInput(def, g);
+         onnx::NodeProto* node = g.Node("Conv", in, {y});
          SetWindow(node, args);
          SetInts(node, "dilations", {args.dilation_h, args.dilation_w});
          SetInt(node, "group", IntArg(def, "group"));
+         FinishFusedRelu(def, g, y);
        }}},
       // Y = X W^T + b with X flattened at axis: Gemm with transB, after a Flatten unless X is a matrix, and
       // a Reshape back to X's dims before axis when there are several.
@@ -236,19 +250,23 @@ const std::map<std::string, Mapping>& Mappings() {
       {"MaxPool", {[](const OperatorDef& def, GraphBuilder& g) { Pool(def, g, "MaxPool"); }}},
       {"AveragePool", {[](const OperatorDef& def, GraphBuilder& g) { Pool(def, g, "AveragePool"); }}},
       // Inference mode: the running statistics normalize, whatever is_test says (a training net exports as
-      // its test net would run). The fused ReLU becomes a node of its own.
+      // its test net would run).
       {"SpatialBN",
        {[](const OperatorDef& def, GraphBuilder& g) {
           std::vector<std::string> in;
           for (int i = 0; i < 5; ++i) in.push_back(g.Read(def.input(i)));
-          const bool relu = IntArg(def, "relu") != 0;
-          const std::string y = relu ? g.Intermediate(def.output(0) + "_bn") : g.Write(def.output(0));
+          const std::string y = FusedReluInput(def, g);
           SetFloat(g.Node("BatchNormalization", in, {y}), "epsilon", FloatArg(def, "epsilon"));
-          if (relu) g.Node("Relu", {y}, {g.Write(def.output(0))});
+          FinishFusedRelu(def, g, y);
         },
         1}},
       // broadcast=1 takes B as a suffix of A's shape, which is how ONNX broadcasts too.
-      {"Add", {[](const OperatorDef& def, GraphBuilder& g) { Same("Add", def, g); }}},
+      {"Add", {[](const OperatorDef& def, GraphBuilder& g) {
+         const std::string a = g.Read(def.input(0)), b = g.Read(def.input(1));
+         const std::string y = FusedReluInput(def, g);
+         g.Node("Add", {a, b}, {y});
+         FinishFusedRelu(def, g, y);
+       }}},
       {"Sum", {[](const OperatorDef& def, GraphBuilder& g) {
          if (def.input_size() == 1)
            g.Alias(def.output(0), g.Read(def.input(0)));
@@ -532,8 +550,7 @@ OnnxExportSummary ExportCheckpointToOnnx(TrainerConfig config, const GivenOption
   const std::string logits = BuildModel(model_name, model, "data", geometry);
   Workspace ws;
   ws.RunNetOnce(model.param_init_net());
-  TrainerState state =
-      LoadCheckpointParameters(config.load_model_path, &ws, "", model.GetParams());
+  TrainerState state = LoadCheckpointParameters(config.load_model_path, &ws, "", model.GetParams());
 
   OnnxGraphSpec spec;
   spec.input = "data";

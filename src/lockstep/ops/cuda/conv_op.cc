@@ -165,7 +165,10 @@ class CudnnConvOpBase : public Operator {
 
 class CudnnConvOp : public CudnnConvOpBase {
  public:
-  using CudnnConvOpBase::CudnnConvOpBase;
+  CudnnConvOp(const OperatorDef& def, Workspace* ws) : CudnnConvOpBase(def, ws) {
+    if (IntArg("relu") != 0)
+      FailOperator(def, "relu=1 runs on CPUs only; on a CUDA device put a Relu after the Conv");
+  }
 
   void Run() override {
     const Tensor& x = Input(0);                                   // x is (N, C, H, W)
