@@ -67,8 +67,12 @@ class SumReluGradientOp : public Operator {
 
   void Run() override {
     const Tensor& y = Input(0);  // y is any shape, any layout; every dY has its shape, any layout
+    if (y.dtype() != DataType::kFloat && y.dtype() != DataType::kBFloat16)
+      FailOperator(def_, fmt::format("Y is {}; SumReluGradient computes in float32 or bfloat16",
+                                     DataTypeName(y.dtype())));
     const dnnl::memory::desc desc = DescOf(y);
-    // The dYs in Y's layout (reordered into scratch where they differ), before sizing dX, which may be one.
+    // The dYs in Y's layout and dtype (reordered into scratch where they differ), before sizing dX, which may
+    // be one of them.
     std::vector<dnnl::memory> parts;
     for (int i = 1; i < InputSize(); ++i) {
       if (Input(i).shape() != y.shape())
@@ -89,11 +93,8 @@ class SumReluGradientOp : public Operator {
     };
     if (y.dtype() == DataType::kFloat)
       run(float{});
-    else if (y.dtype() == DataType::kBFloat16)
-      run(BFloat16{});
     else
-      FailOperator(def_, fmt::format("Y is {}; SumReluGradient computes in float32 or bfloat16",
-                                     DataTypeName(y.dtype())));
+      run(BFloat16{});
   }
 };
 
@@ -128,7 +129,7 @@ LOCKSTEP_OPERATOR_SCHEMA(ReluGradient)
 LOCKSTEP_OPERATOR_SCHEMA(SumReluGradient)
     .SetDoc(
         "dX = (dY0 + dY1 + ...) where Y > 0, else 0: a Sum of partial gradients and the ReluGradient that "
-        "reads it, in one pass and with the same bits; in Y's layout.")
+        "reads it, in one pass and with the same bits; in Y's layout and dtype.")
     .Input(0, "Y", "Relu's output, any layout")
     .Input(1, "dY...", "Y's shape, each in any layout")
     .Output(0, "dX", "Y's shape and layout; may be the first dY")

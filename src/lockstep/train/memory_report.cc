@@ -13,6 +13,7 @@
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/ops/dnnl_utils.h"
+#include "lockstep/parallel/fuse_relu.h"
 
 namespace lockstep {
 namespace {
@@ -144,6 +145,7 @@ MemoryPlan PlanEvaluationNet(const TrainerConfig& config, const std::vector<std:
     plan.keep.insert(replica.logits);
     plan.given[replica.data] = {{slice, config.num_channels, config.image_size, config.image_size}};
   }
+  FuseRelus(net, plan.keep);  // as the training net's
   return PlanMemory(net, init_net, plan);
 }
 
