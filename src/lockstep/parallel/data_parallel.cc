@@ -392,7 +392,7 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
     }
     for (const auto& [blob, shape] : o.input_shapes) plan.given[scope + blob] = shape;
   }
-  if (o.fuse_relus) FuseRelus(&model.net(), plan.keep);
+  if (o.fuse_relus && o.share_buffers) FuseRelus(&model.net(), plan.keep);
   dp.memory_plan = PlanMemory(&model.net(), model.param_init_net(), plan);
 
   dp.state_blobs = StateBlobs(model.param_init_net(), dp.scopes[0]);

@@ -67,7 +67,8 @@ struct ParallelOptions {
   // Blobs whose lifetimes do not overlap share buffers (parallel/memory_plan.h), and training recomputes
   // relu(BN(X)) in the backward pass instead of keeping it (parallel/recompute.h); results are unchanged.
   bool share_buffers = true;
-  // ReLUs folded into the element-wise ops beside them on CPUs (parallel/fuse_relu.h); results are unchanged.
+  // With share_buffers, ReLUs are folded into the ops beside them on CPUs (parallel/fuse_relu.h); results are
+  // unchanged. Without sharing every blob the net names is kept, the ReLUs' inputs too.
   bool fuse_relus = true;
   // Unscoped names never shared: blobs read after a step. The returned losses and the inputs of the ops
   // that make them, learning rates, and blobs no op reads are kept without being named.

@@ -145,7 +145,7 @@ MemoryPlan PlanEvaluationNet(const TrainerConfig& config, const std::vector<std:
     plan.keep.insert(replica.logits);
     plan.given[replica.data] = {{slice, config.num_channels, config.image_size, config.image_size}};
   }
-  FuseRelus(net, plan.keep);  // as the training net's
+  if (plan.share) FuseRelus(net, plan.keep);  // as the training net's
   return PlanMemory(net, init_net, plan);
 }
 

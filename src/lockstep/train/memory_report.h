@@ -28,9 +28,9 @@ void ReportMemoryPlan(const TrainerConfig& config, const MemoryPlan& plan,
 // steps, while the training net's buffers stay allocated.
 MemoryPlan WithEvaluation(MemoryPlan training, const MemoryPlan& evaluation);
 
-// Folds the evaluation net's ReLUs into the ops beside them on CPUs (parallel/fuse_relu.h), plans its memory
-// too (with --share_buffers every blob but the replicas' logits, which Evaluate reads, may share; init_net
-// makes the parameters it reads) and returns its plan.
+// Plans the evaluation net's memory too (with --share_buffers every blob but the replicas' logits, which
+// Evaluate reads, may share, and ReLUs fold into the ops beside them as the training net's do; init_net makes
+// the parameters it reads) and returns its plan.
 MemoryPlan PlanEvaluationNet(const TrainerConfig& config, const std::vector<std::string>& scopes,
                        const std::vector<TestReplica>& replicas, const NetDef& init_net, NetDef* net);
 
