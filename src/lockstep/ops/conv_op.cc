@@ -59,12 +59,7 @@ ConvSetup MakeConvSetup(const ConvPoolArgs& args, int64_t group, const TensorSha
   auto kind = dnnl::prop_kind::forward_training;
   auto algorithm = dnnl::algorithm::convolution_direct;
   const bool with_bias = bias_type != DataType::kUndefined;
-  dnnl::primitive_attr attr;
-  if (relu) {
-    dnnl::post_ops post;
-    post.append_eltwise(dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-    attr.set_post_ops(post);
-  }
+  const dnnl::primitive_attr attr = ReluPostOp(relu);
   s.forward = with_bias ? dnnl::convolution_forward::primitive_desc(CpuEngine(), kind, algorithm, s.x_any,
                                                                     s.filter_any, s.bias, s.y_any, s.strides,
                                                                     s.dilates, s.pad_l, s.pad_r, attr)

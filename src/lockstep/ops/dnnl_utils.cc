@@ -131,6 +131,16 @@ void ReorderToPlain(const Tensor& from, Tensor* plain) {
 const bool registered = (RegisterLayoutConverter(ReorderToPlain), true);
 }  // namespace
 
+dnnl::primitive_attr ReluPostOp(bool relu) {
+  dnnl::primitive_attr attr;
+  if (relu) {
+    dnnl::post_ops post;
+    post.append_eltwise(dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(post);
+  }
+  return attr;
+}
+
 int BlockedLayoutChannels() {
   // oneDNN's ISA values are bit sets, each holding the ones it extends.
   const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);

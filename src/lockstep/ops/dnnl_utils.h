@@ -52,6 +52,9 @@ dnnl::memory ResizeForDesc(Tensor* tensor, const Shape& shape, const dnnl::memor
 // `desc` (its dims and dtype) with its layout left for the primitive to choose.
 dnnl::memory::desc AnyLayout(const dnnl::memory::desc& desc);
 
+// A primitive's attributes: none, or with `relu` the post-op dst = max(dst, 0) (a ReLU fused into the op).
+dnnl::primitive_attr ReluPostOp(bool relu);
+
 // Channels per block of oneDNN's blocked activation layouts on this CPU (16 with AVX-512, else 8): those
 // layouts round a 4-D activation's channels up to a multiple of it.
 int BlockedLayoutChannels();

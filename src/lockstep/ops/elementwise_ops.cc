@@ -107,14 +107,9 @@ class AddOp : public Operator {
     if (first.get_desc() != first_desc_ || second.get_desc() != second_desc_) {
       first_desc_ = first.get_desc();
       second_desc_ = second.get_desc();
-      dnnl::primitive_attr attr;
-      if (relu_) {
-        dnnl::post_ops relu;
-        relu.append_eltwise(dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-        attr.set_post_ops(relu);
-      }
-      primitive_ = dnnl::binary(dnnl::binary::primitive_desc(
-          CpuEngine(), dnnl::algorithm::binary_add, first_desc_, second_desc_, dst.get_desc(), attr));
+      primitive_ =
+          dnnl::binary(dnnl::binary::primitive_desc(CpuEngine(), dnnl::algorithm::binary_add, first_desc_,
+                                                    second_desc_, dst.get_desc(), ReluPostOp(relu_)));
     }
     Execute(primitive_, {{DNNL_ARG_SRC_0, first}, {DNNL_ARG_SRC_1, second}, {DNNL_ARG_DST, dst}});
   }
