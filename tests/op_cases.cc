@@ -286,6 +286,8 @@ void AddElementwise(Table& t) {
   t.Add("Add", MakeOperatorDef("Add", {"a", "b"}, {"c"}), {{"a", a}, {"b", b}}, kElementwise);
   t.Add("Add_InPlaceOnA", MakeOperatorDef("Add", {"a", "b"}, {"a"}), {{"a", a}, {"b", b}}, kElementwise);
   t.Add("Add_InPlaceOnB", MakeOperatorDef("Add", {"a", "b"}, {"b"}), {{"a", a}, {"b", b}}, kElementwise);
+  t.Add("Add_Relu", MakeOperatorDef("Add", {"a", "b"}, {"c"}, {Arg("relu", 1)}), {{"a", a}, {"b", b}},
+        kElementwise);
   t.Add("Add_BroadcastTwoDims", MakeOperatorDef("Add", {"a", "b"}, {"c"}, {Arg("broadcast", 1)}),
         {{"a", a}, {"b", RandomTensor({4, 5}, 42)}}, kElementwise);
   t.Add("Add_BroadcastLastDim", MakeOperatorDef("Add", {"a", "b"}, {"a"}, {Arg("broadcast", 1)}),
