@@ -34,20 +34,24 @@ inline uint32_t PositiveMask(float y) {
   return bits - 1u < 0x7f800000u ? ~0u : 0u;
 }
 
-// dx[i] = (parts[0][i] + parts[1][i] + ...) * (y[i] > 0 ? 1 : 0), added left to right in float32 and rounded
-// once, as Sum and then ReluGradient compute it; where y <= 0 it is the sum times 0, which keeps the sum's
-// sign and NaNs as oneDNN's ReluGradient does. Blocks of a few KiB keep the partial sums in L1.
+// dx[i] = (parts[0][i] + parts[1][i] + ...) * (y[i] > 0 ? 1 : 0), each part an array of T, added left to right
+// in float32 and rounded once, as Sum and then ReluGradient compute it; where y <= 0 it is the sum times 0,
+// which keeps the sum's sign and NaNs as oneDNN's ReluGradient does. Blocks of a few KiB keep the partial sums
+// in L1.
 template <typename T>
-void SumWherePositive(const T* y, const std::vector<const T*>& parts, T* dx, int64_t n) {
+void SumWherePositive(const T* y, const std::vector<const void*>& parts, T* dx, int64_t n) {
   constexpr int64_t kBlock = 1024;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * kBlock, count = std::min(kBlock, n - begin);
     float sum[kBlock];
-    for (int64_t i = 0; i < count; ++i) sum[i] = Widen(parts[0][begin + i]);
-    for (size_t k = 1; k < parts.size(); ++k)
-      for (int64_t i = 0; i < count; ++i) sum[i] += Widen(parts[k][begin + i]);
+    const T* first = static_cast<const T*>(parts[0]) + begin;
+    for (int64_t i = 0; i < count; ++i) sum[i] = Widen(first[i]);
+    for (size_t k = 1; k < parts.size(); ++k) {
+      const T* part = static_cast<const T*>(parts[k]) + begin;
+      for (int64_t i = 0; i < count; ++i) sum[i] += Widen(part[i]);
+    }
     for (int64_t i = 0; i < count; ++i) {
       const float dropped = sum[i] * 0.f;
       uint32_t kept_bits, dropped_bits;
@@ -73,22 +77,20 @@ class SumReluGradientOp : public Operator {
     const dnnl::memory::desc desc = DescOf(y);
     // The dYs in Y's layout and dtype (reordered into scratch where they differ), before sizing dX, which may
     // be one of them.
-    std::vector<dnnl::memory> parts;
+    parts_.clear();
     for (int i = 1; i < InputSize(); ++i) {
       if (Input(i).shape() != y.shape())
         FailOperator(def_,
                      fmt::format("input '{}' is {} but Y '{}' is {}; every dY needs Y's shape", InputName(i),
                                  ShapeToString(Input(i).shape()), InputName(0), ShapeToString(y.shape())));
-      parts.push_back(ReorderIfNeeded(AsMemory(Input(i)), desc, i - 1));
+      parts_.push_back(ReorderIfNeeded(AsMemory(Input(i)), desc, i - 1).get_data_handle());
     }
     dnnl::memory dx = ResizeForDesc(Output(0), y.shape(), desc);
     if (y.numel() == 0) return;
     const int64_t n = static_cast<int64_t>(desc.get_size() / ElementSize(y.dtype()));  // padding included
     auto run = [&](auto type) {
       using T = decltype(type);
-      std::vector<const T*> from;
-      for (const auto& part : parts) from.push_back(static_cast<const T*>(part.get_data_handle()));
-      SumWherePositive(static_cast<const T*>(AsMemory(y).get_data_handle()), from,
+      SumWherePositive(static_cast<const T*>(AsMemory(y).get_data_handle()), parts_,
                        static_cast<T*>(dx.get_data_handle()), n);
     };
     if (y.dtype() == DataType::kFloat)
@@ -96,6 +98,9 @@ class SumReluGradientOp : public Operator {
     else
       run(BFloat16{});
   }
+
+ private:
+  std::vector<const void*> parts_;  // kept between runs, so that a step allocates nothing
 };
 
 constexpr auto kRelu = dnnl::algorithm::eltwise_relu;
