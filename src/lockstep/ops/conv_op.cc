@@ -8,6 +8,7 @@
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/conv_pool_args.h"
 #include "lockstep/ops/dnnl_utils.h"
+#include "lockstep/ops/eltwise_op.h"
 #include "lockstep/ops/weight_gradient.h"
 
 namespace lockstep {
@@ -289,11 +290,12 @@ std::vector<size_t> ConvGradientScratch(const OperatorDef& def, const std::vecto
 // With relu=1, ReLU's gradient first, from Y, and the convolution's from what it gives.
 std::vector<OperatorDef> ConvGradient(const GradientContext& g) {
   if (IntArg(g.def, "relu") == 0) return {MakeWeightGradientOp("ConvGradient", g)};
+  std::vector<OperatorDef> ops;
   GradientContext convolution = g;
-  convolution.output_grads[0] = GradientName(g.O(0)) + "_before_relu";
-  OperatorDef gradient = MakeWeightGradientOp("ConvGradient", convolution);
-  SetArgument(&gradient, Arg("relu", 0));
-  return {MakeOperatorDef("ReluGradient", {g.O(0), g.GO(0)}, {convolution.GO(0)}), gradient};
+  convolution.output_grads[0] = GradientBeforeFusedRelu(g, &ops);
+  ops.push_back(MakeWeightGradientOp("ConvGradient", convolution));
+  SetArgument(&ops.back(), Arg("relu", 0));
+  return ops;
 }
 
 }  // namespace

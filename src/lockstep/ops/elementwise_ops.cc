@@ -9,6 +9,7 @@
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/dnnl_utils.h"
+#include "lockstep/ops/eltwise_op.h"
 #include "lockstep/ops/op_defs.h"
 
 namespace lockstep {
@@ -233,11 +234,7 @@ class SumReduceLikeOp : public Operator {
 // relu=1 the sum's gradient comes first, from C as ReLU's does.
 std::vector<OperatorDef> AddGradient(GradientContext& g) {
   std::vector<OperatorDef> ops;
-  std::string dsum = g.GO(0);
-  if (IntArg(g.def, "relu") != 0) {
-    dsum = GradientName(g.O(0)) + "_before_relu";
-    ops.push_back(MakeOperatorDef("ReluGradient", {g.O(0), g.GO(0)}, {dsum}));
-  }
+  const std::string dsum = IntArg(g.def, "relu") != 0 ? GradientBeforeFusedRelu(g, &ops) : g.GO(0);
   g.PassThrough(0, dsum);
   if (!g.NeedsGI(1)) return ops;
   if (IntArg(g.def, "broadcast") != 0)

@@ -63,14 +63,20 @@ void EltwiseGradientOp::Run() {
   if (z.numel() == 0) return;
   if (desc != desc_) {
     desc_ = desc;
-    dnnl::eltwise_forward::primitive_desc hint(CpuEngine(), dnnl::prop_kind::forward_training, algorithm_, desc,
-                                               desc, alpha_);
+    dnnl::eltwise_forward::primitive_desc hint(CpuEngine(), dnnl::prop_kind::forward_training, algorithm_,
+                                               desc, desc, alpha_);
     primitive_ = dnnl::eltwise_backward(
         dnnl::eltwise_backward::primitive_desc(CpuEngine(), algorithm_, desc, desc, desc, alpha_, hint));
   }
   Execute(primitive_, {{from_output_ ? DNNL_ARG_DST : DNNL_ARG_SRC, saved},
                        {DNNL_ARG_DIFF_DST, diff_dst},
                        {DNNL_ARG_DIFF_SRC, diff_src}});
+}
+
+std::string GradientBeforeFusedRelu(const GradientContext& g, std::vector<OperatorDef>* ops) {
+  const std::string before_relu = GradientName(g.O(0)) + "_before_relu";
+  ops->push_back(MakeOperatorDef("ReluGradient", {g.O(0), g.GO(0)}, {before_relu}));
+  return before_relu;
 }
 
 std::vector<OperatorDef> EltwiseGradientFromOutput(const GradientContext& g) {

@@ -53,6 +53,10 @@ class EltwiseGradient : public EltwiseGradientOp {
 std::vector<OperatorDef> EltwiseGradientFromOutput(const GradientContext& g);
 std::vector<OperatorDef> EltwiseGradientFromInput(const GradientContext& g);
 
+// For an op with a ReLU folded in (relu=1: Conv, Add): appends ReluGradient(Y, dY) to `ops` and returns the
+// gradient it writes, that of the op's output before the ReLU.
+std::string GradientBeforeFusedRelu(const GradientContext& g, std::vector<OperatorDef>* ops);
+
 // Schemas: X -> Y, which may run in place (its gradient reads Y); and the gradients' (Y, dY) -> dX and
 // (X, dY) -> dX, dX in place of dY or not.
 void DeclareEltwiseInPlace(OpSchema& schema);

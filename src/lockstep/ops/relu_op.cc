@@ -34,10 +34,10 @@ inline uint32_t PositiveMask(float y) {
   return bits - 1u < 0x7f800000u ? ~0u : 0u;
 }
 
-// dx[i] = (parts[0][i] + parts[1][i] + ...) * (y[i] > 0 ? 1 : 0), each part an array of T, added left to right
-// in float32 and rounded once, as Sum and then ReluGradient compute it; where y <= 0 it is the sum times 0,
-// which keeps the sum's sign and NaNs as oneDNN's ReluGradient does. Blocks of a few KiB keep the partial sums
-// in L1.
+// dx[i] = (parts[0][i] + parts[1][i] + ...) * (y[i] > 0 ? 1 : 0), each part an array of T, added left to
+// right in float32 and rounded once, as Sum and then ReluGradient compute it; where y <= 0 it is the sum
+// times 0, which keeps the sum's sign and NaNs as oneDNN's ReluGradient does. Blocks of a few KiB keep the
+// partial sums in L1.
 template <typename T>
 void SumWherePositive(const T* y, const std::vector<const void*>& parts, T* dx, int64_t n) {
   constexpr int64_t kBlock = 1024;
