@@ -323,6 +323,11 @@ TEST(MidEpochCheckpoints, BadFlagsGiveOneLine) {
       {base + "--checkpoint_every_iters 5",
        "--checkpoint_every_iters needs --save_model_name: the name of the checkpoints to write"},
       {base + "--load_model_path latest", "--load_model_path latest needs --save_model_name"},
+      {base + "--save_model_name /tmp/runs/m",
+       "--save_model_name '/tmp/runs/m' is a path, not a name: checkpoints go to "
+       "{file_store_path}/{save_model_name}_{epoch}.safetensors; pass the folder as --file_store_path and a "
+       "name without '/'"},
+      {base + "--save_model_name ..", "--save_model_name '..' is a path, not a name"},
       {base + "--save_model_name m --checkpoint_every_iters -1",
        "--checkpoint_every_iters must be >= 0, got -1"},
       {base + "--save_model_name m --keep_checkpoints 2000000", "--keep_checkpoints must be at most 1000000"},

@@ -198,10 +198,19 @@ void CheckShards(const TrainerConfig& c) {
     throw InvalidInput(
         "--run_id is required with --num_shards > 1: pass the same unique id (e.g. $(date +%s)) to every "
         "shard");
-  CheckWireAlgorithm(c.allreduce_algorithm, c.num_shards, ParseFloatType(c.allreduce_dtype, "--allreduce_dtype"));
+  CheckWireAlgorithm(c.allreduce_algorithm, c.num_shards,
+                     ParseFloatType(c.allreduce_dtype, "--allreduce_dtype"));
 }
 
 void CheckCheckpoints(const TrainerConfig& c) {
+  // A path here would be joined under --file_store_path and fail only when the first epoch ends.
+  if (c.save_model_name.find('/') != std::string::npos || c.save_model_name == "." ||
+      c.save_model_name == "..")
+    throw InvalidInput(fmt::format(
+        "--save_model_name '{}' is a path, not a name: checkpoints go to "
+        "{{file_store_path}}/{{save_model_name}}_{{epoch}}.safetensors; pass the folder as --file_store_path "
+        "and a name without '/'",
+        c.save_model_name));
   if (c.checkpoint_every_iters > 0 && c.save_model_name.empty())
     throw InvalidInput(
         "--checkpoint_every_iters needs --save_model_name: the name of the checkpoints to write");
