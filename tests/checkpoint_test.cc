@@ -313,6 +313,41 @@ TEST(LatestCheckpoint, CorruptCheckpointIsRefusedAndItsErrorEndsTheLog) {
       << output;
 }
 
+// A second fresh run under the same --save_model_name would write over the first one's checkpoints: it is
+// refused before its first step, and leaves them as they were; resuming them, or another name, goes ahead.
+TEST(CheckpointWriter, AFreshRunDoesNotOverwriteAnEarlierRunsCheckpoints) {
+  fs::path dir = FreshDir("second_run");
+  TrainerConfig config = SyntheticLeNet(dir);
+  config.num_epochs = 1;
+  Train(config);
+  const fs::path first = dir / "m_1.safetensors";
+  const auto written = fs::last_write_time(first);
+  const auto bytes = fs::file_size(first);
+  try {
+    Train(config);
+    FAIL() << "the second run was not refused";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(
+        std::string(e.what()),
+        fmt::format("--save_model_name m: {} holds 1 checkpoint(s) of an earlier run ({}), which this run "
+                    "would overwrite; resume it with --load_model_path latest, or pass another "
+                    "--save_model_name or --file_store_path",
+                    dir.string(), (dir / "m_1.safetensors").string()));
+  }
+  EXPECT_EQ(fs::last_write_time(first), written);
+  EXPECT_EQ(fs::file_size(first), bytes);
+
+  TrainerConfig resumed = config;
+  resumed.num_epochs = 2;
+  resumed.load_model_path = "latest";
+  Train(resumed);
+  EXPECT_TRUE(fs::exists(dir / "m_2.safetensors"));
+  TrainerConfig other = config;
+  other.save_model_name = "n";
+  Train(other);
+  EXPECT_TRUE(fs::exists(dir / "n_1.safetensors"));
+}
+
 TEST(MidEpochCheckpoints, BadFlagsGiveOneLine) {
   const std::string base =
       "train --use_cpu --model lenet --train_data null --image_size 28 --num_channels 1 --epoch_size 8 "

@@ -292,14 +292,17 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
 // LOCKSTEP_MAX_STEPS caps every epoch, says so, and leaves the epochs and their files as they were.
 TEST(TrainerCli, MaxStepsCapsEveryEpoch) {
   fs::path dir = FreshDir("max_steps");
-  const std::string flags =
-      "train --use_cpu --model lenet --train_data null --num_channels 1 --image_size 28 --num_labels 10 "
-      "--batch_size 8 --epoch_size 64 --num_epochs 2 --threads 1 --save_model_name m --file_store_path " +
-      dir.string() + " --log_dir " + dir.string();
+  auto flags = [](const fs::path& where) {
+    return "train --use_cpu --model lenet --train_data null --num_channels 1 --image_size 28 --num_labels 10 "
+           "--batch_size 8 --epoch_size 64 --num_epochs 2 --threads 1 --save_model_name m "
+           "--file_store_path " +
+           where.string() + " --log_dir " + where.string();
+  };
   setenv("LOCKSTEP_MAX_STEPS", "3", 1);
-  CliOutput capped = RunCliWithFiles(dir, flags);
+  CliOutput capped = RunCliWithFiles(dir, flags(dir));
   setenv("LOCKSTEP_MAX_STEPS", "0", 1);
-  CliOutput refused = RunCliWithFiles(dir, flags);
+  fs::path again = FreshDir("max_steps_refused");  // not over the first run's checkpoints
+  CliOutput refused = RunCliWithFiles(again, flags(again));
   unsetenv("LOCKSTEP_MAX_STEPS");
   ASSERT_EQ(capped.code, 0) << capped.err;
   EXPECT_NE(capped.out.find("\nLOCKSTEP_MAX_STEPS=3: 3 steps per epoch instead of 8\n"), std::string::npos)

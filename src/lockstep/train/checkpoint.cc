@@ -82,6 +82,18 @@ std::vector<std::pair<int64_t, std::string>> IterationCheckpoints(const std::str
   return found;
 }
 
+std::vector<std::string> CheckpointsOf(const std::string& directory, const std::string& name) {
+  std::vector<std::string> paths;
+  for (const std::string& file : FileNames(Directory(directory))) {
+    const std::string path = Directory(directory) + "/" + file;
+    std::error_code error;
+    if ((NumberInName(file, name, "") >= 0 || NumberInName(file, name, "iter") >= 0) &&
+        std::filesystem::is_regular_file(path, error))
+      paths.push_back(path);
+  }
+  return paths;
+}
+
 std::string LatestCheckpoint(const std::string& directory, const std::string& name,
                              std::vector<std::string>* skipped) {
   auto skip = [&](const std::string& why) {
@@ -89,9 +101,7 @@ std::string LatestCheckpoint(const std::string& directory, const std::string& na
   };
   // (iteration, epochs_done) orders them: the epoch checkpoint wins a tie with the mid-epoch one.
   std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> candidates;
-  for (const std::string& file : FileNames(Directory(directory))) {
-    if (NumberInName(file, name, "") < 0 && NumberInName(file, name, "iter") < 0) continue;
-    const std::string path = Directory(directory) + "/" + file;
+  for (const std::string& path : CheckpointsOf(directory, name)) {
     std::map<std::string, std::string> metadata;
     try {
       metadata = ReadSafetensorsMetadata(path);

@@ -61,6 +61,10 @@ std::string IterationCheckpointPath(const std::string& directory, const std::str
 std::vector<std::pair<int64_t, std::string>> IterationCheckpoints(const std::string& directory,
                                                                   const std::string& name);
 
+// The regular files of `directory` named as epoch or mid-epoch checkpoints of `name`, as paths, sorted; none
+// when the directory does not exist. Throws IoError when it cannot be listed.
+std::vector<std::string> CheckpointsOf(const std::string& directory, const std::string& name);
+
 // Where a run of `name` resumes: of the epoch and mid-epoch checkpoints of `name` in `directory`, the one
 // with the largest "iteration" in its metadata (an epoch checkpoint on a tie) whose checksums hold; "" when
 // there is none. Temporary files of an unfinished write are not considered; files that are corrupt or not

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "lockstep/core/output_directory.h"
+#include "lockstep/train/checkpoint.h"
 #include "lockstep/train/trainer.h"
 
 namespace lockstep {
@@ -35,9 +36,21 @@ void PrepareRunOutputs(const TrainerConfig& config) {
   // A directory where the shards meet must be the one every machine shares: the rendezvous refuses a missing
   // one rather than create a local folder that no other shard sees.
   const bool shards_meet_there = config.num_shards > 1 && config.redis_host.empty();
-  if (!config.save_model_name.empty() && config.shard_id == 0 && !shards_meet_there)
+  if (config.save_model_name.empty() || config.shard_id != 0) return;
+  if (!shards_meet_there)
     PrepareOutputDirectory(config.file_store_path.empty() ? "." : config.file_store_path, "--file_store_path",
                            IfMissing::kCreate);
+  // A fresh run would write over an earlier run's checkpoints of the same name, epoch by epoch.
+  if (config.load_model_path.empty()) {
+    const std::vector<std::string> earlier = CheckpointsOf(config.file_store_path, config.save_model_name);
+    if (!earlier.empty())
+      throw InvalidInput(fmt::format(
+          "--save_model_name {}: {} holds {} checkpoint(s) of an earlier run ({}), which this run would "
+          "overwrite; resume it with --load_model_path latest, or pass another --save_model_name or "
+          "--file_store_path",
+          config.save_model_name, config.file_store_path.empty() ? "." : config.file_store_path,
+          earlier.size(), earlier.back()));
+  }
 }
 
 }  // namespace lockstep

@@ -182,9 +182,10 @@ void BuildModels(const TrainerConfig& config, const std::string& shard_communica
   for (const auto& arg : m->train.net().arg())  // the executor's settings, not the training net's placement
     if (!IsBufferPlacementArgument(arg)) *m->test.net().add_arg() = arg;
   if (config.device_type == DeviceType::kCuda) SetGpuOptions(config, &m->test.net());
-  const MemoryPlan evaluation =
-      PlanEvaluationNet(config, m->parallel.scopes, m->test_replicas, m->train.param_init_net(), &m->test.net());
-  if (!config.test_data.empty()) m->parallel.memory_plan = WithEvaluation(m->parallel.memory_plan, evaluation);
+  const MemoryPlan evaluation = PlanEvaluationNet(config, m->parallel.scopes, m->test_replicas,
+                                                  m->train.param_init_net(), &m->test.net());
+  if (!config.test_data.empty())
+    m->parallel.memory_plan = WithEvaluation(m->parallel.memory_plan, evaluation);
 }
 
 int64_t Skipped(const BatchSource* source) {
@@ -440,10 +441,12 @@ double TestAccuracy(const TrainerConfig& config, const Sources& sources, Session
 }
 
 void PrintEpoch(const TrainerConfig& config, const Sources& sources, const EpochRecord& record) {
-  fmt::print(
-      "{}epoch {}/{}: {:.1f} s, {:.1f} img/s, loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}\n",
-      ShardPrefix(config), record.epoch, config.num_epochs, record.time_spent,
-      record.input_count / record.time_spent, record.loss, record.accuracy, record.test_accuracy);
+  // The log's -1 for "no test data" is a column value, not something to print.
+  const std::string test =
+      record.test_accuracy >= 0 ? fmt::format(", test accuracy {:.4f}", record.test_accuracy) : std::string();
+  fmt::print("{}epoch {}/{}: {:.1f} s, {:.1f} img/s, loss {:.4f}, train accuracy {:.4f}{}\n",
+             ShardPrefix(config), record.epoch, config.num_epochs, record.time_spent,
+             record.input_count / record.time_spent, record.loss, record.accuracy, test);
   for (const BatchSource* source : {sources.train.get(), sources.test.get()})
     if (Skipped(source) > 0)
       fmt::print("skipped {} bad records of {} so far (--skip_bad_records)\n", Skipped(source),
