@@ -257,7 +257,19 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
     std::string arguments, message;
   } cases[] = {
       {base + "--model alexnet", "unknown --model 'alexnet'"},
-      {base + "--model lenet --frobnicate 3", "frobnicate"},
+      {base + "--model lenet --frobnicate 3",
+       "lockstep: error: unknown flag --frobnicate (`lockstep train --help` lists the flags)\n"},
+      {base + "--model lenet --batchsize 3",
+       "lockstep: error: unknown flag --batchsize; did you mean --batch_size? (`lockstep train --help` lists "
+       "the flags)\n"},
+      {base + "--model lenet --epochs=3 --load_model x",
+       "unknown flag --epochs; did you mean --num_epochs?; unknown flag --load_model; did you mean "
+       "--load_model_path?"},
+      {base + "--model lenet stray",
+       "unexpected argument(s) stray (`lockstep train --help` lists the flags)"},
+      {"evl --use_cpu",
+       "lockstep: error: unknown command 'evl'; did you mean eval? (`lockstep --help` lists the "
+       "commands)\n"},
       {"train --train_data null --model lenet", "pass --use_cpu"},
       {"train --use_cpu --train_data null --model lenet --batch_size 0",
        "--batch_size must be at least 1, got 0"},

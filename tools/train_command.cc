@@ -3,9 +3,12 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <utility>
 
+#include "lockstep/core/closest_names.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/train/trainer_options.h"
 
@@ -76,14 +79,67 @@ int RunTrain(const CLI::App& app, TrainerConfig config, const std::string& argum
   return 0;
 }
 
+// The command as its help names it: the program's file name, then the subcommand.
+std::string CommandName(const CLI::App& app, const CLI::App& command) {
+  const std::string program = std::filesystem::path(app.get_name()).filename().string();
+  return &command == &app ? program : program + " " + command.get_name();
+}
+
+// For arguments the command does not take: each unknown flag with the nearest flag the command has (or one
+// it abbreviates or ends), and where the list of flags is.
+std::string UnknownArguments(const CLI::App& app) {
+  const CLI::App* command = &app;
+  while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
+  std::vector<std::string> flags;
+  for (const CLI::Option* option : command->get_options())
+    for (const std::string& name : option->get_lnames()) flags.push_back(name);
+  const std::vector<std::string> extras = command->remaining();
+  std::vector<std::string> problems;
+  for (const std::string& extra : extras) {
+    if (extra.rfind("--", 0) != 0) continue;
+    const std::string name = extra.substr(2, extra.find('=') - 2);
+    std::vector<std::string> closest = ClosestNames(name, flags);
+    if (closest.empty() && name.size() >= 3)  // --load_model for --load_model_path, --epochs for --num_epochs
+      std::copy_if(flags.begin(), flags.end(), std::back_inserter(closest), [&](const std::string& flag) {
+        return flag.rfind(name, 0) == 0 || (flag.size() > name.size() &&
+                                            flag.compare(flag.size() - name.size(), name.size(), name) == 0 &&
+                                            flag[flag.size() - name.size() - 1] == '_');
+      });
+    problems.push_back(
+        fmt::format("unknown flag --{}{}", name,
+                    closest.empty() ? "" : fmt::format("; did you mean --{}?", closest.front())));
+  }
+  if (problems.empty()) problems.push_back(fmt::format("unexpected argument(s) {}", fmt::join(extras, " ")));
+  return fmt::format("{} (`{} --help` lists the flags)", fmt::join(problems, "; "),
+                     CommandName(app, *command));
+}
+
+// For a first word that is no command: the commands nearest to it.
+std::string UnknownCommand(const CLI::App& app) {
+  const std::vector<std::string> words = app.remaining();
+  std::vector<std::string> commands;
+  for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; }))
+    commands.push_back(command->get_name());
+  const std::vector<std::string> closest = ClosestNames(words.front(), commands);
+  return fmt::format("unknown {} '{}'{} (`{} --help` lists the commands)",
+                     words.front().rfind('-', 0) == 0 ? "flag" : "command", words.front(),
+                     closest.empty() ? "" : fmt::format("; did you mean {}?", closest.front()),
+                     CommandName(app, app));
+}
+
 std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv) {
   try {
     app->parse(argc, argv);
     return std::nullopt;
   } catch (const CLI::Success& e) {
     return app->exit(e);  // --help or --version
+  } catch (const CLI::ExtrasError&) {
+    std::fprintf(stderr, "lockstep: error: %s\n", UnknownArguments(*app).c_str());
+    return kExitNotRetryable;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "lockstep: error: %s\n", e.what());
+    const bool no_command = !app->get_subcommands([](const CLI::App*) { return true; }).empty() &&
+                            app->get_subcommands().empty() && !app->remaining().empty();
+    std::fprintf(stderr, "lockstep: error: %s\n", no_command ? UnknownCommand(*app).c_str() : e.what());
     return kExitNotRetryable;
   } catch (const Error& e) {  // a value SetOption cannot read
     std::fprintf(stderr, "lockstep: error: %s\n", e.what());
