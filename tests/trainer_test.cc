@@ -2,17 +2,21 @@
 // CLI.
 #include "lockstep/train/trainer.h"
 
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <thread>
 #include <tuple>
 
 #include "lockstep/data/db.h"
 #include "lockstep/data/image.h"
 #include "lockstep/data/image_geometry.h"
 #include "lockstep/data/image_record.h"
+#include "lockstep/train/checkpoint.h"
 #include "lockstep/train/safetensors.h"
 #include "test_util.h"
 
@@ -299,6 +303,50 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
   EXPECT_NE(missing_err.find("cannot open " + (empty / "train-images-idx3-ubyte.gz").string()),
             std::string::npos)
       << missing_err;
+}
+
+// Ctrl-C stops a one-process run between two steps: it saves a mid-epoch checkpoint of the last step (whose
+// resumption MidEpochCheckpoints tests), says where it stopped, and exits 130 as a shell reports SIGINT.
+TEST(TrainerCli, SigintStopsBetweenStepsAndSavesWhereItStopped) {
+  fs::path dir = FreshDir("sigint");
+  const std::string flags =
+      "train --use_cpu --model lenet --train_data null --num_channels 1 --image_size 28 --num_labels 10 "
+      "--batch_size 8 --epoch_size 800000 --num_epochs 2 --threads 1 --log_every_iters 1 --save_model_name m "
+      "--file_store_path " +
+      dir.string() + " --log_dir " + dir.string();
+  const fs::path output = dir / "output.txt";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string command = "exec " + CliPath() + " " + flags + " > " + output.string() + " 2>&1";
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto text = [&] {
+    std::ifstream in(output);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  for (int i = 0; i < 1200 && text().find(" iter 1/100000:") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the first step is done
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << text();
+  EXPECT_EQ(WEXITSTATUS(status), 130) << text();
+  std::smatch match;
+  const std::string printed = text();
+  ASSERT_TRUE(std::regex_search(
+      printed, match,
+      std::regex("\nlockstep: stopped by SIGINT \\(Ctrl-C\\) after step ([0-9]+) of 100000 in epoch 1 of 2; "
+                 "saved (.*/m_iter0*([0-9]+)\\.safetensors): resume with --load_model_path latest\n$")))
+      << printed;
+  EXPECT_EQ(match[1], match[3]) << "the first epoch's steps are the job's iterations";
+  const std::map<std::string, std::string> metadata = ReadSafetensorsMetadata(match[2]);
+  EXPECT_EQ(metadata.at("iteration"), std::string(match[1]));
+  EXPECT_EQ(metadata.at("epochs_done"), "0");
+
+  EXPECT_EQ(LatestCheckpoint(dir.string(), "m"), std::string(match[2]))
+      << "--load_model_path latest takes it";
 }
 
 // LOCKSTEP_MAX_STEPS caps every epoch, says so, and leaves the epochs and their files as they were.

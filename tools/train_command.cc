@@ -10,6 +10,7 @@
 
 #include "lockstep/core/closest_names.h"
 #include "lockstep/core/enforce.h"
+#include "lockstep/train/stop_request.h"
 #include "lockstep/train/trainer_options.h"
 
 namespace lockstep {
@@ -74,9 +75,16 @@ TrainerConfig ResolveTrainConfig(const CLI::App& app, TrainerConfig config, cons
 }
 
 int RunTrain(const CLI::App& app, TrainerConfig config, const std::string& arguments) {
-  TrainerResult result = Train(ResolveTrainConfig(app, std::move(config), arguments));
+  config = ResolveTrainConfig(app, std::move(config), arguments);
+  // One process stops between two steps and saves where it is. Shards, which would stop at different steps,
+  // end at once as before; their job resumes from its newest checkpoint.
+  std::optional<StopOnSignals> stop_between_steps;
+  if (config.num_shards == 1) stop_between_steps.emplace();
+  TrainerResult result = Train(config);
   if (!result.log_path.empty()) fmt::print("log: {}\n", result.log_path);
-  return 0;
+  if (result.stopped_by == 0) return 0;
+  std::fprintf(stderr, "lockstep: %s\n", result.stopped_message.c_str());
+  return 128 + result.stopped_by;  // as a shell reports a process its signal ended
 }
 
 // The command as its help names it: the program's file name, then the subcommand.

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <chrono>
+#include <csignal>
 #include <memory>
 #include <optional>
 
@@ -36,6 +37,7 @@
 #include "lockstep/train/resume.h"
 #include "lockstep/train/run_outputs.h"
 #include "lockstep/train/safetensors.h"
+#include "lockstep/train/stop_request.h"
 #include "lockstep/train/trainer_options.h"
 #include "lockstep/train/training_events.h"
 
@@ -412,6 +414,7 @@ double RunEpoch(const TrainerConfig& config, int64_t epoch, int64_t first_step, 
     if (intervals->StepDone(i + 1 == iterations))
       intervals->Report({epoch + 1, i + 1, MeanOf(ws, models.train_loss), MeanOf(ws, models.train_accuracy),
                          ScalarOf(ws, models.lr)});
+    if (StopRequested() && i + 1 < iterations) break;  // the epoch's last step ends the epoch first
   }
   progress->Finish();
   return seconds();
@@ -476,6 +479,30 @@ EpochRecord StartingTotals(const TrainerConfig& config, const TrainerState& stat
   return record;
 }
 
+// After a stop request, between two steps or after an epoch's end: shard 0's checkpoint of where training
+// stopped (the epoch's own at its end) and the line that says so.
+void StopTraining(const TrainerConfig& config, int64_t iterations, Session* session, TrainerResult* result) {
+  const TrainerState& state = session->state;
+  const bool mid_epoch = state.epoch_iteration > 0;
+  std::string saved = "nothing saved (no --save_model_name)";
+  if (session->checkpoints) {
+    const std::string path =
+        mid_epoch ? IterationCheckpointPath(config.file_store_path, config.save_model_name, state.iteration)
+                  : CheckpointPath(config.file_store_path, config.save_model_name, state.epochs_done);
+    if (mid_epoch)
+      session->checkpoints->SaveNow(path, session->ws, session->models.parallel.scopes[0],
+                                    session->models.parallel.state_blobs, state);
+    saved = fmt::format("saved {}: resume with --load_model_path latest", path);
+  }
+  result->stopped_by = StopRequested();
+  const std::string where = mid_epoch ? fmt::format("step {} of {} in epoch {}", state.epoch_iteration,
+                                                    iterations, state.epochs_done + 1)
+                                      : fmt::format("epoch {}", state.epochs_done);
+  result->stopped_message = fmt::format("stopped by {} after {} of {}; {}",
+                                        result->stopped_by == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM", where,
+                                        config.num_epochs, saved);
+}
+
 TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommunicator> gloo,
                          Rendezvous* rendezvous) {
   Sources sources = OpenSources(config);
@@ -504,6 +531,10 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
     const int64_t first_step = first ? session.state.epoch_iteration : 0;
     const double seconds = RunEpoch(config, epoch, first_step, iterations, first ? gloo.get() : nullptr,
                                     &session, &progress, &intervals);
+    if (session.state.epoch_iteration < iterations) {  // a stop request between two steps
+      StopTraining(config, iterations, &session, &result);
+      break;
+    }
     RecordEpoch(config, session, epoch, iterations - first_step, seconds,
                 TestAccuracy(config, sources, &session), &record);
     log.Append(record);
@@ -512,6 +543,10 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
     EndEpoch(config, record, &session);
     result.last_test_accuracy = record.test_accuracy;
     result.last_loss = record.loss;
+    if (StopRequested() && epoch + 1 < config.num_epochs) {
+      StopTraining(config, iterations, &session, &result);
+      break;
+    }
   }
   if (session.checkpoints) session.checkpoints->Finish();
   if (gloo) gloo->Close();

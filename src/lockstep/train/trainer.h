@@ -18,6 +18,8 @@ struct TrainerResult {
   std::string log_path;
   double last_test_accuracy = -1;
   double last_loss = 0;
+  int stopped_by = 0;           // the signal that stopped training early (StopOnSignals), else 0
+  std::string stopped_message;  // then: where it stopped and how to resume
 };
 
 // Validates the configuration, then trains; throws lockstep::Error with a one-line message on bad input.
