@@ -2,12 +2,10 @@
 
 #include <signal.h>
 
-#include <csignal>
-
 namespace lockstep {
 namespace {
 
-volatile std::sig_atomic_t requested = 0;
+volatile sig_atomic_t requested = 0;  // the signal, written only by the handler
 struct sigaction previous_int, previous_term;
 
 void OnSignal(int signal) {
