@@ -5,7 +5,7 @@
 namespace lockstep {
 namespace {
 
-volatile sig_atomic_t requested = 0;  // the signal, written only by the handler
+volatile sig_atomic_t requested = 0;  // 0, or the signal that asked to stop
 struct sigaction previous_int, previous_term;
 
 void OnSignal(int signal) {
