@@ -346,6 +346,15 @@ TEST(CheckpointWriter, AFreshRunDoesNotOverwriteAnEarlierRunsCheckpoints) {
   other.save_model_name = "n";
   Train(other);
   EXPECT_TRUE(fs::exists(dir / "n_1.safetensors"));
+
+  // --load_model_path latest asks to resume: where nothing of the name can be resumed, the run starts fresh.
+  fs::path unreadable = FreshDir("second_run_unreadable");
+  std::ofstream(unreadable / "m_1.safetensors") << "not a checkpoint";
+  TrainerConfig fresh = SyntheticLeNet(unreadable);
+  fresh.num_epochs = 1;
+  fresh.load_model_path = "latest";
+  Train(fresh);
+  EXPECT_EQ(ReadSafetensorsMetadata((unreadable / "m_1.safetensors").string()).at("epochs_done"), "1");
 }
 
 TEST(MidEpochCheckpoints, BadFlagsGiveOneLine) {

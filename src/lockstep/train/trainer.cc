@@ -572,7 +572,7 @@ TrainerResult Train(const TrainerConfig& given_config) {
     ReportMemoryPlan(config, models);
     return {};
   }
-  PrepareRunOutputs(config);
+  PrepareRunOutputs(given_config);  // "latest" that found nothing still asked to resume: no overwrite check
   if (config.threads > 0) omp_set_num_threads(config.threads);
   std::shared_ptr<GlooCommunicator> gloo = OpenNetwork(config);
   std::shared_ptr<Rendezvous> rendezvous = MeetShards(config);
