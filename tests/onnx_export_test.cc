@@ -298,6 +298,17 @@ TEST(OnnxExport, CommandLine) {
       std::string::npos)
       << other.err;
   EXPECT_FALSE(fs::exists(dir / "x.onnx"));
+
+  // Without --output the model goes beside the checkpoint under its name, and never over a file there.
+  const fs::path beside = fs::path(checkpoint).replace_extension(".onnx");
+  CliOutput named = RunCliWithFiles(dir, "export --load_model_path " + checkpoint);
+  EXPECT_EQ(named.code, 0) << named.err;
+  EXPECT_EQ(named.out.rfind(beside.string() + ": 10 ONNX nodes", 0), 0u) << named.out;
+  EXPECT_NO_THROW(onnx::checker::check_model(ReadModel(beside)));
+  CliOutput again = RunCliWithFiles(dir, "export --load_model_path " + checkpoint);
+  EXPECT_EQ(again.code, kExitNotRetryable);
+  EXPECT_EQ(again.err, "lockstep: error: " + beside.string() +
+                           " exists: pass --output to name the ONNX file (a file named there is replaced)\n");
 }
 
 }  // namespace lockstep::testing
