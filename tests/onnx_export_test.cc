@@ -307,8 +307,9 @@ TEST(OnnxExport, CommandLine) {
   EXPECT_NO_THROW(onnx::checker::check_model(ReadModel(beside)));
   CliOutput again = RunCliWithFiles(dir, "export --load_model_path " + checkpoint);
   EXPECT_EQ(again.code, kExitNotRetryable);
-  EXPECT_EQ(again.err, "lockstep: error: " + beside.string() +
-                           " exists: pass --output to name the ONNX file (a file named there is replaced)\n");
+  EXPECT_EQ(again.err,
+            "lockstep: error: " + beside.string() +
+                " exists: pass --output to name the file to write (a file named there is replaced)\n");
 }
 
 }  // namespace lockstep::testing

@@ -53,10 +53,19 @@ TEST(PlotCli, MissingPackageSaysWhereItLooked) {
                          "folder that holds lockstep/plot.py\n");
 }
 
-TEST(PlotCli, OutputIsRequiredAndHelpDescribesIt) {
-  CliOutput run = RunCliWithFiles(::testing::TempDir(), "plot run.log");
-  EXPECT_NE(run.code, 0);
-  EXPECT_EQ(run.err, "lockstep: error: --output is required\n");
+// Without -o the PNG goes beside the first log under its name, never over a file already there.
+TEST(PlotCli, OutputDefaultsBesideTheFirstLogAndHelpDescribesIt) {
+  const fs::path dir = FreshDir("plot_default_output");
+  PythonDir python_dir(PlotOnlyPackage(dir / "python"));
+  CliOutput missing = RunCliWithFiles(dir, "plot " + (dir / "missing.log").string());
+  EXPECT_EQ(missing.code, 1) << "the plot ran, and found no log";
+  EXPECT_NE(missing.err.find("missing.log: cannot read it"), std::string::npos) << missing.err;
+  std::ofstream(dir / "run.png") << "an earlier plot";
+  CliOutput taken = RunCliWithFiles(dir, "plot " + (dir / "run.log").string());
+  EXPECT_EQ(taken.code, kExitNotRetryable);
+  EXPECT_EQ(taken.err,
+            "lockstep: error: " + (dir / "run.png").string() +
+                " exists: pass --output to name the file to write (a file named there is replaced)\n");
   CliOutput help = RunCliWithFiles(::testing::TempDir(), "plot --help");
   EXPECT_EQ(help.code, 0);
   EXPECT_NE(help.out.find("training loss, training accuracy, test accuracy and images/s"), std::string::npos)

@@ -2,9 +2,7 @@
 #include "export_command.h"
 
 #include <chrono>
-#include <filesystem>
 
-#include "lockstep/core/enforce.h"
 #include "lockstep/train/onnx_export.h"
 #include "train_command.h"
 
@@ -23,20 +21,10 @@ void AddExportFlags(CLI::App* app, ExportFlags* flags) {
       "--test_data decides the input normalization written into the model's metadata.");
 }
 
-// Where the model goes without --output: beside the checkpoint, under its name, never over a file.
-std::string DefaultOutput(const std::string& checkpoint) {
-  std::filesystem::path output(checkpoint);
-  output.replace_extension(".onnx");
-  if (std::filesystem::exists(output))
-    throw InvalidInput(fmt::format(
-        "{} exists: pass --output to name the ONNX file (a file named there is replaced)", output.string()));
-  return output.string();
-}
-
 int RunExport(const CLI::App& app, ExportFlags flags) {
   const auto start = std::chrono::steady_clock::now();
   if (flags.output.empty() && !flags.config.load_model_path.empty())
-    flags.output = DefaultOutput(flags.config.load_model_path);
+    flags.output = OutputBeside(flags.config.load_model_path, ".onnx");
   const OnnxExportSummary summary =
       ExportCheckpointToOnnx(flags.config, GivenFlags(app), flags.output, flags.softmax);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lockstep/core/enforce.h"
+#include "train_command.h"
 
 namespace lockstep {
 
@@ -34,8 +35,9 @@ void AddPlotFlags(CLI::App* app, PlotFlags* flags) {
                   "Per-epoch logs of `lockstep train` (x axis: epochs) or --iter_log CSVs (x axis: "
                   "iterations), not both")
       ->required();
-  app->add_option("-o,--output", flags->output, "The PNG to write (replaced atomically when it exists)")
-      ->required();
+  app->add_option("-o,--output", flags->output,
+                  "The PNG to write (replaced atomically when it exists); default: the first log's path with "
+                  ".png, which must not exist yet");
   app->add_option("--labels", flags->labels,
                   "Comma-separated legend labels, one per log (default: the file names)");
 }
@@ -67,8 +69,9 @@ int RunPlot(const PlotFlags& flags) {
   if (setenv("PYTHONPATH", path.c_str(), 1) != 0)
     throw Error(fmt::format("plot: cannot set PYTHONPATH: {}", std::strerror(errno)));
 
+  const std::string output = flags.output.empty() ? OutputBeside(flags.logs.front(), ".png") : flags.output;
   // "--" before the logs: a log whose name starts with '-' is still a log.
-  std::vector<std::string> arguments = {python, "-m", "lockstep.plot", "-o", flags.output};
+  std::vector<std::string> arguments = {python, "-m", "lockstep.plot", "-o", output};
   if (!flags.labels.empty()) arguments.insert(arguments.end(), {"--labels", flags.labels});
   arguments.push_back("--");
   arguments.insert(arguments.end(), flags.logs.begin(), flags.logs.end());

@@ -155,6 +155,17 @@ std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv) {
   }
 }
 
+std::string OutputBeside(const std::string& input, const std::string& extension) {
+  std::filesystem::path output(input);
+  output.replace_extension(extension);
+  if (std::filesystem::exists(output))
+    throw InvalidInput(
+        fmt::format("{} exists: pass --output to name the file to write (a file named there is "
+                    "replaced)",
+                    output.string()));
+  return output.string();
+}
+
 int ReportErrors(const std::function<int()>& fn) {
   try {
     return fn();

@@ -25,6 +25,10 @@ int RunTrain(const CLI::App& app, TrainerConfig config, const std::string& argum
 // Parses the command line. Returns the exit code when the program is done: 0 after --help or --version, else
 // kExitNotRetryable after one line on stderr that names the flag at fault.
 std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv);
+// A command's default output: `input` with `extension` for its own (checkpoints/m_10.safetensors ->
+// checkpoints/m_10.onnx). Throws InvalidInput when that file exists: only an output the user named replaces
+// a file.
+std::string OutputBeside(const std::string& input, const std::string& extension);
 // Runs fn and turns an exception into one line on stderr and an exit code: kExitNotRetryable for InvalidInput
 // and NoSpace (running again fails again), kExitFailure for the rest.
 int ReportErrors(const std::function<int()>& fn);
