@@ -139,8 +139,14 @@ void BindWorkspace(py::module_& m) {
             Net* net = ws.GetNet(name);
             if (!net)
               throw InvalidInput(fmt::format("no net '{}' in the workspace; create it with CreateNet", name));
-            py::gil_scoped_release release;
-            for (int64_t i = 0; i < num_iter; ++i) net->Run();
+            for (int64_t i = 0; i < num_iter; ++i) {
+              {
+                py::gil_scoped_release release;
+                net->Run();
+              }
+              // Ctrl-C raises KeyboardInterrupt between two iterations, not after the last.
+              if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+            }
           },
           "name"_a, "num_iter"_a = 1)
       .def_property_readonly("allocated_bytes", &Workspace::AllocatedBytes);

@@ -2,6 +2,12 @@
 operator can be added, blobs go in and out as numpy arrays, Parallelize trains replicas that stay equal and
 match a numpy reference, and errors arrive as Python exceptions with the core's one-line message. Run with
 build/python on PYTHONPATH."""
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
 import numpy as np
 import pytest
 
@@ -207,3 +213,33 @@ def test_compute_in_casts_the_input_and_parameters_and_refuses_what_the_cpu_cann
     ops = model.net.Proto().op
     assert [op.type for op in ops] == ["Cast", "Cast", "Cast", "Relu", "FC", "Cast"]  # the casts come first
     assert {op.output[0] for op in ops if op.type == "Cast"} == {"x_bf16", "y_w_bf16", "y_b_bf16", "y_float"}
+
+
+def test_ctrl_c_interrupts_run_net_between_iterations():
+    """RunNet loops in C++; SIGINT must still raise KeyboardInterrupt at the next iteration, not after the
+    last of a billion."""
+    program = textwrap.dedent("""
+        import numpy as np, sys
+        from lockstep import model_helper, workspace
+        model = model_helper.ModelHelper(name="spin")
+        workspace.FeedBlob("x", np.ones((64, 64), dtype=np.float32))
+        model.net.Scale("x", "y", scale=0.5)
+        workspace.CreateNet(model.net)
+        print("ready", flush=True)
+        try:
+            workspace.RunNet(model.net, 10**9)
+        except KeyboardInterrupt:
+            print("interrupted", workspace.FetchBlob("y")[0, 0], flush=True)
+        """)
+    process = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline() == "ready\n"
+        time.sleep(0.2)  # well inside the loop
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert out == "interrupted 0.5\n"
+    assert process.returncode == 0
