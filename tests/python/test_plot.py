@@ -246,10 +246,14 @@ def test_cli_subcommand_errors(tmp_path):
     run = run_cli(["plot", str(missing), "-o", str(tmp_path / "x.png")])
     assert run.returncode == 1
     assert run.stderr == f"lockstep.plot: error: {missing}: cannot read it: No such file or directory\n"
+    run = run_cli(["plot", str(missing)])  # the PNG would go beside the log: missing.png
+    assert run.returncode == 1
+    assert run.stderr == f"lockstep.plot: error: {missing}: cannot read it: No such file or directory\n"
+    (tmp_path / "missing.png").write_text("an earlier plot")
     run = run_cli(["plot", str(missing)])
-    assert run.returncode != 0
-    assert run.stderr.startswith("lockstep: error: ") and run.stderr.count("\n") == 1
-    assert "--output" in run.stderr
+    assert run.returncode == 2
+    assert run.stderr == (f"lockstep: error: {tmp_path / 'missing.png'} exists: pass --output to name the file "
+                          "to write (a file named there is replaced)\n")
     run = run_cli(["plot", str(missing), "-o", str(tmp_path / "x.png")], LOCKSTEP_PYTHON_DIR=str(tmp_path))
     assert run.returncode == 2  # running it again fails the same way
     assert run.stderr.startswith(f"lockstep: error: plot: the lockstep Python package is not in {tmp_path}")
