@@ -11,7 +11,6 @@
 
 #include "lockstep/comm/gloo_communicator.h"
 #include "lockstep/comm/wire_dtype.h"
-#include "lockstep/core/buffer_placement.h"
 #include "lockstep/core/net.h"
 #include "lockstep/core/output_directory.h"
 #include "lockstep/core/version.h"
@@ -19,14 +18,8 @@
 #include "lockstep/data/batch_source.h"
 #include "lockstep/data/db_source.h"
 #include "lockstep/data/open_batch_source.h"
-#include "lockstep/model/layers.h"
-#include "lockstep/model/mixed_precision.h"
-#include "lockstep/model/optimizer.h"
-#include "lockstep/model/zoo.h"
 #include "lockstep/parallel/data_parallel.h"
 #include "lockstep/parallel/fingerprint.h"
-#include "lockstep/parallel/micro_batches.h"
-#include "lockstep/parallel/placement.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/checkpoint_writer.h"
 #include "lockstep/train/csv_log.h"
@@ -40,27 +33,13 @@
 #include "lockstep/train/stop_request.h"
 #include "lockstep/train/trainer_options.h"
 #include "lockstep/train/training_events.h"
+#include "lockstep/train/training_models.h"
 
 namespace lockstep {
 
 namespace {
 
-constexpr const char* kData = "data";
-constexpr const char* kLabel = "label";
-constexpr const char* kTrainReader = "train_reader";
 constexpr const char* kShardCommunicator = "shards";  // the workspace object of the Gloo communicator
-
-struct Models {
-  ModelHelper train{"train"};
-  ModelHelper test{"test", /*init_params=*/false};
-  DataParallelModel parallel;
-  // Replica 0's figures, as the log reports them (one blob per micro-batch); the loss is the unscaled one.
-  std::vector<std::string> train_loss, train_accuracy;
-  std::string lr;
-  std::vector<TestReplica> test_replicas;  // one per replica, in test mode, each on its replica's parameters
-};
-
-int Replicas(const TrainerConfig& c) { return c.num_devices / c.model_parallel; }
 
 // "6 buckets, 47.2 MB in all, the last 1.1 MB, on 2 channels with halving_doubling"
 std::string GradientPlan(const TrainerConfig& c, const DataParallelModel& parallel,
@@ -81,113 +60,6 @@ std::string GradientPlan(const TrainerConfig& c, const DataParallelModel& parall
                                                                   DataTypeName(wire), wire_total / 1e6);
   return fmt::format("{}, on {} channel{} with {}{}", buckets, channels, channels == 1 ? "" : "s",
                      gloo.algorithm(), sent);
-}
-
-DataType ComputeType(const TrainerConfig& c) { return ParseFloatType(c.dtype, "--dtype"); }
-
-float LossScale(const TrainerConfig& c) {
-  if (c.loss_scale > 0) return c.loss_scale;
-  return ComputeType(c) == DataType::kFloat16 ? 128.0f : 1.0f;
-}
-
-// cuDNN's and cuBLAS's options, as arguments of the ops whose schemas take them.
-void SetGpuOptions(const TrainerConfig& c, NetDef* net) {
-  GpuOptions gpu;
-  gpu.cudnn_workspace_bytes = int64_t{c.cudnn_workspace_limit_mb} << 20;
-  gpu.enable_tensor_core = c.enable_tensor_core;
-  gpu.float16_compute = c.float16_compute;
-  lockstep::SetGpuOptions(gpu, net);
-}
-
-void BuildModels(const TrainerConfig& config, const std::string& shard_communicator, Models* m) {
-  m->train.set_seed(config.seed);
-  ModelConfig model_config{config.num_channels, config.image_size, config.num_labels, false};
-  std::vector<std::string> losses, accuracies, lrs;
-  ParallelOptions options;
-  options.device_type = config.device_type;
-  if (config.device_type == DeviceType::kCuda && !config.gpus.empty())
-    options.devices = config.gpus;
-  else
-    for (int d = 0; d < config.num_devices; ++d) options.devices.push_back(d);
-  const DataType compute_type = ComputeType(config);
-  const float loss_scale_factor = LossScale(config);
-  options.devices_per_replica = config.model_parallel;
-  options.micro_batches = config.micro_batches;
-  options.num_shards = config.num_shards;
-  options.shard_id = config.shard_id;
-  options.shard_communicator = shard_communicator;
-  options.input_builder = [](ModelHelper& model) { layers::ReadBatch(model, kTrainReader, kData, kLabel); };
-  options.forward_builder = [&](ModelHelper& model, float loss_scale) {
-    const int first_op = model.net().op_size();
-    std::string logits = BuildModel(config.model, model, model.Scoped(kData), model_config);
-    if (compute_type != DataType::kFloat)
-      logits = ComputeInLowPrecision(model, first_op, model.Scoped(kData), logits, compute_type);
-    auto [softmax, loss] = layers::SoftmaxWithLoss(model, logits, model.Scoped(kLabel), "softmax", "loss");
-    losses.push_back(loss);
-    accuracies.push_back(layers::Accuracy(model, softmax, model.Scoped(kLabel), "accuracy"));
-    std::string scaled = layers::Scale(model, loss, "scaled_loss", loss_scale * loss_scale_factor);
-    if (config.model_parallel > 1) {
-      const int layers = model.net().op_size() - first_op;
-      if (config.model_parallel > layers)
-        throw InvalidInput(
-            fmt::format("--model_parallel {} is more stages than the {} layers of {}; use at most {}",
-                        config.model_parallel, layers, config.model, layers));
-      const int64_t batch = config.batch_size / Replicas(config) / config.micro_batches;
-      auto starts = BalancedStageStarts(
-          model, first_op, config.model_parallel,
-          {{model.Scoped(kData), {{batch, config.num_channels, config.image_size, config.image_size}}},
-           {model.Scoped(kLabel), {{batch}, DataType::kInt32}}});
-      PlaceStages(model, starts, model.replica().devices);
-    }
-    return std::vector<std::string>{scaled};
-  };
-  options.param_update_builder = [&](ModelHelper& model) {
-    SgdOptions sgd;
-    sgd.base_learning_rate = config.base_learning_rate;
-    sgd.momentum = config.momentum;
-    sgd.nesterov = config.nesterov;
-    sgd.weight_decay = config.weight_decay;
-    UnscaleGradients(model, loss_scale_factor);
-    lrs.push_back(AddMomentumSgd(model, sgd).lr);
-  };
-  options.combine_spatial_bn = config.combine_spatial_bn;
-  options.bucket_bytes = static_cast<size_t>(config.allreduce_bucket_mb * (1 << 20));
-  options.tail_bucket_bytes = static_cast<size_t>(config.allreduce_tail_bucket_mb * (1 << 20));
-  options.allreduce_channels = AllreduceChannels(config);
-  options.allreduce_dtype = ParseFloatType(config.allreduce_dtype, "--allreduce_dtype");
-  options.share_buffers = config.share_buffers;
-  options.input_shapes = TrainingInputShapes(config);
-  options.keep_blobs = {"loss", "accuracy"};
-  options.max_threads = config.threads;
-  options.threads_per_device = config.threads > 0 ? std::max(1, config.threads / config.num_devices) : 0;
-  m->parallel = Parallelize(m->train, options);
-  if (config.device_type == DeviceType::kCuda) SetGpuOptions(config, &m->train.net());
-  for (int j = 0; j < config.micro_batches; ++j) {
-    m->train_loss.push_back(config.micro_batches > 1 ? MicroBatchName(losses[0], j) : losses[0]);
-    m->train_accuracy.push_back(config.micro_batches > 1 ? MicroBatchName(accuracies[0], j) : accuracies[0]);
-  }
-  m->lr = lrs[0];
-
-  // Evaluation runs on every replica's first device and parameters (in float32), each reading its slice of a
-  // test batch, with the executor settings of the training net.
-  model_config.is_test = true;
-  for (size_t r = 0; r < m->parallel.scopes.size(); ++r) {
-    ModelHelper::NameScope scope(m->test, m->parallel.scopes[r]);
-    ModelHelper::DeviceScope device(m->test,
-                                    {config.device_type, options.devices[r * config.model_parallel]});
-    TestReplica replica{m->test.Scoped("test_data"), m->test.Scoped("test_label"), ""};
-    replica.logits = BuildModel(config.model, m->test, replica.data, model_config);
-    m->test_replicas.push_back(replica);
-  }
-  m->test.net().set_type(m->train.net().type());
-  m->test.net().set_num_workers(m->train.net().num_workers());
-  for (const auto& arg : m->train.net().arg())  // the executor's settings, not the training net's placement
-    if (!IsBufferPlacementArgument(arg)) *m->test.net().add_arg() = arg;
-  if (config.device_type == DeviceType::kCuda) SetGpuOptions(config, &m->test.net());
-  const MemoryPlan evaluation = PlanEvaluationNet(config, m->parallel.scopes, m->test_replicas,
-                                                  m->train.param_init_net(), &m->test.net());
-  if (!config.test_data.empty())
-    m->parallel.memory_plan = WithEvaluation(m->parallel.memory_plan, evaluation);
 }
 
 int64_t Skipped(const BatchSource* source) {
@@ -243,7 +115,7 @@ std::shared_ptr<Rendezvous> MeetShards(const TrainerConfig& c) {
 // Every shard must run the same model with the same hyper-parameters (the options marked so in the table),
 // from the same point: shards that found different checkpoints (--load_model_path latest on directories that
 // differ) would train on different batches.
-Fingerprint TrainingFingerprint(const TrainerConfig& c, const Models& m) {
+Fingerprint TrainingFingerprint(const TrainerConfig& c, const TrainingModels& m) {
   Fingerprint fingerprint = ModelFingerprint(m.train, m.parallel);
   for (auto& entry : ShardAgreementEntries(c)) fingerprint.push_back(std::move(entry));
   std::string start = "a fresh start";
@@ -285,7 +157,7 @@ int64_t IterationsPerEpoch(const TrainerConfig& config, const BatchSource& train
 // What a shard trains with once it is built: the models, their blobs, the reader, the nets and the state that
 // a checkpoint keeps.
 struct Session {
-  Models models;
+  TrainingModels models;
   Workspace ws;
   std::shared_ptr<BatchReader> reader;
   Net* train_net = nullptr;
@@ -296,12 +168,12 @@ struct Session {
 
 // Prints the memory plan (with --test_data the evaluation net's too) and checks it against the limits; the
 // plan at another --batch_size is built on request.
-void ReportMemoryPlan(const TrainerConfig& config, const Models& models) {
+void ReportMemoryPlan(const TrainerConfig& config, const TrainingModels& models) {
   ReportMemoryPlan(config, models.parallel.memory_plan, [&](int batch_size) {
     TrainerConfig other = config;
     other.batch_size = batch_size;
-    Models at;
-    BuildModels(other, "", &at);
+    TrainingModels at;
+    BuildTrainingModels(other, "", &at);
     return at.parallel.memory_plan;
   });
 }
@@ -310,18 +182,18 @@ void ReportMemoryPlan(const TrainerConfig& config, const Models& models) {
 // reader into the workspace and initialises the parameters.
 void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicator> gloo,
                      Rendezvous* rendezvous, const Sources& sources, Session* session) {
-  Models& models = session->models;
+  TrainingModels& models = session->models;
   Workspace& ws = session->ws;
-  BuildModels(config, gloo ? kShardCommunicator : "", &models);
+  BuildTrainingModels(config, gloo ? kShardCommunicator : "", &models);
   ReportMemoryPlan(config, models);
   if (rendezvous) AgreeOnModel(rendezvous, TrainingFingerprint(config, models));
   if (gloo) {
     ws.SetObject<Communicator>(kShardCommunicator, gloo);
     fmt::print("gradients across shards: {}\n", GradientPlan(config, models.parallel, *gloo));
   }
-  const int replicas = Replicas(config) * config.num_shards;
+  const int replicas = TrainingReplicas(config) * config.num_shards;
   session->reader =
-      std::make_shared<BatchReader>(sources.train, config.batch_size / Replicas(config), replicas,
+      std::make_shared<BatchReader>(sources.train, config.batch_size / TrainingReplicas(config), replicas,
                                     IsDatabase(config.train_data) ? config.prefetch : 0);
   ws.SetObject(kTrainReader, session->reader);
   ws.RunNetOnce(models.train.param_init_net());
@@ -394,7 +266,7 @@ double RunEpoch(const TrainerConfig& config, int64_t epoch, int64_t first_step, 
                 IntervalLog* intervals) {
   using Clock = std::chrono::steady_clock;
   const Workspace& ws = session->ws;
-  const Models& models = session->models;
+  const TrainingModels& models = session->models;
   TrainerState& state = session->state;
   const int64_t milliseconds_before = state.training_milliseconds;
   auto start = Clock::now();
@@ -567,8 +439,8 @@ TrainerResult Train(const TrainerConfig& given_config) {
   }
   if (config.plan_memory) {  // the plan only: nothing is opened for writing, no peer is met
     Sources sources = OpenSources(config);
-    Models models;
-    BuildModels(config, "", &models);
+    TrainingModels models;
+    BuildTrainingModels(config, "", &models);
     ReportMemoryPlan(config, models);
     return {};
   }
@@ -611,8 +483,8 @@ EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::stri
 
   // The trainer's model on the same devices, its parameters from the checkpoint on device 0 and broadcast;
   // the training net is never created, so nothing trains and nothing is written back.
-  Models models;
-  BuildModels(config, "", &models);
+  TrainingModels models;
+  BuildTrainingModels(config, "", &models);
   Workspace ws;
   ws.RunNetOnce(models.train.param_init_net());
   const std::string& scope = models.parallel.scopes[0];
