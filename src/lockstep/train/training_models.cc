@@ -15,6 +15,9 @@
 namespace lockstep {
 namespace {
 
+constexpr const char* kData = "data";  // the batch and its labels, as ReadBatch writes them
+constexpr const char* kLabel = "label";
+
 DataType ComputeType(const TrainerConfig& c) { return ParseFloatType(c.dtype, "--dtype"); }
 
 float LossScale(const TrainerConfig& c) {

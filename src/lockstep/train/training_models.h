@@ -13,9 +13,7 @@
 
 namespace lockstep {
 
-// Workspace names the training net reads: the batch and its labels, from the reader object.
-inline constexpr const char* kData = "data";
-inline constexpr const char* kLabel = "label";
+// The workspace object the training net's ReadBatch reads from (a BatchReader).
 inline constexpr const char* kTrainReader = "train_reader";
 
 struct TrainingModels {
