@@ -93,8 +93,23 @@ std::string CommandName(const CLI::App& app, const CLI::App& command) {
   return &command == &app ? program : program + " " + command.get_name();
 }
 
-// For arguments the command does not take: each unknown flag with the nearest flag the command has (or one
-// it abbreviates or ends), and where the list of flags is.
+// The flag that `name` most likely meant: the nearest by spelling, else one it begins (--load_model for
+// --load_model_path) or ends after an underscore (--epochs for --num_epochs); "" when none is near.
+std::string NearestFlag(const std::string& name, const std::vector<std::string>& flags) {
+  const std::vector<std::string> closest = ClosestNames(name, flags);
+  if (!closest.empty()) return closest.front();
+  if (name.size() < 3) return "";
+  for (const std::string& flag : flags) {
+    const size_t rest = flag.size() - std::min(flag.size(), name.size());
+    if (flag.rfind(name, 0) == 0 ||
+        (rest > 0 && flag.compare(rest, name.size(), name) == 0 && flag[rest - 1] == '_'))
+      return flag;
+  }
+  return "";
+}
+
+// For arguments the command does not take: each unknown flag with the flag it most likely meant, and where
+// the list of flags is.
 std::string UnknownArguments(const CLI::App& app) {
   const CLI::App* command = &app;
   while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
@@ -106,16 +121,9 @@ std::string UnknownArguments(const CLI::App& app) {
   for (const std::string& extra : extras) {
     if (extra.rfind("--", 0) != 0) continue;
     const std::string name = extra.substr(2, extra.find('=') - 2);
-    std::vector<std::string> closest = ClosestNames(name, flags);
-    if (closest.empty() && name.size() >= 3)  // --load_model for --load_model_path, --epochs for --num_epochs
-      std::copy_if(flags.begin(), flags.end(), std::back_inserter(closest), [&](const std::string& flag) {
-        return flag.rfind(name, 0) == 0 || (flag.size() > name.size() &&
-                                            flag.compare(flag.size() - name.size(), name.size(), name) == 0 &&
-                                            flag[flag.size() - name.size() - 1] == '_');
-      });
-    problems.push_back(
-        fmt::format("unknown flag --{}{}", name,
-                    closest.empty() ? "" : fmt::format("; did you mean --{}?", closest.front())));
+    const std::string meant = NearestFlag(name, flags);
+    problems.push_back(fmt::format("unknown flag --{}{}", name,
+                                   meant.empty() ? "" : fmt::format("; did you mean --{}?", meant)));
   }
   if (problems.empty()) problems.push_back(fmt::format("unexpected argument(s) {}", fmt::join(extras, " ")));
   return fmt::format("{} (`{} --help` lists the flags)", fmt::join(problems, "; "),
