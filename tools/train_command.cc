@@ -130,12 +130,18 @@ std::string UnknownArguments(const CLI::App& app) {
                      CommandName(app, *command));
 }
 
+// The commands the program has (CLI11's get_subcommands() alone lists only those given).
+std::vector<std::string> CommandNames(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; }))
+    names.push_back(command->get_name());
+  return names;
+}
+
 // For a first word that is no command: the commands nearest to it.
 std::string UnknownCommand(const CLI::App& app) {
   const std::vector<std::string> words = app.remaining();
-  std::vector<std::string> commands;
-  for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; }))
-    commands.push_back(command->get_name());
+  const std::vector<std::string> commands = CommandNames(app);
   const std::vector<std::string> closest = ClosestNames(words.front(), commands);
   return fmt::format("unknown {} '{}'{} (`{} --help` lists the commands)",
                      words.front().rfind('-', 0) == 0 ? "flag" : "command", words.front(),
@@ -153,8 +159,8 @@ std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv) {
     std::fprintf(stderr, "lockstep: error: %s\n", UnknownArguments(*app).c_str());
     return kExitNotRetryable;
   } catch (const CLI::ParseError& e) {
-    const bool no_command = !app->get_subcommands([](const CLI::App*) { return true; }).empty() &&
-                            app->get_subcommands().empty() && !app->remaining().empty();
+    const bool no_command =
+        !CommandNames(*app).empty() && app->get_subcommands().empty() && !app->remaining().empty();
     std::fprintf(stderr, "lockstep: error: %s\n", no_command ? UnknownCommand(*app).c_str() : e.what());
     return kExitNotRetryable;
   } catch (const Error& e) {  // a value SetOption cannot read

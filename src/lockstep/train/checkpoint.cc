@@ -83,9 +83,10 @@ std::vector<std::pair<int64_t, std::string>> IterationCheckpoints(const std::str
 }
 
 std::vector<std::string> CheckpointsOf(const std::string& directory, const std::string& name) {
+  const std::string folder = Directory(directory);
   std::vector<std::string> paths;
-  for (const std::string& file : FileNames(Directory(directory))) {
-    const std::string path = Directory(directory) + "/" + file;
+  for (const std::string& file : FileNames(folder)) {
+    const std::string path = folder + "/" + file;
     std::error_code error;
     if ((NumberInName(file, name, "") >= 0 || NumberInName(file, name, "iter") >= 0) &&
         std::filesystem::is_regular_file(path, error))

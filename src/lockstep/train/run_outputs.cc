@@ -37,20 +37,17 @@ void PrepareRunOutputs(const TrainerConfig& config) {
   // one rather than create a local folder that no other shard sees.
   const bool shards_meet_there = config.num_shards > 1 && config.redis_host.empty();
   if (config.save_model_name.empty() || config.shard_id != 0) return;
-  if (!shards_meet_there)
-    PrepareOutputDirectory(config.file_store_path.empty() ? "." : config.file_store_path, "--file_store_path",
-                           IfMissing::kCreate);
+  const std::string store = config.file_store_path.empty() ? "." : config.file_store_path;
+  if (!shards_meet_there) PrepareOutputDirectory(store, "--file_store_path", IfMissing::kCreate);
   // A fresh run would write over an earlier run's checkpoints of the same name, epoch by epoch.
-  if (config.load_model_path.empty()) {
-    const std::vector<std::string> earlier = CheckpointsOf(config.file_store_path, config.save_model_name);
-    if (!earlier.empty())
-      throw InvalidInput(fmt::format(
-          "--save_model_name {}: {} holds {} checkpoint(s) of an earlier run ({}), which this run would "
-          "overwrite; resume it with --load_model_path latest, or pass another --save_model_name or "
-          "--file_store_path",
-          config.save_model_name, config.file_store_path.empty() ? "." : config.file_store_path,
-          earlier.size(), earlier.back()));
-  }
+  if (!config.load_model_path.empty()) return;
+  const std::vector<std::string> earlier = CheckpointsOf(store, config.save_model_name);
+  if (!earlier.empty())
+    throw InvalidInput(fmt::format(
+        "--save_model_name {}: {} holds {} checkpoint(s) of an earlier run ({}), which this run "
+        "would overwrite; resume it with --load_model_path latest, or pass another --save_model_name "
+        "or --file_store_path",
+        config.save_model_name, store, earlier.size(), earlier.back()));
 }
 
 }  // namespace lockstep
