@@ -30,7 +30,8 @@ After the backward the one compute thread updates the parameters of each bucket 
 the step ends when the last update does.
 
 Calibrate mode (default) fits shared parameters to bench/notes/multihost.md's tables (an effective bandwidth
-per link; the time the shards take to line up at the first allreduce of each channel in a step; when shards
+per link; the time 2 shards take to line up at the first allreduce of each channel in a step, which on N shards
+is a wait for the latest of N and grows as the expected maximum of N normal draws; when shards
 outnumber cores, the share of a network-limited link a blocking algorithm leaves idle, and on links the shared
 cores limit the time a round waits for a descheduled peer; compute's slowdown while the shared cores carry
 transfers) and prints predicted against measured step times: in-sample, and for three groups of
@@ -46,6 +47,7 @@ usage: scaling_model.py --trace T.train.json --checkpoint M.safetensors [--table
 """
 
 import argparse
+import functools
 import json
 import math
 import multiprocessing
@@ -287,8 +289,24 @@ def read_runs(paths):
 
 
 CORES = 2  # of the machine the namespace runs shared
-# bench/wire_conversion.cc on that machine (8 MiB, best of 20): ns per value of narrowing, a hop's add, widening
-WIRE_NS = {"bfloat16": (0.89, 1.10, 0.32), "float16": (4.30, 9.07, 2.93)}
+# bench/wire_conversion.cc on the machine of the latest tables (8 MiB, best of 20, 2026-11-28): ns per value of
+# narrowing, a hop's add, widening
+WIRE_NS = {"bfloat16": (0.355, 0.517, 0.075), "float16": (2.82, 5.50, 1.92)}
+
+
+@functools.lru_cache
+def expected_max_normal(n):
+    """E[max of n standard normals], by integrating x * n * pdf(x) * cdf(x)^(n-1)."""
+    pdf = lambda x: math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+    cdf = lambda x: 0.5 * (1 + math.erf(x / math.sqrt(2)))
+    h = 0.01
+    return sum(x * n * pdf(x) * cdf(x) ** (n - 1) * h for x in (i * h for i in range(-800, 801)))
+
+
+def lineup(n):
+    """The wait for the latest of n shards to reach an allreduce, relative to 2 shards' wait: each shard arrives
+    after its own compute with independent jitter, and the first to arrive waits for the last."""
+    return expected_max_normal(n) / expected_max_normal(2)
 
 
 def predict_row(row, theta, prof, shapes, args):
@@ -313,8 +331,8 @@ def predict_row(row, theta, prof, shapes, args):
     sixteen_bits = row["wire"] in ("bfloat16", "float16")
 
     def call(i, size):
-        # the first call on each channel waits for the shards to line up; later ones find them in step
-        out = [(0.0, theta["sync_s"], {})] if i < row["channels"] else []
+        # the first call on each channel waits for the latest shard to line up; later ones find them in step
+        out = [(0.0, theta["sync_s"] * lineup(n), {})] if i < row["channels"] else []
         if sixteen_bits:  # the shard's CPU narrows the bucket, adds (N-1)/N of it as parts come in, widens it
             narrow, add, widen = args.wire_ns or WIRE_NS[row["wire"]]
             out.append((0.0, scale * (size / 4) * (narrow + widen + add * (n - 1) / n) * 1e-9, {}))
@@ -431,7 +449,8 @@ def calibrate(args, prof, shapes):
     theta = thetas[0]
     links = ", ".join(f"B {8 * theta['bw', g] / 1e9:.2f} Gbit/s on the {g:g} Gbit/s link"
                       for g in sorted({r["gbit"] for r in rows}))
-    print(f"fitted: line-up at each channel's first call {1e3 * theta['sync_s']:.1f} ms; blocking algorithms "
+    print(f"fitted: line-up at each channel's first call {1e3 * theta['sync_s']:.1f} ms at 2 shards, "
+          f"{lineup(3):.2f} and {lineup(4):.2f} times that at 3 and 4; blocking algorithms "
           f"leave {theta['idle']:.2f} * (N/2 - 1) of a call's link time idle on links the network limits; where "
           f"the cores limit it a round waits at least {1e3 * theta['peer_s']:.2f} * (N/2 - 1) ms for the peer; "
           f"compute {100 * theta['overlap']:.0f}% slower during transfers on links of >= {args.cpu_link_gbit:g} "
@@ -453,13 +472,6 @@ def calibrate(args, prof, shapes):
         print(f"{title}:\n")
         print_rows(group, [predict_row(r, theta, prof, shapes, args) for r in group])
 
-
-def expected_max_normal(n):
-    """E[max of n standard normals], by integrating x * n * pdf(x) * cdf(x)^(n-1)."""
-    pdf = lambda x: math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
-    cdf = lambda x: 0.5 * (1 + math.erf(x / math.sqrt(2)))
-    h = 0.01
-    return sum(x * n * pdf(x) * cdf(x) ** (n - 1) * h for x in (i * h for i in range(-800, 801)))
 
 
 BUCKETS_MIB = (4, 8, 16, 25, 32, 64)  # the projection's search
@@ -544,7 +556,7 @@ def main():
                         metavar="NARROW,ADD,WIDEN",
                         help="calibration: CPU ns per float32 value of a 16-bit wire's narrowing, one hop's "
                              "widen-add-round and widening, as bench/wire_conversion.cc prints them, for every 16-bit "
-                             "row (default: WIRE_NS of the row's wire dtype, measured on the machine of the tables)")
+                             "row (default: WIRE_NS of the row's wire dtype, measured on the machine of the latest tables)")
     parser.add_argument("--no_held_out", action="store_true", help="calibration: in-sample fit only")
     parser.add_argument("--predict", nargs="+", metavar="RUN_OUTPUT",
                         help="calibration: also predict the rows of multihost/run.sh outputs (one invocation per "

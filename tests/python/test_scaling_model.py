@@ -142,6 +142,14 @@ def test_expected_max_of_normals():
     assert sm.expected_max_normal(256) == pytest.approx(2.83, abs=0.01)
 
 
+def test_the_line_up_is_a_wait_for_the_latest_of_n_shards():
+    assert sm.lineup(2) == pytest.approx(1.0)
+    assert sm.lineup(3) == pytest.approx(0.8463 / 0.5642, abs=1e-3)
+    assert sm.lineup(4) == pytest.approx(1.0294 / 0.5642, abs=1e-3)
+    # 4 shards: the first call waits 1.82 line-ups of 2 shards before its 20 ms of transfers
+    assert predict(1, 0, 0, sync_s=0.01) - predict(1, 0, 0) == pytest.approx(0.01 * sm.lineup(4))
+
+
 def test_read_table_averages_invocations_and_fills_missing_columns(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("""# x
@@ -190,7 +198,7 @@ def test_the_calibration_tables_are_where_the_model_looks_by_default():
     assert len(rows) >= 132 and {row["shards"] for row in rows} == {2, 3, 4}
 
 
-def predict(gbit, latency_ms, peer_s, algorithm="ring_chunked", wire="float", wire_ns=(0.0, 0.0, 0.0)):
+def predict(gbit, latency_ms, peer_s, algorithm="ring_chunked", wire="float", wire_ns=(0.0, 0.0, 0.0), sync_s=0.0):
     """Step time of 4 shards on one bucket of SHAPES whose allreduce transfers take 20 ms on a shaped link."""
     prof = {"params": ["w1", "b1", "w2", "b2"], "grad_ready": {"w1": 0.1, "b1": 0.1, "w2": 0.05, "b2": 0.05},
             "backward_end": 0.1, "update_s": 0.0}
@@ -198,7 +206,7 @@ def predict(gbit, latency_ms, peer_s, algorithm="ring_chunked", wire="float", wi
                               wire_ns=wire_ns)
     (bucket_bytes, _), = sm.plan_buckets(prof["params"], SHAPES, 8 << 20)
     bw = 1.5 * bucket_bytes / 0.02
-    theta = {("bw", 1.0): bw, ("bw", 10.0): bw, "sync_s": 0.0, "idle": 0.0, "overlap": 0.0, "peer_s": peer_s}
+    theta = {("bw", 1.0): bw, ("bw", 10.0): bw, "sync_s": sync_s, "idle": 0.0, "overlap": 0.0, "peer_s": peer_s}
     row = {"shards": 4, "gbit": gbit, "latency": latency_ms, "algorithm": algorithm, "bucket": 8, "tail": 0,
            "channels": 1, "wire": wire, "delay_cpu": 0.0}
     return sm.predict_row(row, theta, prof, SHAPES, args)[0]
