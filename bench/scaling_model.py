@@ -473,7 +473,6 @@ def calibrate(args, prof, shapes):
         print_rows(group, [predict_row(r, theta, prof, shapes, args) for r in group])
 
 
-
 BUCKETS_MIB = (4, 8, 16, 25, 32, 64)  # the projection's search
 TAILS_MIB = (0, 1, 2, 4)
 CHANNELS = (1, 2, 4)
@@ -556,7 +555,8 @@ def main():
                         metavar="NARROW,ADD,WIDEN",
                         help="calibration: CPU ns per float32 value of a 16-bit wire's narrowing, one hop's "
                              "widen-add-round and widening, as bench/wire_conversion.cc prints them, for every 16-bit "
-                             "row (default: WIRE_NS of the row's wire dtype, measured on the machine of the latest tables)")
+                             "row (default: WIRE_NS of the row's wire dtype, measured on the machine of the latest "
+                             "tables)")
     parser.add_argument("--no_held_out", action="store_true", help="calibration: in-sample fit only")
     parser.add_argument("--predict", nargs="+", metavar="RUN_OUTPUT",
                         help="calibration: also predict the rows of multihost/run.sh outputs (one invocation per "
