@@ -12,6 +12,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -422,6 +423,40 @@ TEST(DistributedTrainer, KilledShardEndsRunAndResumedRunMatchesUninterruptedOne)
                                      : fmt::format("largest relative L2 difference {:.3g} ({})",
                                                    c.largest_relative, c.worst_tensor));
   EXPECT_LE(c.largest_relative, 1e-6) << c.worst_tensor;
+}
+
+// Ctrl-C on one shard stops every shard after the same step: the shards agree between two steps, shard 0
+// saves a checkpoint of that step, and each exits 130 naming it.
+TEST(DistributedTrainer, SigintOnOneShardStopsEveryShardAfterTheSameStep) {
+  TempDirectory dir;
+  Processes run;
+  StartShards(&run,
+              Concat(NullData(dir.path(), 8000000, 2),
+                     {"--save_model_name", "m", "--log_every_iters", "1", "--run_id", UniqueName("sigint")}),
+              2, dir / "run");
+  const auto deadline = Clock::now() + kRunLimit;
+  while (run[1].Output().find(" iter 1/") == std::string::npos) {  // the first step is done
+    ASSERT_LT(Clock::now(), deadline) << run[1].Output();
+    ASSERT_FALSE(run[1].Wait(milliseconds(0))) << run[1].Output();
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  run[1].Signal(SIGINT);
+  const std::regex stopped(
+      "\nlockstep: stopped by SIGINT \\(Ctrl-C\\) after step ([0-9]+) of ([0-9]+) in epoch 1 of 2; (shard 0 "
+      ")?"
+      "saved (.*/m_iter0*([0-9]+)\\.safetensors): resume with --load_model_path latest\n$");
+  std::smatch said[2];
+  std::string printed[2];
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(run[k].Wait(kRunLimit), std::optional<int>(130)) << run[k].Output();
+    printed[k] = run[k].Output();
+    ASSERT_TRUE(std::regex_search(printed[k], said[k], stopped)) << printed[k];
+    EXPECT_EQ(said[k][3].matched, k == 1) << printed[k];
+  }
+  EXPECT_EQ(said[0][1], said[1][1]) << "both shards stop after the same step";
+  EXPECT_EQ(said[0][4], said[1][4]) << "and name the same checkpoint";
+  EXPECT_EQ(said[0][1], said[0][5]) << "the first epoch's steps are the job's iterations";
+  EXPECT_EQ(ReadSafetensors(said[0][4]).metadata["iteration"], std::string(said[0][1]));
 }
 
 TEST(DistributedTrainer, StalledShardEndsRunNamingIt) {

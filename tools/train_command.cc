@@ -76,10 +76,9 @@ TrainerConfig ResolveTrainConfig(const CLI::App& app, TrainerConfig config, cons
 
 int RunTrain(const CLI::App& app, TrainerConfig config, const std::string& arguments) {
   config = ResolveTrainConfig(app, std::move(config), arguments);
-  // One process stops between two steps and saves where it is. Shards, which would stop at different steps,
-  // end at once as before; their job resumes from its newest checkpoint.
-  std::optional<StopOnSignals> stop_between_steps;
-  if (config.num_shards == 1) stop_between_steps.emplace();
+  // Ctrl-C or SIGTERM stops training between two steps, every shard of the job after the same one, and shard
+  // 0 saves where it is.
+  StopOnSignals stop_between_steps;
   TrainerResult result = Train(config);
   if (!result.log_path.empty()) fmt::print("log: {}\n", result.log_path);
   if (result.stopped_by == 0) return 0;

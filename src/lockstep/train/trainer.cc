@@ -154,6 +154,9 @@ int64_t IterationsPerEpoch(const TrainerConfig& config, const BatchSource& train
   return LimitStepsPerEpoch(iterations);
 }
 
+// The stop vote's connections: beyond the gradient allreduces' channels, so that it runs beside them.
+constexpr int kStopVoteChannel = kMaxAllreduceChannels + 1;
+
 // What a shard trains with once it is built: the models, their blobs, the reader, the nets and the state that
 // a checkpoint keeps.
 struct Session {
@@ -164,6 +167,8 @@ struct Session {
   Net* test_net = nullptr;  // null without test data
   TrainerState state;
   std::unique_ptr<CheckpointWriter> checkpoints;  // shard 0's, with --save_model_name
+  std::optional<StopVote> stop_vote;              // over the shards' communicator, if any
+  int stop_signal = 0;                            // the signal the job agreed to stop on, or 0
 };
 
 // Prints the memory plan (with --test_data the evaluation net's too) and checks it against the limits; the
@@ -286,7 +291,10 @@ double RunEpoch(const TrainerConfig& config, int64_t epoch, int64_t first_step, 
     if (intervals->StepDone(i + 1 == iterations))
       intervals->Report({epoch + 1, i + 1, MeanOf(ws, models.train_loss), MeanOf(ws, models.train_accuracy),
                          ScalarOf(ws, models.lr)});
-    if (StopRequested() && i + 1 < iterations) break;  // the epoch's last step ends the epoch first
+    if (i + 1 < iterations) {  // the epoch's last step ends the epoch first
+      session->stop_signal = session->stop_vote->Agreed();
+      if (session->stop_signal) break;
+    }
   }
   progress->Finish();
   return seconds();
@@ -351,22 +359,23 @@ EpochRecord StartingTotals(const TrainerConfig& config, const TrainerState& stat
   return record;
 }
 
-// After a stop request, between two steps or after an epoch's end: shard 0's checkpoint of where training
-// stopped (the epoch's own at its end) and the line that says so.
+// After the job agreed to stop, between two steps or after an epoch's end: shard 0's checkpoint of where
+// training stopped (the epoch's own at its end) and the line that says so, on every shard.
 void StopTraining(const TrainerConfig& config, int64_t iterations, Session* session, TrainerResult* result) {
   const TrainerState& state = session->state;
   const bool mid_epoch = state.epoch_iteration > 0;
   std::string saved = "nothing saved (no --save_model_name)";
-  if (session->checkpoints) {
+  if (!config.save_model_name.empty()) {
     const std::string path =
         mid_epoch ? IterationCheckpointPath(config.file_store_path, config.save_model_name, state.iteration)
                   : CheckpointPath(config.file_store_path, config.save_model_name, state.epochs_done);
-    if (mid_epoch)
+    if (mid_epoch && session->checkpoints)
       session->checkpoints->SaveNow(path, session->ws, session->models.parallel.scopes[0],
                                     session->models.parallel.state_blobs, state);
-    saved = fmt::format("saved {}: resume with --load_model_path latest", path);
+    saved = fmt::format("{}saved {}: resume with --load_model_path latest",
+                        session->checkpoints ? "" : "shard 0 ", path);
   }
-  result->stopped_by = StopRequested();
+  result->stopped_by = session->stop_signal;
   const std::string where = mid_epoch ? fmt::format("step {} of {} in epoch {}", state.epoch_iteration,
                                                     iterations, state.epochs_done + 1)
                                       : fmt::format("epoch {}", state.epochs_done);
@@ -380,6 +389,7 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
   Sources sources = OpenSources(config);
   const int64_t iterations = IterationsPerEpoch(config, *sources.train);
   Session session;
+  session.stop_vote.emplace(gloo.get(), kStopVoteChannel);
   BuildAndInstall(config, gloo, rendezvous, sources, &session);
   RestoreCheckpoint(config, iterations, &session);
   CreateNets(sources, &session);
@@ -415,12 +425,16 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
     EndEpoch(config, record, &session);
     result.last_test_accuracy = record.test_accuracy;
     result.last_loss = record.loss;
-    if (StopRequested() && epoch + 1 < config.num_epochs) {
-      StopTraining(config, iterations, &session, &result);
-      break;
+    if (epoch + 1 < config.num_epochs) {
+      session.stop_signal = session.stop_vote->Agreed();
+      if (session.stop_signal) {
+        StopTraining(config, iterations, &session, &result);
+        break;
+      }
     }
   }
   if (session.checkpoints) session.checkpoints->Finish();
+  session.stop_vote->Finish();
   if (gloo) gloo->Close();
   return result;
 }

@@ -15,6 +15,9 @@
 
 namespace lockstep {
 
+// --allreduce_channels' largest value; the trainer's stop vote takes the channel after it.
+constexpr int kMaxAllreduceChannels = 64;
+
 struct TrainerConfig {
   std::string model = "resnet50";
   std::string train_data;  // a database path, "fashion-mnist" or "null" (synthetic)
@@ -60,7 +63,7 @@ struct TrainerConfig {
   // ParallelOptions' bucket_bytes, tail_bucket_bytes (in MiB) and allreduce_channels (0: 2 across shards
   // of CPU devices, else 1).
   double allreduce_bucket_mb = 8, allreduce_tail_bucket_mb = 1;
-  int allreduce_channels = 0;
+  int allreduce_channels = 0;                      // at most kMaxAllreduceChannels
   double timeout = 30, first_iter_timeout = 1200;  // seconds a shard waits for the others
   // CPU devices, or CUDA GPUs (the ids of `gpus`, else 0..num_devices-1).
   DeviceType device_type = DeviceType::kCpu;

@@ -199,7 +199,7 @@ const std::vector<TrainerOption>& Table() {
       {"allreduce_channels", &C::allreduce_channels,
        "Gradient allreduces in flight at once across shards, each on its own connections, in a fixed order "
        "(CPU devices; 0: 2 with several shards, else 1)",
-       Between(0, 64), kSame, false},
+       Between(0, kMaxAllreduceChannels), kSame, false},
       {"timeout", &C::timeout,
        "Seconds a shard waits for the others in a collective after the first iteration; a dead or stalled "
        "shard ends the run within it",
