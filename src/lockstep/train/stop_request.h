@@ -52,8 +52,8 @@ class StopVote {
   Communicator* shards_;
   const int channel_index_;
   std::shared_ptr<Communicator> channel_;
-  // SIGINTs, SIGTERMs, and shard 0's checks until the vote after next; kept, so the channel reuses its
-  // algorithm
+  // SIGINTs, SIGTERMs, and shard 0's proposal of the checks between the next two votes; kept in place, so
+  // the channel reuses its algorithm
   float votes_[3] = {0, 0, 0};
   int checks_left_ = 1, checks_apart_ = 1;
   std::chrono::steady_clock::time_point last_vote_;
