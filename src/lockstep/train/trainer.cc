@@ -262,6 +262,13 @@ void MaybeSaveMidEpoch(const TrainerConfig& config, int64_t steps_left, Session*
                                          session->models.parallel.state_blobs, state);
 }
 
+// Whether the job agreed to stop, and on which signal (session->stop_signal): a collective across shards,
+// which every shard reaches at the same steps.
+bool JobStops(Session* session) {
+  session->stop_signal = session->stop_vote->Agreed();
+  return session->stop_signal != 0;
+}
+
 // Trains steps first_step .. iterations - 1 of one epoch (0-based `epoch`; first_step > 0 when a mid-epoch
 // checkpoint resumed it), reporting progress and saving mid-epoch checkpoints; returns its seconds. The
 // first step ends the first iteration of `first_step_of` (the communicator, in the run's first epoch; else
@@ -291,10 +298,7 @@ double RunEpoch(const TrainerConfig& config, int64_t epoch, int64_t first_step, 
     if (intervals->StepDone(i + 1 == iterations))
       intervals->Report({epoch + 1, i + 1, MeanOf(ws, models.train_loss), MeanOf(ws, models.train_accuracy),
                          ScalarOf(ws, models.lr)});
-    if (i + 1 < iterations) {  // the epoch's last step ends the epoch first
-      session->stop_signal = session->stop_vote->Agreed();
-      if (session->stop_signal) break;
-    }
+    if (i + 1 < iterations && JobStops(session)) break;  // the epoch's last step ends the epoch first
   }
   progress->Finish();
   return seconds();
@@ -425,12 +429,9 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
     EndEpoch(config, record, &session);
     result.last_test_accuracy = record.test_accuracy;
     result.last_loss = record.loss;
-    if (epoch + 1 < config.num_epochs) {
-      session.stop_signal = session.stop_vote->Agreed();
-      if (session.stop_signal) {
-        StopTraining(config, iterations, &session, &result);
-        break;
-      }
+    if (epoch + 1 < config.num_epochs && JobStops(&session)) {
+      StopTraining(config, iterations, &session, &result);
+      break;
     }
   }
   if (session.checkpoints) session.checkpoints->Finish();
