@@ -386,6 +386,27 @@ TEST(DistributedTrainerInput, RunIdRequiredWithManyShards) {
   ExpectError(run[0], Clock::now() + kErrorLimit, {"--run_id is required"});
 }
 
+TEST(DistributedTrainerInput, CtrlCWhileWaitingForTheOtherShardsEndsTheWait) {
+  TempDirectory dir;
+  const std::string run_id = UniqueName("alone");
+  Processes run;
+  run.Start(Train(Concat(NullData(dir.path(), 16, 1), {"--num_shards", "2", "--shard_id", "0", "--run_id",
+                                                       run_id, "--save_model_name", "m"})),
+            dir / "out");
+  const auto deadline = Clock::now() + kErrorLimit;
+  while (run[0].Output().find("lockstep ") == std::string::npos) {  // its stop guard is in place
+    ASSERT_LT(Clock::now(), deadline) << run[0].Output();
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  run[0].Signal(SIGINT);  // shard 1 never comes: without the stop, the wait lasts --first_iter_timeout
+  EXPECT_EQ(run[0].Wait(kErrorLimit), std::optional<int>(130)) << run[0].Output();
+  EXPECT_NE(run[0].Output().find("\nlockstep: stopped by SIGINT (Ctrl-C) while shard 0 waited for shard 1 to "
+                                 "join run '" +
+                                 run_id + "' in file store " + dir.path() + ", before training\n"),
+            std::string::npos)
+      << run[0].Output();
+}
+
 TEST(DistributedTrainer, MpirunShardsMatchHandStartedShards) {
   if (access(kMpirun, X_OK) != 0) GTEST_SKIP() << "mpirun is not installed";
   if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";

@@ -24,50 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::seconds;
 
-GlooOptions Loopback(const std::string& algorithm = "auto", std::vector<std::string> interfaces = {"lo"}) {
-  GlooOptions options;
-  options.interfaces = std::move(interfaces);
-  options.algorithm = algorithm;
-  options.timeout = seconds(20);  // bounds the wait should a shard fail
-  options.first_iter_timeout = seconds(20);
-  return options;
-}
-
-std::shared_ptr<Rendezvous> Join(const TempDirectory& store, int shards, int shard) {
-  RendezvousOptions options;
-  options.num_shards = shards;
-  options.shard_id = shard;
-  options.run_id = "job";
-  options.file_store_path = store.path();
-  options.timeout = seconds(20);
-  return std::make_shared<Rendezvous>(options);
-}
-
-// One thread per shard, each joined to a fresh job on a file store.
-void OnShards(int shards, const std::function<void(int, std::shared_ptr<Rendezvous>)>& body) {
-  TempDirectory store;
-  lockstep::testing::OnShards(shards, [&](int shard) { body(shard, Join(store, shards, shard)); });
-}
-
-// The same, with a connected communicator.
-void OnConnectedShards(int shards, const GlooOptions& options,
-                       const std::function<void(int, GlooCommunicator&)>& body) {
-  OnShards(shards, [&](int shard, std::shared_ptr<Rendezvous> rendezvous) {
-    GlooCommunicator communicator(rendezvous, options);
-    EXPECT_EQ(communicator.rank(), shard);
-    EXPECT_EQ(communicator.size(), shards);
-    try {
-      body(shard, communicator);
-    } catch (const std::exception& e) {
-      rendezvous->ReportFailure(-1, e.what());  // the others stop waiting below
-      throw;
-    }
-    // Gloo fails a collective whose peer closes the connection before this side has taken in the last bytes,
-    // so no shard closes its connections until every shard has left its last collective.
-    rendezvous->AllGather("finished", "1");
-  });
-}
-
 // Small integers, so that every sum is exact whatever order the algorithm adds in.
 float Value(int shard, int device, size_t i, int round) {
   return static_cast<float>(static_cast<int>((i * 7 + shard * 13 + device * 5 + round * 3) % 19) - 9);
@@ -384,7 +340,7 @@ TEST(GlooCommunicator, BadOptionsAreRefusedBeforeConnecting) {
 }
 
 TEST(GlooCommunicator, BadOptionsAreRefusedWhenJoiningToo) {
-  OnShards(3, [](int, std::shared_ptr<Rendezvous> rendezvous) {
+  OnJoinedShards(3, [](int, std::shared_ptr<Rendezvous> rendezvous) {
     EXPECT_THROW(GlooCommunicator(rendezvous, Loopback("bcube")), InvalidInput);
   });
 }
@@ -396,7 +352,7 @@ std::string ErrorWhenShardOneLeaves(const std::string& reason) {
   options.timeout = seconds(2);
   options.first_iter_timeout = seconds(2);
   std::string error;
-  OnShards(2, [&](int shard, std::shared_ptr<Rendezvous> rendezvous) {
+  OnJoinedShards(2, [&](int shard, std::shared_ptr<Rendezvous> rendezvous) {
     auto communicator = std::make_unique<GlooCommunicator>(rendezvous, options);
     if (shard == 1) {
       if (!reason.empty()) rendezvous->ReportFailure(-1, reason);

@@ -19,6 +19,7 @@
 #include "lockstep/core/enforce.h"
 #include "lockstep/launch/agent.h"
 #include "lockstep/launch/agent_store.h"
+#include "lockstep/launch/shard_processes.h"
 #include "lockstep/train/safetensors.h"
 #include "processes.h"
 #include "shards.h"
@@ -476,10 +477,39 @@ TEST(Launch, StoppedAgentStopsItsShards) {
     ASSERT_TRUE(pid) << agent.Output();
     pids.push_back(*pid);
   }
+  ASSERT_TRUE(WaitForFile(dir / "m_1.safetensors", agent, kJobLimit)) << agent.Output();  // training runs
   kill(pids[0], SIGSTOP);  // a stopped shard must end too
   agent.Signal(SIGTERM);
-  EXPECT_EQ(agent.Wait(seconds(30)), std::optional<int>(128 + SIGTERM)) << agent.Output();
+  EXPECT_EQ(agent.Wait(seconds(60)), std::optional<int>(128 + SIGTERM)) << agent.Output();
   for (pid_t pid : pids) EXPECT_TRUE(Gone(pid)) << "shard pid " << pid << " outlived its agent";
+  // Every shard lived, so they stopped together after one step, and shard 0 saved it.
+  const std::string output = agent.Output();
+  EXPECT_NE(output.find("stopping shards 0-1: they finish the step and shard 0 saves a checkpoint; SIGKILL "
+                        "in 30 s (--stop_grace)"),
+            std::string::npos)
+      << output;
+  std::smatch saved;
+  ASSERT_TRUE(std::regex_search(
+      output, saved,
+      std::regex("\\[shard 0\\] lockstep: stopped by SIGTERM (after step [0-9]+ of 100 "
+                 "in epoch [0-9]+ of 1000); saved ([^:]+): resume with the same lockstep launch "
+                 "command\n")))
+      << output;
+  EXPECT_NE(output.find("[shard 1] lockstep: stopped by SIGTERM " + saved[1].str() + "; shard 0 saved " +
+                        saved[2].str()),
+            std::string::npos)
+      << output;
+  EXPECT_TRUE(fs::exists(saved[2].str())) << output;
+}
+
+TEST(ShardProcesses, HurryEndsTheGraceAtOnce) {
+  // A shard that ignores SIGTERM would hold Stop for the whole hour.
+  ShardProcesses shards({{"/bin/sh", "-c", "trap '' TERM; echo ready; exec sleep 3600"}}, {0}, {});
+  shards.Poll(milliseconds(200));
+  int looks = 0;
+  shards.Stop(std::chrono::hours(1), [&] { return ++looks > 2; });
+  EXPECT_TRUE(shards.AllExited());
+  EXPECT_EQ(looks, 3);
 }
 
 TEST(LaunchInput, BadUsageGetsOneLine) {

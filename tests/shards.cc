@@ -10,6 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "lockstep/comm/gloo_communicator.h"
+#include "lockstep/comm/rendezvous.h"
+
 namespace lockstep::testing {
 
 TempDirectory::TempDirectory() {
@@ -42,6 +45,52 @@ void OnShards(int shards, const std::function<void(int)>& body) {
     }
   }
   if (!messages.empty()) throw std::runtime_error("threads failed:" + messages);
+}
+
+GlooOptions Loopback(const std::string& algorithm, std::vector<std::string> interfaces) {
+  GlooOptions options;
+  options.interfaces = std::move(interfaces);
+  options.algorithm = algorithm;
+  options.timeout = std::chrono::seconds(20);  // bounds the wait should a shard fail
+  options.first_iter_timeout = std::chrono::seconds(20);
+  return options;
+}
+
+namespace {
+
+std::shared_ptr<Rendezvous> Join(const TempDirectory& store, int shards, int shard) {
+  RendezvousOptions options;
+  options.num_shards = shards;
+  options.shard_id = shard;
+  options.run_id = "job";
+  options.file_store_path = store.path();
+  options.timeout = std::chrono::seconds(20);
+  return std::make_shared<Rendezvous>(options);
+}
+
+}  // namespace
+
+void OnJoinedShards(int shards, const std::function<void(int, std::shared_ptr<Rendezvous>)>& body) {
+  TempDirectory store;
+  OnShards(shards, [&](int shard) { body(shard, Join(store, shards, shard)); });
+}
+
+void OnConnectedShards(int shards, const GlooOptions& options,
+                       const std::function<void(int, GlooCommunicator&)>& body) {
+  OnJoinedShards(shards, [&](int shard, std::shared_ptr<Rendezvous> rendezvous) {
+    GlooCommunicator communicator(rendezvous, options);
+    EXPECT_EQ(communicator.rank(), shard);
+    EXPECT_EQ(communicator.size(), shards);
+    try {
+      body(shard, communicator);
+    } catch (const std::exception& e) {
+      rendezvous->ReportFailure(-1, e.what());  // the others stop waiting below
+      throw;
+    }
+    // Gloo fails a collective whose peer closes the connection before this side has taken in the last bytes,
+    // so no shard closes its connections until every shard has left its last collective.
+    rendezvous->AllGather("finished", "1");
+  });
 }
 
 }  // namespace lockstep::testing

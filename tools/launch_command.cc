@@ -95,6 +95,12 @@ void AddLaunchFlags(CLI::App* app, LaunchFlags* flags) {
       ->check(CLI::Range(1.0, 1e6))
       ->capture_default_str();
   app->add_option(
+         "--stop_grace", flags->agent.stop_grace,
+         "Seconds the shards get, when Ctrl-C or SIGTERM stops the job, to finish their step and save "
+         "a checkpoint before SIGKILL (a second Ctrl-C: at once); give your scheduler's kill wait")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  app->add_option(
       "--rdzv", flags->rdzv,
       "Where the agents meet (required): redis://HOST:PORT or file://DIR, a directory every machine "
       "can write; with file:// the shards meet and save checkpoints there unless the training "

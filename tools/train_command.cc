@@ -10,7 +10,7 @@
 
 #include "lockstep/core/closest_names.h"
 #include "lockstep/core/enforce.h"
-#include "lockstep/train/stop_request.h"
+#include "lockstep/core/stop_signals.h"
 #include "lockstep/train/trainer_options.h"
 
 namespace lockstep {
@@ -79,7 +79,13 @@ int RunTrain(const CLI::App& app, TrainerConfig config, const std::string& argum
   // Ctrl-C or SIGTERM stops training between two steps, every shard of the job after the same one, and shard
   // 0 saves where it is.
   StopOnSignals stop_between_steps;
-  TrainerResult result = Train(config);
+  TrainerResult result;
+  try {
+    result = Train(config);
+  } catch (const Stopped& stopped) {  // before training: while waiting for the other shards
+    result.stopped_by = stopped.signal();
+    result.stopped_message = stopped.what();
+  }
   if (!result.log_path.empty()) fmt::print("log: {}\n", result.log_path);
   if (result.stopped_by == 0) return 0;
   std::fprintf(stderr, "lockstep: %s\n", result.stopped_message.c_str());

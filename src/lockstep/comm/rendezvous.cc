@@ -19,6 +19,7 @@
 #include "lockstep/comm/gloo_message.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/core/output_directory.h"
+#include "lockstep/core/stop_signals.h"
 
 namespace lockstep {
 namespace {
@@ -161,7 +162,8 @@ void Rendezvous::Set(const std::string& key, const std::string& value) {
   }
 }
 
-std::vector<int> Rendezvous::WaitForAll(const std::string& key, std::chrono::milliseconds timeout) {
+std::vector<int> Rendezvous::WaitForAll(const std::string& key, std::chrono::milliseconds timeout,
+                                        bool stoppable) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<int> missing;
   for (int i = 0; i < options_.num_shards; ++i) missing.push_back(i);
@@ -180,6 +182,11 @@ std::vector<int> Rendezvous::WaitForAll(const std::string& key, std::chrono::mil
     }
     missing = still;
     if (missing.empty() || std::chrono::steady_clock::now() >= deadline) return missing;
+    if (const int signal = stoppable ? StopRequested() : 0)
+      throw Stopped(signal,
+                    fmt::format("stopped by {} while shard {} waited for shard {} to join {}, before "
+                                "training",
+                                StopSignalName(signal), options_.shard_id, ShardList(missing), description_));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
@@ -207,7 +214,8 @@ void Rendezvous::Join() {
     if (Exists(place)) throw taken();  // another process claimed it between our check and our write
     throw;
   }
-  std::vector<int> missing = WaitForAll("shard", options_.timeout);
+  // Shards may start minutes apart: a Ctrl-C meanwhile ends the wait. Later waits are for shards that joined.
+  std::vector<int> missing = WaitForAll("shard", options_.timeout, /*stoppable=*/true);
   if (!missing.empty())
     throw IoError(
         fmt::format("shard {}: {} of {} shards did not join {} within {} s: shard {}; start every shard "

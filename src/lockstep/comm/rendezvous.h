@@ -73,8 +73,10 @@ class Rendezvous {
   bool Exists(const std::string& key);
   std::string Get(const std::string& key);
   void Set(const std::string& key, const std::string& value);
-  // Waits for `key`/i of every shard i; returns the shards still missing when the deadline passed.
-  std::vector<int> WaitForAll(const std::string& key, std::chrono::milliseconds timeout);
+  // Waits for `key`/i of every shard i; returns the shards still missing when the deadline passed. With
+  // `stoppable`, a stop request (core/stop_signals.h) ends the wait with Stopped.
+  std::vector<int> WaitForAll(const std::string& key, std::chrono::milliseconds timeout,
+                              bool stoppable = false);
   void Join();
 
   RendezvousOptions options_;

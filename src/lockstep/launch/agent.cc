@@ -26,8 +26,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-volatile std::sig_atomic_t stop_signal = 0;
-void OnStopSignal(int signal) { stop_signal = signal; }
+volatile std::sig_atomic_t stop_signal = 0, stop_signals = 0;  // the last one, and how many came
+void OnStopSignal(int signal) {
+  stop_signal = signal;
+  stop_signals = stop_signals + 1;  // the handler blocks both signals: no other writer runs meanwhile
+}
+
+// Seconds between SIGTERM and SIGKILL for shards stopped after a failure: the survivors may wait on a dead or
+// hung peer and save nothing.
+constexpr double kFailureStopGrace = 5;
 
 std::chrono::milliseconds Milliseconds(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
@@ -46,6 +53,7 @@ std::string SlotKey(int round, int slot) { return fmt::format("round{}.slot{}", 
 std::string RosterKey(int round) { return fmt::format("round{}.roster", round); }
 std::string FailedKey(int round) { return fmt::format("round{}.failed", round); }
 std::string FinalKey(int round) { return fmt::format("round{}.final", round); }
+std::string SignalledKey(int round) { return fmt::format("round{}.signalled", round); }
 std::string DoneKey(int round, const std::string& agent) {
   return fmt::format("round{}.done.{}", round, agent);
 }
@@ -256,12 +264,24 @@ class Agent {
         last_look = Clock::now();
       }
     }
-    if (stop_signal)
+    if (stop_signal) {
+      store_->Create(SignalledKey(round), options_.agent_id);  // before the failure that others act on
       Fail(round, fmt::format("agent {} was stopped by signal {}", options_.agent_id,
                               static_cast<int>(stop_signal)));
-    else
+    } else {
       Say(fmt::format("{}; stopping shards {}-{}", *published, first, first + options_.nproc_per_node - 1));
-    shards.Stop(Milliseconds(options_.stop_grace));
+    }
+    // Stopped by a signal, here or at another agent, every shard lives: they agree on a step, finish it, and
+    // shard 0 saves a checkpoint (train/stop_vote.h).
+    const bool signalled = stop_signal || store_->Get(SignalledKey(round));
+    const double grace = signalled ? options_.stop_grace : kFailureStopGrace;
+    if (signalled)
+      Say(fmt::format(
+          "stopping shards {}-{}: they finish the step and shard 0 saves a checkpoint; SIGKILL in "
+          "{:g} s (--stop_grace){}",
+          first, first + options_.nproc_per_node - 1, grace, stop_signal ? ", or at the next Ctrl-C" : ""));
+    const int signals_seen = stop_signals;
+    shards.Stop(Milliseconds(grace), [signals_seen] { return stop_signals > signals_seen; });
     if (published) *failure = *published;
     return false;
   }
@@ -419,6 +439,8 @@ int RunAgent(const AgentOptions& options) {
   struct sigaction action = {};
   action.sa_handler = OnStopSignal;
   sigemptyset(&action.sa_mask);
+  sigaddset(&action.sa_mask, SIGINT);
+  sigaddset(&action.sa_mask, SIGTERM);
   sigaction(SIGINT, &action, nullptr);  // no SA_RESTART: a wait returns at once
   sigaction(SIGTERM, &action, nullptr);
   return Agent(options).Run();

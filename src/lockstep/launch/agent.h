@@ -31,7 +31,8 @@ struct AgentOptions {
   double monitor_interval = 1;  // seconds between looks at the shards and the store
   double join_grace = 3;        // seconds a round waits for more than MIN agents
   double join_timeout = 600;    // seconds a round waits for MIN agents
-  double stop_grace = 5;        // seconds between SIGTERM and SIGKILL
+  double stop_grace = 30;  // seconds from SIGTERM to SIGKILL when the job is stopped by a signal: for the
+                           // shards' last step and checkpoint
   AgentStoreAddress rendezvous;
   std::string job_id;
   std::string agent_id;  // unique in the job; the order of ids is the order of the agents' shards

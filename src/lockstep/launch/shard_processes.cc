@@ -185,14 +185,15 @@ std::vector<pid_t> ShardProcesses::pids() const {
   return pids;
 }
 
-void ShardProcesses::Stop(std::chrono::milliseconds grace) {
+void ShardProcesses::Stop(std::chrono::milliseconds grace, const std::function<bool()>& hurry) {
   for (Shard& shard : shards_)
     if (shard.running) {
       kill(shard.pid, SIGCONT);
       kill(shard.pid, SIGTERM);
     }
   const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (!AllExited() && std::chrono::steady_clock::now() < deadline) Poll(std::chrono::milliseconds(50));
+  while (!AllExited() && std::chrono::steady_clock::now() < deadline && !(hurry && hurry()))
+    Poll(std::chrono::milliseconds(50));
   for (Shard& shard : shards_)
     if (shard.running) kill(shard.pid, SIGKILL);
   Reap(/*block=*/true);

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,10 @@ class ShardProcesses {
   bool AllExited() const;
   std::vector<pid_t> pids() const;
   // Ends every shard still running: SIGCONT (a stopped process cannot act on SIGTERM), SIGTERM, then SIGKILL
-  // after `grace`; reaps them all and passes the rest of their output through.
-  void Stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
+  // after `grace`, or as soon as `hurry` (if given) says so; reaps them all and passes the rest of their
+  // output through.
+  void Stop(std::chrono::milliseconds grace = std::chrono::seconds(5),
+            const std::function<bool()>& hurry = {});
 
  private:
   struct Stream {

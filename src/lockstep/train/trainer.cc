@@ -13,6 +13,7 @@
 #include "lockstep/comm/wire_dtype.h"
 #include "lockstep/core/net.h"
 #include "lockstep/core/output_directory.h"
+#include "lockstep/core/stop_signals.h"
 #include "lockstep/core/version.h"
 #include "lockstep/data/batch_reader.h"
 #include "lockstep/data/batch_source.h"
@@ -30,7 +31,7 @@
 #include "lockstep/train/resume.h"
 #include "lockstep/train/run_outputs.h"
 #include "lockstep/train/safetensors.h"
-#include "lockstep/train/stop_request.h"
+#include "lockstep/train/stop_vote.h"
 #include "lockstep/train/trainer_options.h"
 #include "lockstep/train/training_events.h"
 #include "lockstep/train/training_models.h"
@@ -376,16 +377,17 @@ void StopTraining(const TrainerConfig& config, int64_t iterations, Session* sess
     if (mid_epoch && session->checkpoints)
       session->checkpoints->SaveNow(path, session->ws, session->models.parallel.scopes[0],
                                     session->models.parallel.state_blobs, state);
-    saved = fmt::format("{}saved {}: resume with --load_model_path latest",
-                        session->checkpoints ? "" : "shard 0 ", path);
+    // Under `lockstep launch` the agent chooses the checkpoint a new round resumes from.
+    saved = fmt::format(
+        "{}saved {}: resume with {}", session->checkpoints ? "" : "shard 0 ", path,
+        LinesPrefixedByLauncher() ? "the same lockstep launch command" : "--load_model_path latest");
   }
   result->stopped_by = session->stop_signal;
   const std::string where = mid_epoch ? fmt::format("step {} of {} in epoch {}", state.epoch_iteration,
                                                     iterations, state.epochs_done + 1)
                                       : fmt::format("epoch {}", state.epochs_done);
   result->stopped_message = fmt::format("stopped by {} after {} of {}; {}",
-                                        result->stopped_by == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM", where,
-                                        config.num_epochs, saved);
+                                        StopSignalName(result->stopped_by), where, config.num_epochs, saved);
 }
 
 TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommunicator> gloo,

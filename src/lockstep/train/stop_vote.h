@@ -1,6 +1,5 @@
-// Ctrl-C and SIGTERM as a request to stop training between two steps, so that the run can write a checkpoint
-// of where it stopped instead of dying mid-step with an epoch's work lost. The shards of a job agree on the
-// step: their requests are summed over all of them while training goes on (StopVote).
+// The shards of a job agree on the step after which a stop request (core/stop_signals.h) stops them: their
+// requests are summed over all of them while training goes on.
 #pragma once
 
 #include <chrono>
@@ -8,31 +7,21 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace lockstep {
 
 class Communicator;
 
-// While alive, SIGINT and SIGTERM set the stop request instead of ending the process; a second one ends it
-// at once, as without the guard. The previous handlers come back when it is destroyed.
-class StopOnSignals {
- public:
-  StopOnSignals();
-  ~StopOnSignals();
-  StopOnSignals(const StopOnSignals&) = delete;
-  StopOnSignals& operator=(const StopOnSignals&) = delete;
-};
-
-// The signal that asked this process to stop, or 0; cheap enough to read after every step.
-int StopRequested();
-
 // The stop request of a whole job, the same on every shard: SIGINT where any shard got one, else SIGTERM
 // where any did, else 0. With shards, a check sums the shards' requests on connections of its own (`shards`'
 // channel `channel`, opened at the first check) while training goes on, and answers with the sum of the
 // check before; the checks between run no collective, as many as fit in kVoteSeconds of shard 0's steps. So
 // the job stops within about that time after the signal, every shard after the same step, at no measurable
-// cost to a step. Every shard must check at the same steps. Without shards (nullptr), this process's own
+// cost to a step. Where one check takes kSynchronousSeconds or more (a slow step), each check waits for its
+// own sum instead, which costs one small collective a step: the job stops after the step in flight, not the
+// one after it. Every shard must check at the same steps. Without shards (nullptr), this process's own
 // request at every check.
 class StopVote {
  public:
@@ -47,7 +36,9 @@ class StopVote {
 
  private:
   static constexpr double kVoteSeconds = 0.05;
-  void Sum();  // the worker thread: one allreduce per vote
+  static constexpr double kSynchronousSeconds = 0.5;
+  int TakeSum(std::unique_lock<std::mutex>& lock);  // waits for the sum in flight; the signal it agrees on
+  void Sum();                                       // the worker thread: one allreduce per vote
 
   Communicator* shards_;
   const int channel_index_;
@@ -56,10 +47,13 @@ class StopVote {
   // the channel reuses its algorithm
   float votes_[3] = {0, 0, 0};
   int checks_left_ = 1, checks_apart_ = 1;
-  std::chrono::steady_clock::time_point last_vote_;
+  bool synchronous_ = false;  // each check waits for its own sum (shard 0's proposal)
+  std::optional<std::chrono::steady_clock::time_point> last_vote_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  bool pending_ = false, started_ = false, quit_ = false;
+  bool pending_ = false;    // a sum the worker has yet to finish
+  bool in_flight_ = false;  // a sum started and not yet read by a check
+  bool quit_ = false;
   std::exception_ptr error_;
   std::thread worker_;
 };

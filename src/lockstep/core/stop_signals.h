@@ -1,0 +1,38 @@
+// Ctrl-C and SIGTERM as a request to stop: training stops between two steps and writes a checkpoint of
+// where it stopped (train/stop_vote.h) instead of dying mid-step with an epoch's work lost, and a wait for
+// other processes gives up (Stopped).
+#pragma once
+
+#include <string>
+
+#include "lockstep/core/enforce.h"
+
+namespace lockstep {
+
+// While alive, SIGINT and SIGTERM set the stop request instead of ending the process; a second one ends it
+// at once, as without the guard. The previous handlers come back when it is destroyed.
+class StopOnSignals {
+ public:
+  StopOnSignals();
+  ~StopOnSignals();
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+};
+
+// The signal that asked this process to stop, or 0; cheap enough to read after every step.
+int StopRequested();
+
+// A wait that gave up because the process was asked to stop; the command line exits 128 + signal.
+class Stopped : public Error {
+ public:
+  Stopped(int signal, const std::string& what) : Error(what), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
+// "SIGINT (Ctrl-C)" or "SIGTERM".
+const char* StopSignalName(int signal);
+
+}  // namespace lockstep
