@@ -142,24 +142,41 @@ TEST(MidEpochCheckpoints, ResumeEndsBitForBitLikeTheUninterruptedRunOnOneAndTwoD
   ResumeMidEpochExactly(2);
 }
 
-TEST(MidEpochCheckpoints, ResumeNeedsTheEpochSizeItWasSavedWith) {
+TEST(MidEpochCheckpoints, ResumeNeedsTheBatchAndEpochSizeItWasSavedWith) {
   fs::path dir = FreshDir("mid_epoch_size");
-  TrainerConfig config = SyntheticLeNet(dir);
+  TrainerConfig config = SyntheticLeNet(dir);  // 8 images a step, 12 steps an epoch
   config.checkpoint_every_iters = 10;
   Train(config);
   config.load_model_path = IterationCheckpointPath(dir.string(), "m", 10);
-  config.epoch_size = 64;  // 8 steps an epoch: step 10 lies past it
-  try {
-    Train(config);
-    FAIL() << "resumed past the end of an epoch";
-  } catch (const InvalidInput& e) {
-    EXPECT_NE(std::string(e.what()).find("stopped after step 10 of epoch 1, but an epoch now has 8 steps"),
-              std::string::npos)
-        << e.what();
+  struct Case {
+    int batch_size;
+    int64_t epoch_size;
+    std::string says;
+  } cases[] = {
+      {8, 64, "this run takes 8 images a step and 8 steps an epoch"},      // step 10 lies past the epoch
+      {8, 120, "this run takes 8 images a step and 15 steps an epoch"},    // the epoch's end moves
+      {16, 192, "this run takes 16 images a step and 12 steps an epoch"},  // the batches taken would not
+  };
+  for (const Case& c : cases) {
+    config.batch_size = c.batch_size;
+    config.epoch_size = c.epoch_size;
+    try {
+      Train(config);
+      ADD_FAILURE() << "resumed step 10 with --batch_size " << c.batch_size << " --epoch_size "
+                    << c.epoch_size;
+    } catch (const InvalidInput& e) {
+      EXPECT_NE(std::string(e.what()).find("stopped after step 10 of epoch 1 (8 images a step, 12 steps an "
+                                           "epoch), but " +
+                                           c.says),
+                std::string::npos)
+          << e.what();
+    }
   }
-  config.epoch_size = 96;
+  // From an epoch's checkpoint the batch may change.
+  config.num_epochs = 3;
   config.load_model_path = (dir / "m_2.safetensors").string();
-  EXPECT_TRUE(Train(config).complete) << "the checkpoint already has --num_epochs epochs";
+  EXPECT_FALSE(Train(config).complete);
+  EXPECT_EQ(ReadSafetensors((dir / "m_3.safetensors").string()).metadata["global_batch"], "16");
 }
 
 TEST(MidEpochCheckpoints, AFailedWriteStopsTrainingNamingTheFile) {
@@ -346,6 +363,22 @@ TEST(CheckpointWriter, AFreshRunDoesNotOverwriteAnEarlierRunsCheckpoints) {
   other.save_model_name = "n";
   Train(other);
   EXPECT_TRUE(fs::exists(dir / "n_1.safetensors"));
+  // Resumed from another run's checkpoint, it would overwrite m_2 with n's continuation.
+  TrainerConfig crossed = resumed;
+  crossed.num_epochs = 3;
+  crossed.load_model_path = (dir / "n_1.safetensors").string();
+  try {
+    Train(crossed);
+    ADD_FAILURE() << "a run resumed from n_1 wrote over m's checkpoints";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()),
+              fmt::format("--save_model_name m: {} holds 2 checkpoint(s) of an earlier run ({}), which this "
+                          "run, resumed from {}, would overwrite; pass another --save_model_name or "
+                          "--file_store_path",
+                          dir.string(), (dir / "m_2.safetensors").string(), crossed.load_model_path));
+  }
+  crossed.load_model_path = (dir / "m_2.safetensors").string();  // its own: it goes on
+  EXPECT_FALSE(Train(crossed).complete);
 
   // --load_model_path latest asks to resume: where nothing of the name can be resumed, the run starts fresh.
   fs::path unreadable = FreshDir("second_run_unreadable");

@@ -177,8 +177,8 @@ TEST_P(DbTest, NewNeedsTheParentDirectory) {
 
 TEST_P(DbTest, MissingPath) {
   std::string path = dir_ / "nothing";
-  ExpectError<IoError>([&] { OpenDB(type(), path, DbMode::kRead); },
-                       {"--db_type " + type(), "'" + path + "'", "does not exist"});
+  ExpectError<InvalidInput>([&] { OpenDB(type(), path, DbMode::kRead); },
+                            {"--db_type " + type(), "'" + path + "'", "does not exist"});
 }
 
 TEST_P(DbTest, NotADatabase) {

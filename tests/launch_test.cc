@@ -296,7 +296,7 @@ TEST(Launch, FailureThatRepeatsStopsTheJobAtOnce) {
                 dir / "agent.out");
   const std::optional<int> code = agent.Wait(kJobLimit);
   const std::string output = agent.Output();
-  ASSERT_EQ(code, std::optional<int>(1)) << output;
+  ASSERT_EQ(code, std::optional<int>(kExitNotRetryable)) << output;
   EXPECT_EQ(output.find("round 1: run id"), std::string::npos) << output;
   const std::string error = ErrorLine(output);
   EXPECT_NE(error.find("would fail the same way on a restart, so none was tried"), std::string::npos)
@@ -522,6 +522,10 @@ TEST(LaunchInput, BadUsageGetsOneLine) {
       {"launch --rdzv file://" + dir.path() + " " + training, "give the training command after `--`"},
       {"launch --rdzv file://" + dir.path() + " -- train --model lenet", "need --save_model_name"},
       {"launch --rdzv file://" + dir.path() + " -- " + training + " --num_shards 2", "drop --num_shards"},
+      {"launch --rdzv file://" + dir.path() + " -- " + training + " --modle x",
+       "in the training arguments after `-- train`: unknown flag --modle; did you mean --model?"},
+      {"launch --rdzv file://" + dir.path() + " -- " + training + " --batch_size 0",
+       "in the training arguments after `-- train`: --batch_size must be at least 1, got 0"},
       {"launch --rdzv file://" + dir.path() + " --nnodes 2 -- " + training, "--job_id is required"},
       {"launch --rdzv file://" + dir / "missing" + " -- " + training, "no such directory"},
   };

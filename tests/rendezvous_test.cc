@@ -249,11 +249,11 @@ TEST(RendezvousOptionsTest, BadOptionsAreRefused) {
   options.run_id = "bad";
 
   options.file_store_path = (directory / "nowhere").string();
-  EXPECT_NE(JoinError<IoError>(options).find("does not exist"), std::string::npos);
+  EXPECT_NE(JoinError<InvalidInput>(options).find("does not exist"), std::string::npos);
 
   options.file_store_path = (directory / "file").string();
   std::ofstream(options.file_store_path) << "not a directory";
-  EXPECT_NE(JoinError<IoError>(options).find("is not a directory"), std::string::npos);
+  EXPECT_NE(JoinError<InvalidInput>(options).find("is not a directory"), std::string::npos);
 
   options.file_store_path = "";
   EXPECT_NE(JoinError<InvalidInput>(options).find("--file_store_path"), std::string::npos);

@@ -107,8 +107,8 @@ std::string ErrorOf(const OperatorDef& def) {
 
 TEST(StoreHandlerOps, MissingStoresAndRunIdsAreOneLineErrors) {
   TempDirectory temp;
-  EXPECT_NE(ErrorOf<IoError>(MakeOperatorDef("FileStoreHandlerCreate", {}, {"h"},
-                                             {Arg("path", temp / "nowhere"), Arg("prefix", "run")}))
+  EXPECT_NE(ErrorOf<InvalidInput>(MakeOperatorDef("FileStoreHandlerCreate", {}, {"h"},
+                                                  {Arg("path", temp / "nowhere"), Arg("prefix", "run")}))
                 .find("does not exist"),
             std::string::npos);
   EXPECT_NE(

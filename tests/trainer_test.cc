@@ -247,7 +247,7 @@ TEST(TrainerCli, UnwritableOutputFolderNamesItsFlagBeforeTraining) {
   };
   for (const auto& c : cases) {
     auto [code, err] = RunCli(base + c.flags);
-    EXPECT_NE(code, 0) << c.flags;
+    EXPECT_EQ(code, kExitNotRetryable) << c.flags << ": running it again fails again";
     EXPECT_EQ(err.rfind("lockstep: error: " + c.message, 0), 0u) << c.flags << "\nstderr: " << err;
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   }
@@ -502,7 +502,7 @@ TEST(TrainerCli, BadDatabaseInputNamesTheDatabaseAndKey) {
   EXPECT_NE(label_err.find("record '00000003' of lmdb " + db + " has label 12"), std::string::npos)
       << label_err;
   auto [missing_code, missing_err] = RunCli("train --train_data " + (dir / "nothing").string() + " " + flags);
-  EXPECT_EQ(missing_code, kExitFailure);
+  EXPECT_EQ(missing_code, kExitNotRetryable) << "a path that is not there is a flag to correct";
   EXPECT_NE(missing_err.find((dir / "nothing").string()), std::string::npos) << missing_err;
   auto [type_code, type_err] = RunCli("train --db_type leveldb --train_data " + db + " " + flags);
   EXPECT_EQ(type_code, kExitNotRetryable);

@@ -13,6 +13,7 @@
 #include "lockstep/comm/rendezvous.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/launch/agent.h"
+#include "lockstep/train/trainer_options.h"
 #include "train_command.h"
 
 namespace lockstep {
@@ -20,16 +21,22 @@ namespace {
 
 // What the agent needs of the training arguments, checked as `lockstep train` would parse them.
 void ReadTrainArguments(const std::vector<std::string>& arguments, AgentOptions* options) {
-  CLI::App train;
+  CLI::App train("", "lockstep train");
   TrainerConfig config;
   AddTrainerFlags(&train, &config, /*train=*/true);
   std::vector<std::string> reversed(arguments.rbegin(), arguments.rend());  // CLI11 takes them last first
+  auto refuse = [](const std::string& why) {
+    return InvalidInput(fmt::format("in the training arguments after `-- train`: {}", why));
+  };
   try {
     train.parse(reversed);
+    CheckOptionRanges(config);  // what `lockstep train` checks before anything else
+  } catch (const CLI::ExtrasError&) {
+    throw refuse(UnknownArguments(train));
   } catch (const CLI::ParseError& e) {
-    throw InvalidInput(fmt::format("in the training arguments after `-- train`: {}", e.what()));
+    throw refuse(e.what());
   } catch (const Error& e) {
-    throw InvalidInput(fmt::format("in the training arguments after `-- train`: {}", e.what()));
+    throw refuse(e.what());
   }
   const GivenOptions given = GivenFlags(train);
   for (const char* flag : {"num_shards", "shard_id", "run_id", "redis_host", "redis_port", "load_model_path"})

@@ -113,8 +113,6 @@ std::string NearestFlag(const std::string& name, const std::vector<std::string>&
   return "";
 }
 
-// For arguments the command does not take: each unknown flag with the flag it most likely meant, and where
-// the list of flags is.
 std::string UnknownArguments(const CLI::App& app) {
   const CLI::App* command = &app;
   while (!command->get_subcommands().empty()) command = command->get_subcommands().front();

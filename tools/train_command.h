@@ -22,6 +22,9 @@ GivenOptions GivenFlags(const CLI::App& app);
 TrainerConfig ResolveTrainConfig(const CLI::App& app, TrainerConfig config, const std::string& arguments);
 // ResolveTrainConfig, then trains.
 int RunTrain(const CLI::App& app, TrainerConfig config, const std::string& arguments);
+// For arguments the command (the last subcommand given) does not take: each unknown flag with the flag it
+// most likely meant, and where the list of flags is.
+std::string UnknownArguments(const CLI::App& app);
 // Parses the command line. Returns the exit code when the program is done: 0 after --help or --version, else
 // kExitNotRetryable after one line on stderr that names the flag at fault.
 std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv);

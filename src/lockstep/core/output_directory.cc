@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <system_error>
 
@@ -14,22 +15,30 @@ namespace fs = std::filesystem;
 
 void PrepareOutputDirectory(const std::string& directory, const std::string& flag, IfMissing if_missing,
                             const std::string& missing_hint) {
+  // What the user named wrongly fails again on a restart (InvalidInput); what the system failed at may not.
   std::error_code error;
   const fs::file_status status = fs::status(directory, error);
   if (status.type() == fs::file_type::not_found) {
     if (if_missing == IfMissing::kRefuse)
-      throw IoError(fmt::format("{} '{}' does not exist: {}", flag, directory, missing_hint));
+      throw InvalidInput(fmt::format("{} '{}' does not exist: {}", flag, directory, missing_hint));
     fs::create_directories(directory, error);
-    if (error)
-      throw IoError(fmt::format("{} '{}': cannot create it ({}); pass a directory this user can write", flag,
-                                directory, error.message()));
+    if (error) {
+      const std::string what =
+          fmt::format("{} '{}': cannot create it ({}); pass a directory this user can write", flag, directory,
+                      error.message());
+      const int code = error.value();
+      if (code == ENOSPC || code == EDQUOT) throw NoSpace(what);
+      if (code == EACCES || code == EPERM || code == EROFS || code == ENOTDIR || code == EEXIST)
+        throw InvalidInput(what);
+      throw IoError(what);
+    }
   } else if (status.type() == fs::file_type::none) {
     throw IoError(fmt::format("{} '{}': cannot look at it ({})", flag, directory, error.message()));
   } else if (status.type() != fs::file_type::directory) {
-    throw IoError(fmt::format("{} '{}' is not a directory; pass a directory", flag, directory));
+    throw InvalidInput(fmt::format("{} '{}' is not a directory; pass a directory", flag, directory));
   }
   if (access(directory.c_str(), W_OK | X_OK) != 0)
-    throw IoError(
+    throw InvalidInput(
         fmt::format("{} '{}' is not writable; pass a directory this user can write", flag, directory));
 }
 

@@ -11,9 +11,10 @@ enum class IfMissing {
   kRefuse,  // a folder others share (a rendezvous on NFS): creating a local one would hide a missing mount
 };
 
-// Makes sure `directory` exists and this process may create files in it. Throws IoError, one line that names
-// `flag` (e.g. "--log_dir") and says what to do, when it cannot; `missing_hint` follows "does not exist" in
-// the refusal of a missing directory (kRefuse).
+// Makes sure `directory` exists and this process may create files in it. When it cannot, throws one line that
+// names `flag` (e.g. "--log_dir") and says what to do: InvalidInput for a path that is no writable directory
+// (running again fails again), NoSpace, or IoError where the system failed; `missing_hint` follows "does not
+// exist" in the refusal of a missing directory (kRefuse).
 void PrepareOutputDirectory(const std::string& directory, const std::string& flag, IfMissing if_missing,
                             const std::string& missing_hint = "create it first");
 

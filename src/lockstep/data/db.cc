@@ -53,7 +53,7 @@ void CheckReadable(const std::string& type, const DbBackend& backend, const std:
   std::error_code error;
   fs::file_status status = fs::status(path, error);
   if (status.type() == fs::file_type::not_found)
-    throw IoError(fmt::format("--db_type {}: '{}' does not exist; check the path", type, path));
+    throw InvalidInput(fmt::format("--db_type {}: '{}' does not exist; check the path", type, path));
   if (error) throw IoError(fmt::format("--db_type {}: cannot read '{}': {}", type, path, error.message()));
   if (status.type() != fs::file_type::directory)
     throw InvalidInput(

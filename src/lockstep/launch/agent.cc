@@ -79,9 +79,10 @@ class Agent {
       if (std::optional<int> code = TakePart(round, &failure)) return *code;
       history_.push_back(failure);
       if (store_->Get(FinalKey(round)))
-        return GiveUp("would fail the same way on a restart, so none was tried");
+        return GiveUp("would fail the same way on a restart, so none was tried", kExitNotRetryable);
       if (round >= options_.max_restarts)
-        return GiveUp(fmt::format("--max_restarts {} restarts are spent", options_.max_restarts));
+        return GiveUp(fmt::format("--max_restarts {} restarts are spent", options_.max_restarts),
+                      kExitFailure);
       ++round;
     }
   }
@@ -329,15 +330,16 @@ class Agent {
     return 128 + stop_signal;
   }
 
-  // Lists the failures and ends the job with one line saying `why` it was not restarted again.
-  int GiveUp(const std::string& why) {
+  // Lists the failures and ends the job with one line saying `why` it was not restarted again; returns
+  // `code`, kExitNotRetryable where a restart of the agent would fail the same way.
+  int GiveUp(const std::string& why, int code) {
     for (size_t k = 0; k < history_.size(); ++k) Say(fmt::format("failure {}: {}", k + 1, history_[k]));
     std::fprintf(
         stderr,
         "lockstep: error: job '%s' failed %zu times and %s (the failures are listed above; the last: "
         "%s); the newest checkpoint is kept for a later run\n",
         options_.job_id.c_str(), history_.size(), why.c_str(), history_.back().c_str());
-    return 1;
+    return code;
   }
 
   const AgentOptions& options_;

@@ -157,6 +157,8 @@ void CheckpointSnapshot::Write(const std::string& path) const {
   };
   for (const auto& [key, field] : kModelGeometry)
     if (state_.model.*field > 0) metadata[key] = std::to_string(state_.model.*field);
+  if (state_.global_batch > 0) metadata["global_batch"] = std::to_string(state_.global_batch);
+  if (state_.epoch_steps > 0) metadata["epoch_steps"] = std::to_string(state_.epoch_steps);
   WriteSafetensors(path, tensors, metadata);
 }
 
@@ -230,6 +232,9 @@ TrainerState StateOf(const std::string& path, const SafetensorsFile& file) {
   state.seed = static_cast<uint64_t>(MetadataInt(path, file.metadata, "seed"));
   state.images_trained = MetadataInt(path, file.metadata, "images_trained");
   state.training_milliseconds = MetadataInt(path, file.metadata, "training_milliseconds");
+  for (auto [key, field] : {std::pair{"global_batch", &TrainerState::global_batch},
+                            std::pair{"epoch_steps", &TrainerState::epoch_steps}})
+    if (file.metadata.count(key)) state.*field = MetadataInt(path, file.metadata, key);
   return state;
 }
 

@@ -46,6 +46,10 @@ struct TrainerState {
   int64_t epoch_iteration = 0;  // steps taken in epoch epochs_done + 1: 0 at an epoch's end
   int64_t reader_position = 0;  // next record of the training stream
   uint64_t seed = 0;            // the data order and initialisation derive from it
+  // The job's batch (every shard's) and steps per epoch, which a mid-epoch resume must keep; 0: not recorded
+  // (checkpoints of older versions, or of the Python front-end).
+  int64_t global_batch = 0;
+  int64_t epoch_steps = 0;
   // The log's running totals continue from these. Images count the whole job (every shard); a machine's log
   // counts its share.
   int64_t images_trained = 0;

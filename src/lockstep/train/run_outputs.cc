@@ -2,7 +2,10 @@
 // prefixes of a shard's outputs.
 #include "lockstep/train/run_outputs.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 
 #include "lockstep/core/output_directory.h"
 #include "lockstep/train/checkpoint.h"
@@ -39,15 +42,22 @@ void PrepareRunOutputs(const TrainerConfig& config) {
   if (config.save_model_name.empty() || config.shard_id != 0) return;
   const std::string store = config.file_store_path.empty() ? "." : config.file_store_path;
   if (!shards_meet_there) PrepareOutputDirectory(store, "--file_store_path", IfMissing::kCreate);
-  // A fresh run would write over an earlier run's checkpoints of the same name, epoch by epoch.
-  if (!config.load_model_path.empty()) return;
+  // A fresh run, or one resumed from another run's checkpoint, would write over the checkpoints of the same
+  // name there, epoch by epoch. "latest" resumes this name's own.
+  if (config.load_model_path == "latest") return;
   const std::vector<std::string> earlier = CheckpointsOf(store, config.save_model_name);
-  if (!earlier.empty())
-    throw InvalidInput(fmt::format(
-        "--save_model_name {}: {} holds {} checkpoint(s) of an earlier run ({}), which this run "
-        "would overwrite; resume it with --load_model_path latest, or pass another --save_model_name "
-        "or --file_store_path",
-        config.save_model_name, store, earlier.size(), earlier.back()));
+  if (earlier.empty()) return;
+  std::error_code error;
+  const bool own = std::any_of(earlier.begin(), earlier.end(), [&](const std::string& path) {
+    return std::filesystem::equivalent(path, config.load_model_path, error);
+  });
+  if (own) return;
+  throw InvalidInput(fmt::format(
+      "--save_model_name {}: {} holds {} checkpoint(s) of an earlier run ({}), which this run{} would "
+      "overwrite; {}pass another --save_model_name or --file_store_path",
+      config.save_model_name, store, earlier.size(), earlier.back(),
+      config.load_model_path.empty() ? "" : ", resumed from " + config.load_model_path + ",",
+      config.load_model_path.empty() ? "resume it with --load_model_path latest, or " : ""));
 }
 
 }  // namespace lockstep

@@ -205,6 +205,7 @@ void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicat
   ws.RunNetOnce(models.train.param_init_net());
   session->state.model = {config.model, config.num_channels, config.image_size, config.num_labels};
   session->state.seed = config.seed;
+  session->state.global_batch = GlobalBatch(config);
 }
 
 // With --load_model_path: the parameters, optimizer state and trainer state of the checkpoint, on every
@@ -215,17 +216,28 @@ void RestoreCheckpoint(const TrainerConfig& config, int64_t iterations, Session*
   TrainerState& state = session->state;
   // The model this run built, which Train checked against the checkpoint's description: a run resumed from a
   // checkpoint without geometry writes checkpoints with it.
-  const ModelDescription built = state.model;
+  const TrainerState built = state;
   state = LoadCheckpoint(config.load_model_path, &session->ws, scope, session->models.parallel.state_blobs);
-  state.model = built;
   if (state.seed != config.seed)
     throw InvalidInput(fmt::format("checkpoint {} was saved with --seed {}; pass the same seed to resume",
                                    config.load_model_path, state.seed));
-  if (state.epoch_iteration >= iterations)
+  // Within an epoch the reader's position counts the batches taken: another batch or epoch would mix them.
+  const bool other_batch = state.global_batch > 0 && state.global_batch != built.global_batch;
+  const bool other_epoch =
+      state.epoch_steps > 0 ? state.epoch_steps != iterations : state.epoch_iteration >= iterations;
+  if (state.epoch_iteration > 0 && (other_batch || other_epoch))
     throw InvalidInput(fmt::format(
-        "checkpoint {} stopped after step {} of epoch {}, but an epoch now has {} steps; resume with the "
-        "--epoch_size and --batch_size it was saved with",
-        config.load_model_path, state.epoch_iteration, state.epochs_done + 1, iterations));
+        "checkpoint {} stopped after step {} of epoch {}{}, but this run takes {} images a step and {} steps "
+        "an epoch; resume it with the --batch_size, shards and --epoch_size it was saved with, or change "
+        "them from an epoch's checkpoint",
+        config.load_model_path, state.epoch_iteration, state.epochs_done + 1,
+        state.global_batch > 0
+            ? fmt::format(" ({} images a step, {} steps an epoch)", state.global_batch, state.epoch_steps)
+            : "",
+        built.global_batch, iterations));
+  state.model = built.model;
+  state.global_batch = built.global_batch;
+  state.epoch_steps = built.epoch_steps;
   session->ws.RunNetOnce(session->models.parallel.broadcast_net);  // shard 0's device 0 is the reference
   session->reader->Seek(state.reader_position);
 }
@@ -397,6 +409,7 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
   Session session;
   session.stop_vote.emplace(gloo.get(), kStopVoteChannel);
   BuildAndInstall(config, gloo, rendezvous, sources, &session);
+  session.state.epoch_steps = iterations;
   RestoreCheckpoint(config, iterations, &session);
   CreateNets(sources, &session);
   if (!config.save_model_name.empty() && config.shard_id == 0)
