@@ -133,6 +133,18 @@ TEST(IntervalLog, NonTerminalRunPrintsProgressLinesAndIterLogRows) {
   rows = Lines(ReadFile(iter_log));
   EXPECT_EQ(rows.size(), 33u) << "appended, one header";
   EXPECT_EQ(std::count(rows.begin(), rows.end(), std::string(IntervalLog::kCsvHeader)), 1);
+
+  // A file of something else is refused, before any step, and left as it was.
+  const std::string other = (again / "notes.txt").string();
+  std::ofstream(other) << "my notes\n";
+  CliOutput refused =
+      RunCliWithFiles(again, kTinyRun + "--log_dir " + again.string() + " --iter_log " + other);
+  EXPECT_EQ(refused.code, kExitNotRetryable);
+  EXPECT_NE(
+      refused.err.find("lockstep: error: --iter_log " + other + ": the file exists and is no iteration log"),
+      std::string::npos)
+      << refused.err;
+  EXPECT_EQ(ReadFile(other), "my notes\n");
 }
 
 TEST(IntervalLog, NoLinesByDefaultOnAShortRun) {

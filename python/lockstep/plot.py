@@ -222,14 +222,24 @@ def main(argv=None):
     except SystemExit as e:  # argparse exits; callers of main get the status instead
         return e.code
     try:
-        titles = plot(args.logs, args.output, labels)
+        logs = [read_log(path) for path in args.logs]
+        # A run that failed or was stopped before its first row leaves a header: draw the others.
+        empty = [log for log in logs if len(log.x()) == 0]
+        if empty and len(empty) < len(logs):
+            for log in empty:
+                print(f"lockstep.plot: warning: {log.path}: no rows (the run wrote none); left out",
+                      file=sys.stderr)
+            kept = [i for i, log in enumerate(logs) if len(log.x()) > 0]
+            logs = [logs[i] for i in kept]
+            labels = None if labels is None else [labels[i] for i in kept]
+        titles = plot(logs, args.output, labels)
     except ValueError as e:
         print(f"lockstep.plot: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:
         print(f"lockstep.plot: error: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
         return 1
-    print(f"wrote {args.output}: {len(args.logs)} log{'s' if len(args.logs) > 1 else ''}, "
+    print(f"wrote {args.output}: {len(logs)} log{'s' if len(logs) > 1 else ''}, "
           f"{', '.join(titles)}")
     return 0
 

@@ -170,6 +170,20 @@ def test_main_writes_and_reports(tmp_path, capsys):
     expect_png(output, panels=3)
 
 
+def test_main_leaves_out_logs_without_rows_when_others_have_some(tmp_path, capsys):
+    good = epoch_log(tmp_path / "a.log")
+    empty = tmp_path / "b.log"
+    empty.write_text("\n".join(good.read_text().splitlines()[:2]) + "\n")  # a run that failed before a row
+    output = tmp_path / "curves.png"
+    assert lsplot.main([str(good), str(empty), "-o", str(output), "--labels", "good,empty"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == f"lockstep.plot: warning: {empty}: no rows (the run wrote none); left out\n"
+    assert captured.out.startswith(f"wrote {output}: 1 log, ")
+    expect_png(output, panels=3)
+    assert lsplot.main([str(empty), "-o", str(output)]) == 1  # nothing to draw at all
+    assert "b.log: no rows to plot" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "arguments, status, message",
     [

@@ -44,22 +44,30 @@ void DatasetSource::Fill(int64_t first, int64_t count, Tensor* data, Tensor* lab
 }
 
 SyntheticSource::SyntheticSource(int channels, int image_size, int num_labels, uint64_t seed)
-    : channels_(channels), image_size_(image_size) {
-  std::mt19937_64 rng(seed);
+    : channels_(channels),
+      image_size_(image_size),
+      num_labels_(num_labels),
+      seed_(seed),
+      image_floats_(int64_t{channels} * image_size * image_size),
+      pool_size_(
+          std::clamp<int64_t>((int64_t{256} << 20) / (image_floats_ * int64_t{sizeof(float)}), 1, 64)) {}
+
+void SyntheticSource::MakePool() {
+  std::mt19937_64 rng(seed_);
   std::normal_distribution<float> pixel(0.0f, 1.0f);
-  images_.resize(kPoolSize * channels * image_size * image_size);
+  images_.resize(pool_size_ * image_floats_);
   for (float& value : images_) value = pixel(rng);
-  for (int64_t i = 0; i < kPoolSize; ++i) labels_.push_back(static_cast<int32_t>(rng() % num_labels));
+  for (int64_t i = 0; i < pool_size_; ++i) labels_.push_back(static_cast<int32_t>(rng() % num_labels_));
 }
 
 void SyntheticSource::Fill(int64_t first, int64_t count, Tensor* data, Tensor* label) {
+  std::call_once(made_, [this] { MakePool(); });
   data->Resize({count, channels_, image_size_, image_size_});
   label->Resize({count}, DataType::kInt32);
-  const int64_t image_floats = int64_t{channels_} * image_size_ * image_size_;
   for (int64_t i = 0; i < count; ++i) {
-    int64_t record = (first + i) % kPoolSize;
-    std::memcpy(data->data<float>() + i * image_floats, images_.data() + record * image_floats,
-                image_floats * sizeof(float));
+    int64_t record = (first + i) % pool_size_;
+    std::memcpy(data->data<float>() + i * image_floats_, images_.data() + record * image_floats_,
+                image_floats_ * sizeof(float));
     label->data<int32_t>()[i] = labels_[record];
   }
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -42,16 +43,22 @@ class DatasetSource : public BatchSource {
   std::vector<int64_t> order_;
 };
 
-// Random images and labels for --train_data null (throughput runs): a fixed pool of generated records.
+// Random images and labels for --train_data null (throughput runs): a fixed pool of generated records, made
+// at the first Fill (after the memory plan has refused a batch that cannot fit); 64 of them, fewer where
+// they would pass 256 MiB.
 class SyntheticSource : public BatchSource {
  public:
   SyntheticSource(int channels, int image_size, int num_labels, uint64_t seed);
   void Fill(int64_t first, int64_t count, Tensor* data, Tensor* label) override;
-  int64_t size() const override { return kPoolSize; }
+  int64_t size() const override { return pool_size_; }
 
  private:
-  static constexpr int64_t kPoolSize = 64;
-  int channels_, image_size_;
+  void MakePool();
+
+  int channels_, image_size_, num_labels_;
+  uint64_t seed_;
+  int64_t image_floats_, pool_size_;
+  std::once_flag made_;
   std::vector<float> images_;
   std::vector<int32_t> labels_;
 };

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <utility>
 
 #include "lockstep/core/enforce.h"
@@ -28,6 +29,13 @@ std::string UtcNow() {
   return text;
 }
 
+bool StartsWithHeader(const std::string& path) {
+  std::ifstream in(path);
+  std::string first;
+  std::getline(in, first);
+  return first == IntervalLog::kCsvHeader;
+}
+
 }  // namespace
 
 std::string DurationText(double seconds) {
@@ -42,7 +50,16 @@ IntervalLog::IntervalLog(IntervalLogOptions options) : options_(std::move(option
   if (!csv_)
     throw IoError(fmt::format("--iter_log {}: cannot open it: {}", options_.csv_path, std::strerror(errno)));
   std::fseek(csv_, 0, SEEK_END);
-  if (std::ftell(csv_) == 0) std::fprintf(csv_, "%s\n", kCsvHeader);
+  if (std::ftell(csv_) == 0) {
+    std::fprintf(csv_, "%s\n", kCsvHeader);
+  } else if (!StartsWithHeader(options_.csv_path)) {  // rows go on only after rows of their own kind
+    std::fclose(csv_);
+    csv_ = nullptr;
+    throw InvalidInput(fmt::format(
+        "--iter_log {}: the file exists and is no iteration log (its first line is not the header {}); pass "
+        "a new file, or the iteration log of the run this one resumes",
+        options_.csv_path, kCsvHeader));
+  }
   std::fflush(csv_);
 }
 

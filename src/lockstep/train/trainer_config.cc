@@ -157,6 +157,10 @@ void CheckData(const TrainerConfig& c) {
     throw InvalidInput(
         "--train_data is required: a database path, fashion-mnist, or null for synthetic data");
   if (c.test_data == "null") throw InvalidInput("--test_data null: give a database path or fashion-mnist");
+  if (c.train_data == "null" && c.epoch_size == 0)
+    throw InvalidInput(
+        "--epoch_size 0 asks for one pass over the data, but --train_data null never ends: give "
+        "the images an epoch has");
   if (c.test_data == "fashion-mnist" && c.train_data != "fashion-mnist")
     throw InvalidInput("--test_data fashion-mnist needs --train_data fashion-mnist (same input geometry)");
   // --test_data shares every option but its name.
