@@ -233,6 +233,11 @@ TEST_F(EvaluateTest, BadInputGivesOneLineAndNonZeroExit) {
        "--model lenet contradicts the checkpoint " + resnet +
            ", which holds resnet18; drop --model or load a lenet checkpoint"},
       {"eval --use_cpu --model lenet --load_model_path " + Checkpoint(), "--test_data is required"},
+      {"eval --use_cpu --model lenet --test_data null --load_model_path " + Checkpoint(),
+       "--test_data null has no labels to score"},
+      {base + "--load_model_path latest", "--load_model_path latest finds where training resumes"},
+      {base + "--load_model_path " + Checkpoint() + " --predictions " + dir.string(),
+       "--predictions '" + dir.string() + "' is a directory; name the file to write"},
       {"eval --use_cpu --model lenet --test_data " + (dir / "no_such_db").string() + " --load_model_path " +
            Checkpoint(),
        "no_such_db"},

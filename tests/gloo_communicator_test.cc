@@ -169,7 +169,8 @@ std::vector<float> WireAllreduceAndCheck(GlooCommunicator& communicator, DataTyp
 
 class GlooWireSweep : public ::testing::TestWithParam<int> {};
 
-// The algorithms that carry 16 bits (CheckWireAlgorithm): not the plain ring, bcube on powers of two only.
+// The algorithms that carry 16 bits (CheckAllreduceAlgorithm): not the plain ring, bcube on powers of two
+// only.
 std::vector<std::string> WireAlgorithmsFor(int shards) {
   std::vector<std::string> algorithms;
   for (const auto& name : AlgorithmsFor(shards))
@@ -202,11 +203,11 @@ INSTANTIATE_TEST_SUITE_P(Shards, GlooWireSweep, ::testing::Values(1, 2, 3, 4, 5,
                          [](const auto& info) { return std::to_string(info.param) + "Shards"; });
 
 TEST(GlooCommunicator, AlgorithmsThatCannotCarry16BitsAreRefusedInOneLine) {
-  EXPECT_NO_THROW(CheckWireAlgorithm("ring", 3, DataType::kFloat));
-  EXPECT_NO_THROW(CheckWireAlgorithm("auto", 6, DataType::kBFloat16));
-  EXPECT_NO_THROW(CheckWireAlgorithm("bcube", 4, DataType::kFloat16));
+  EXPECT_NO_THROW(CheckAllreduceAlgorithm("ring", 3, DataType::kFloat));
+  EXPECT_NO_THROW(CheckAllreduceAlgorithm("auto", 6, DataType::kBFloat16));
+  EXPECT_NO_THROW(CheckAllreduceAlgorithm("bcube", 4, DataType::kFloat16));
   try {
-    CheckWireAlgorithm("ring", 2, DataType::kBFloat16);
+    CheckAllreduceAlgorithm("ring", 2, DataType::kBFloat16);
     ADD_FAILURE() << "ring was accepted";
   } catch (const InvalidInput& e) {
     EXPECT_EQ(
@@ -214,7 +215,7 @@ TEST(GlooCommunicator, AlgorithmsThatCannotCarry16BitsAreRefusedInOneLine) {
         "--allreduce_algorithm ring cannot send a bfloat16 wire: every shard sums in its own order, so the "
         "shards' 16-bit sums would differ; use ring_chunked or halving_doubling (or auto)");
   }
-  EXPECT_THROW(CheckWireAlgorithm("bcube", 6, DataType::kFloat16), InvalidInput);
+  EXPECT_THROW(CheckAllreduceAlgorithm("bcube", 6, DataType::kFloat16), InvalidInput);
   OnConnectedShards(2, Loopback("ring"), [&](int, GlooCommunicator& communicator) {
     std::vector<float> buffer(5, 1.0f);
     EXPECT_THROW(communicator.AllreduceOverWire({buffer.data()}, buffer.size(), DataType::kBFloat16),

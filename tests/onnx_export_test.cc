@@ -299,6 +299,17 @@ TEST(OnnxExport, CommandLine) {
       << other.err;
   EXPECT_FALSE(fs::exists(dir / "x.onnx"));
 
+  // --output names a file: a directory is refused before any work, a missing folder is made.
+  CliOutput folder =
+      RunCliWithFiles(dir, "export --load_model_path " + checkpoint + " --output " + dir.string());
+  EXPECT_EQ(folder.code, kExitNotRetryable);
+  EXPECT_EQ(folder.err,
+            "lockstep: error: --output '" + dir.string() + "' is a directory; name the file to write\n");
+  CliOutput nested = RunCliWithFiles(
+      dir, "export --load_model_path " + checkpoint + " --output " + (dir / "new/m.onnx").string());
+  EXPECT_EQ(nested.code, 0) << nested.err;
+  EXPECT_TRUE(fs::exists(dir / "new/m.onnx"));
+
   // Without --output the model goes beside the checkpoint under its name, and never over a file there.
   const fs::path beside = fs::path(checkpoint).replace_extension(".onnx");
   CliOutput named = RunCliWithFiles(dir, "export --load_model_path " + checkpoint);

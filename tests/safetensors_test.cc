@@ -262,6 +262,7 @@ TEST_F(SafetensorsTest, CorruptionGivesOneClearError) {
   const std::string data(8, '\0');
   ExpectCorrupt(std::string("\x05\x00\x00", 3), "is truncated: it has 3 bytes");
   ExpectCorrupt(RawFile(good, data, 1000), "is truncated: header says 1000 bytes, file has");
+  ExpectCorrupt("# not a checkpoint, but a text file\n", "is not a safetensors file: no JSON header follows");
   ExpectCorrupt(RawFile(good, data.substr(0, 5)), "is truncated or corrupt: tensor 'x' ends at data byte 8");
   ExpectCorrupt(RawFile(R"({"x":{"dtype":"F32",)", data), "not valid JSON");
   ExpectCorrupt(RawFile("[1, 2]", ""), "not a JSON object");

@@ -287,6 +287,7 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
       {"train --use_cpu --train_data null --image_size 32 --epoch_size 20 --batch_size 20 --model lenet "
        "--num_gpus 20 --model_parallel 20",
        "--model_parallel 20 is more stages than the 12 layers of lenet"},
+      {base + "--model lenet --allreduce_algorithm foo", "unknown --allreduce_algorithm 'foo'; choose auto"},
       {"train --use_cpu --train_data null --image_size 32 --batch_size 4 --model lenet --epoch_size 0",
        "--epoch_size 0 asks for one pass over the data, but --train_data null never ends"},
   };

@@ -45,17 +45,7 @@ std::string Bytes(size_t bytes) {
 }
 
 std::string ResolveAlgorithm(const std::string& name, int shards) {
-  const auto& known = GlooAllreduceAlgorithms();
-  if (std::find(known.begin(), known.end(), name) == known.end())
-    throw InvalidInput(
-        fmt::format("unknown allreduce algorithm '{}'; choose auto, ring, ring_chunked, "
-                    "halving_doubling or bcube",
-                    name));
-  if (name == "bcube" && shards % 2 != 0)
-    throw InvalidInput(
-        fmt::format("the bcube allreduce needs an even number of shards, got {}; choose ring or "
-                    "halving_doubling",
-                    shards));
+  CheckAllreduceAlgorithm(name, shards, DataType::kFloat);
   if (name != "auto") return name;
   // Halving-doubling takes the fewest steps, but on a shard count that is not a power of two Gloo splits it
   // into binary blocks whose busiest shard sends 2 buffers where ring_chunked sends 2(N-1)/N: 3 shards on
@@ -175,7 +165,18 @@ const std::vector<std::string>& GlooAllreduceAlgorithms() {
   return names;
 }
 
-void CheckWireAlgorithm(const std::string& algorithm, int shards, DataType wire) {
+void CheckAllreduceAlgorithm(const std::string& algorithm, int shards, DataType wire) {
+  const auto& known = GlooAllreduceAlgorithms();
+  if (std::find(known.begin(), known.end(), algorithm) == known.end())
+    throw InvalidInput(
+        fmt::format("unknown --allreduce_algorithm '{}'; choose auto, ring, ring_chunked, "
+                    "halving_doubling or bcube",
+                    algorithm));
+  if (algorithm == "bcube" && shards > 1 && shards % 2 != 0)
+    throw InvalidInput(
+        fmt::format("--allreduce_algorithm bcube needs an even number of shards, got {}; choose ring or "
+                    "halving_doubling",
+                    shards));
   if (wire == DataType::kFloat) return;
   if (algorithm == "ring")
     throw InvalidInput(
@@ -421,7 +422,7 @@ void GlooCommunicator::AllreduceOverWire(const std::vector<float*>& buffers, siz
                    "gradients travel as float, bfloat16 or float16, not {}", DataTypeName(wire));
   LOCKSTEP_ENFORCE(!buffers.empty(), "Allreduce needs at least one buffer");
   LOCKSTEP_ENFORCE(state_->rendezvous, "call Connect before the first collective");
-  CheckWireAlgorithm(state_->algorithm, state_->num_shards, wire);
+  CheckAllreduceAlgorithm(state_->algorithm, state_->num_shards, wire);
   SumIntoFirst(buffers, count);
   if (count == 0) return;  // every shard has the same count
   State& s = *state_;

@@ -31,11 +31,12 @@ struct GlooOptions {
 // "halving_doubling", "bcube".
 const std::vector<std::string>& GlooAllreduceAlgorithms();
 
-// Throws InvalidInput, in one line, where `algorithm` cannot send `wire` (bfloat16 or float16) over `shards`
-// shards: Gloo's plain ring has every shard add the others' buffers in its own order, so 16-bit sums would
-// differ from shard to shard (and so would the replicas), and bcube summed wrongly in 16 bits on shard counts
-// that are not powers of two. auto, ring_chunked and halving_doubling carry both.
-void CheckWireAlgorithm(const std::string& algorithm, int shards, DataType wire);
+// Throws InvalidInput, in one line, where `algorithm` is none of GlooAllreduceAlgorithms(), or is bcube on an
+// odd number of shards (more than one), or cannot send `wire` (bfloat16 or float16) over `shards` shards:
+// Gloo's plain ring has every shard add the others' buffers in its own order, so 16-bit sums would differ
+// from shard to shard (and so would the replicas), and bcube summed wrongly in 16 bits on shard counts that
+// are not powers of two. auto, ring_chunked and halving_doubling carry both.
+void CheckAllreduceAlgorithm(const std::string& algorithm, int shards, DataType wire);
 
 class GlooCommunicator : public Communicator {
  public:

@@ -42,6 +42,13 @@ void PrepareOutputDirectory(const std::string& directory, const std::string& fla
         fmt::format("{} '{}' is not writable; pass a directory this user can write", flag, directory));
 }
 
+void PrepareOutputFile(const std::string& path, const std::string& flag) {
+  std::error_code error;
+  if (fs::is_directory(path, error))
+    throw InvalidInput(fmt::format("{} '{}' is a directory; name the file to write", flag, path));
+  PrepareOutputDirectory(DirectoryOf(path), flag, IfMissing::kCreate);
+}
+
 std::string DirectoryOf(const std::string& file_path) {
   const fs::path parent = fs::path(file_path).parent_path();
   return parent.empty() ? "." : parent.string();

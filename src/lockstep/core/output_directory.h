@@ -18,6 +18,10 @@ enum class IfMissing {
 void PrepareOutputDirectory(const std::string& directory, const std::string& flag, IfMissing if_missing,
                             const std::string& missing_hint = "create it first");
 
+// For a file this run writes: refuses a `path` that is a directory, and prepares the directory it goes in
+// (created when missing), with the same errors as PrepareOutputDirectory, naming `flag`.
+void PrepareOutputFile(const std::string& path, const std::string& flag);
+
 // The directory a file path is in ("." for a bare name).
 std::string DirectoryOf(const std::string& file_path);
 

@@ -18,6 +18,7 @@
 #include "lockstep/core/atomic_file.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/core/net_def.h"
+#include "lockstep/core/output_directory.h"
 #include "lockstep/core/schema.h"
 #include "lockstep/core/version.h"
 #include "lockstep/core/workspace.h"
@@ -538,6 +539,7 @@ OnnxExportSummary ExportCheckpointToOnnx(TrainerConfig config, const GivenOption
                                          const std::string& path, bool softmax) {
   if (config.load_model_path.empty())
     throw InvalidInput("--load_model_path is required: the checkpoint to export");
+  PrepareOutputFile(path, "--output");
   ResolveDataDefaults(config.test_data, given, &config);
   ResolveModelFromCheckpoint(given, /*train=*/false, &config);  // the model and geometry it records
   const std::string& model_name = config.model;

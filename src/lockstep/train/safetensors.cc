@@ -348,8 +348,13 @@ struct OpenedFile {
            fmt::format("is truncated: it has {} bytes, fewer than the 8-byte header length", file_size));
     uint64_t header_size = 0;
     for (int i = 0; i < 8; ++i) header_size |= static_cast<uint64_t>(length[i]) << (8 * i);
-    if (header_size > file_size - sizeof(length))
+    if (header_size > file_size - sizeof(length)) {
+      // A safetensors header is JSON, so its first byte is '{'; without it the file is something else.
+      char first = 0;
+      if (file_size > sizeof(length) && ReadAllAt(fd(), &first, 1, sizeof(length), path) && first != '{')
+        Fail(path, "is not a safetensors file: no JSON header follows its first 8 bytes");
       Fail(path, fmt::format("is truncated: header says {} bytes, file has {}", header_size, file_size));
+    }
 
     std::string text(header_size, '\0');
     if (!ReadAllAt(fd(), text.data(), text.size(), sizeof(length), path))

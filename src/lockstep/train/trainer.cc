@@ -501,13 +501,13 @@ EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::stri
   if (config.load_model_path.empty())
     throw InvalidInput("--load_model_path is required: the checkpoint to evaluate");
   if (config.test_data.empty() || config.test_data == "null")
-    throw InvalidInput("--test_data is required: a database path or fashion-mnist");
+    throw InvalidInput(fmt::format("--test_data {}: give a database path or fashion-mnist",
+                                   config.test_data.empty() ? "is required" : "null has no labels to score"));
   TrainerConfig as_training = config;  // evaluation needs of the flags what training on the test data needs
   as_training.train_data = config.test_data;
   ValidateTrainerConfig(as_training);
   CheckModelAgainstCheckpoint(config, /*train=*/false);
-  if (!predictions_path.empty())
-    PrepareOutputDirectory(DirectoryOf(predictions_path), "--predictions", IfMissing::kCreate);
+  if (!predictions_path.empty()) PrepareOutputFile(predictions_path, "--predictions");
   if (config.threads > 0) omp_set_num_threads(config.threads);
   std::unique_ptr<BatchSource> source = OpenBatchSource(DataSpec(config.test_data, config, false));
 

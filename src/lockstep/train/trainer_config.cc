@@ -61,7 +61,11 @@ void ResolveDataDefaults(const std::string& data, const GivenOptions& given, Tra
 }
 
 void ResolveModelFromCheckpoint(const GivenOptions& given, bool train, TrainerConfig* c) {
-  // Train looks again (and says which it found); eval takes no "latest".
+  // Train looks again (and says which it found); eval and export take no "latest".
+  if (!train && c->load_model_path == "latest")
+    throw InvalidInput(
+        "--load_model_path latest finds where training resumes; name the checkpoint file here (e.g. "
+        "m_3.safetensors)");
   const std::string path = train && c->load_model_path == "latest"
                                ? LatestCheckpoint(c->file_store_path, c->save_model_name)
                                : c->load_model_path;
@@ -202,8 +206,8 @@ void CheckShards(const TrainerConfig& c) {
     throw InvalidInput(
         "--run_id is required with --num_shards > 1: pass the same unique id (e.g. $(date +%s)) to every "
         "shard");
-  CheckWireAlgorithm(c.allreduce_algorithm, c.num_shards,
-                     ParseFloatType(c.allreduce_dtype, "--allreduce_dtype"));
+  CheckAllreduceAlgorithm(c.allreduce_algorithm, c.num_shards,
+                          ParseFloatType(c.allreduce_dtype, "--allreduce_dtype"));
 }
 
 void CheckCheckpoints(const TrainerConfig& c) {
