@@ -53,7 +53,11 @@ TEST(ImageGeometry, ScaleWarningNamesTheScaleToPass) {
   EXPECT_EQ(ScaleWarning(small, "db", 0, 24), "") << "shrinking to the crop is not enlarging";
   // A crop larger than the images needs them enlarged to it, and no more.
   EXPECT_EQ(ScaleWarning(small, "db", 32, 32), "");
-  EXPECT_NE(ScaleWarning(small, "db", 256, 32).find("pass --scale 32 "), std::string::npos);
+  EXPECT_EQ(
+      ScaleWarning(small, "db", 256, 227),
+      "--scale 256 enlarges db (28x28) to a shortest side of 256 before the 227x227 crop, so the network "
+      "sees a small part of each; pass --scale 227 to enlarge them only to the crop, or --image_size 28 "
+      "to train at their own size");
 
   ImageGeometry mixed;
   mixed.Add(200, 300, 3);

@@ -48,8 +48,9 @@ TEST(SchemaArgs, WrongTypeAndOutOfRangeValuesAreRefused) {
                     {"argument 'pads' must be a list of ints, got the int 1"});
   ExpectOneLineWith(CreationError(MakeOperatorDef("Dropout", {"x"}, {"y", "mask"}, {Arg("ratio", 2.0f)})),
                     {"Dropout(x) -> y, mask: argument 'ratio' must be in [0, 1], got 2"});
-  ExpectOneLineWith(CreationError(MakeOperatorDef("Conv", {"x", "w"}, {"y"}, {Arg("strides", std::vector<int64_t>{1, 0})})),
-                    {"argument 'strides' must be at least 1, got 0"});
+  ExpectOneLineWith(
+      CreationError(MakeOperatorDef("Conv", {"x", "w"}, {"y"}, {Arg("strides", std::vector<int64_t>{1, 0})})),
+      {"argument 'strides' must be at least 1, got 0"});
   Argument twice = Arg("stride", 2).proto;
   OperatorDef conv = MakeOperatorDef("Conv", {"x", "w"}, {"y"}, {Arg("stride", 1)});
   *conv.add_arg() = twice;
@@ -199,6 +200,10 @@ TEST(SchemaArgs, OpsCommandPrintsEveryArgumentWithItsDefault) {
   ASSERT_EQ(all.code, 0) << all.err;
   EXPECT_GE(Lines(all.out).size(), 48u);  // the test program registers a few more
   EXPECT_NE(all.out.find("\nConv  "), std::string::npos) << all.out;
+  // Each row holds the first sentence of the doc: an abbreviation does not end it.
+  EXPECT_NE(all.out.find("(Caffe2's AveragedLoss, e.g. of per-row losses).\n"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("normalization over the channels of NCHW (or NC) data.\n"), std::string::npos)
+      << all.out;
 
   const CliOutput unknown = RunCliWithFiles(dir, "ops Cnov");
   EXPECT_EQ(unknown.code, kExitNotRetryable);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <vector>
 
 #include "lockstep/core/schema.h"
@@ -12,9 +13,12 @@
 namespace lockstep {
 namespace {
 
+// Up to the first ". " before a capital letter: "e.g. of" does not end a sentence.
 std::string FirstSentence(const std::string& doc) {
-  const size_t end = doc.find(". ");
-  return end == std::string::npos ? doc : doc.substr(0, end + 1);
+  for (size_t end = doc.find(". "); end != std::string::npos; end = doc.find(". ", end + 1))
+    if (end + 2 < doc.size() && std::isupper(static_cast<unsigned char>(doc[end + 2])))
+      return doc.substr(0, end + 1);
+  return doc;
 }
 
 // Rows of cells with each column as wide as its widest cell; the last column is not padded.

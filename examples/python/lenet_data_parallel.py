@@ -45,6 +45,8 @@ def main():
                         help="what the network computes in; parameters and updates stay float32 (default float)")
     args = parser.parse_args()
     devices = [int(d) for d in args.devices.split(",")]
+    if args.batch_size < len(devices) or args.batch_size % len(devices):
+        parser.error(f"--batch_size {args.batch_size} does not divide evenly among {len(devices)} devices")
     batch_per_device = args.batch_size // len(devices)
 
     train_model = model_helper.ModelHelper(name="lenet", seed=args.seed)

@@ -79,10 +79,18 @@ std::string ScaleWarning(const ImageGeometry& geometry, const std::string& image
   const int resized = std::max(scale, crop);  // the shortest side after resizing, as ImageTransform takes it
   const int native = std::max(geometry.max_shortest_side, crop);
   if (resized <= native) return "";
+  // Images smaller than the crop must grow to it; the advice is to grow them no further.
+  const std::string advice =
+      geometry.max_shortest_side >= crop
+          ? fmt::format("pass --scale {} to crop them at their own size", native)
+          : fmt::format(
+                "pass --scale {} to enlarge them only to the crop, or --image_size {} to train at their "
+                "own size",
+                native, geometry.max_shortest_side);
   return fmt::format(
       "--scale {} enlarges {} ({}) to a shortest side of {} before the {}x{} crop, so the network sees a "
-      "small part of each; pass --scale {} to crop them at their own size",
-      scale, images, geometry.SizeText(), resized, crop, crop, native);
+      "small part of each; {}",
+      scale, images, geometry.SizeText(), resized, crop, crop, advice);
 }
 
 }  // namespace lockstep

@@ -131,7 +131,10 @@ void ReportMemoryPlan(const TrainerConfig& config, const MemoryPlan& plan,
         FormatBytes(budget.limit), budget.limit_what,
         largest > 0
             ? fmt::format("use --batch_size {} or less, or raise the limit", largest)
-            : std::string("the model does not fit at any batch size; use more devices or a smaller model")));
+            : std::string(
+                  "the model does not fit at any batch size; use a smaller model or --image_size, split "
+                  "it over devices with --model_parallel, or (on CPUs, whose devices share the host's "
+                  "memory) fewer --num_gpus")));
   }
 }
 
