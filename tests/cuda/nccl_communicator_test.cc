@@ -12,7 +12,6 @@
 #include "lockstep/comm/cuda/wire_cast.h"
 #include "lockstep/comm/gloo_communicator.h"
 #include "lockstep/comm/local_communicator.h"
-#include "lockstep/comm/rendezvous.h"
 #include "lockstep/comm/wire_dtype.h"
 #include "lockstep/core/device_backend.h"
 #include "lockstep/cuda/cuda_context.h"
@@ -242,34 +241,17 @@ TEST(CudaCommunicator, StagingAcrossTwoShardsOverGlooSumsEveryDevice) {
   if (GpuCount() == 0) GTEST_SKIP() << "no GPU";
   const int shards = 2;
   const std::vector<std::vector<int>> devices_of_shard{{0, 2}, {1, 3}};
-  TempDirectory store;
-  OnShards(shards, [&](int shard) {
-    RendezvousOptions meet;
-    meet.num_shards = shards;
-    meet.shard_id = shard;
-    meet.run_id = "staged";
-    meet.file_store_path = store.path();
-    meet.timeout = std::chrono::seconds(60);
-    auto rendezvous = std::make_shared<Rendezvous>(meet);
-    GlooOptions options;
-    options.interfaces = {"lo"};
-    options.timeout = std::chrono::seconds(60);
-    options.first_iter_timeout = std::chrono::seconds(60);
-    auto gloo = std::make_shared<GlooCommunicator>(rendezvous, options);
-    try {
-      auto communicator = MakeCudaCommunicator(MakeCudaCommunicator(devices_of_shard[shard]), gloo);
-      EXPECT_EQ(communicator->rank(), shard);
-      EXPECT_EQ(communicator->size(), shards);
-      SumAndCheck(*communicator, devices_of_shard, shard, false);
-      BroadcastAndCheck(*communicator, shard, 1);
-      SumAndCheck(*communicator, devices_of_shard, shard, false, DataType::kBFloat16);
-      SumAndCheck(*communicator, devices_of_shard, shard, false, DataType::kFloat16);
-    } catch (const std::exception& e) {
-      rendezvous->ReportFailure(-1, e.what());  // the other shard stops waiting
-      throw;
-    }
-    // No shard closes its connections before every shard has left its last collective.
-    rendezvous->AllGather("finished", "1");
+  GlooOptions options = Loopback();
+  options.timeout = options.first_iter_timeout = std::chrono::seconds(60);  // NCCL's cliques form meanwhile
+  OnConnectedShards(shards, options, [&](int shard, GlooCommunicator& gloo) {
+    const std::shared_ptr<Communicator> across(&gloo, [](Communicator*) {});  // OnConnectedShards owns it
+    auto communicator = MakeCudaCommunicator(MakeCudaCommunicator(devices_of_shard[shard]), across);
+    EXPECT_EQ(communicator->rank(), shard);
+    EXPECT_EQ(communicator->size(), shards);
+    SumAndCheck(*communicator, devices_of_shard, shard, false);
+    BroadcastAndCheck(*communicator, shard, 1);
+    SumAndCheck(*communicator, devices_of_shard, shard, false, DataType::kBFloat16);
+    SumAndCheck(*communicator, devices_of_shard, shard, false, DataType::kFloat16);
   });
 }
 
