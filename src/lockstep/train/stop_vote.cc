@@ -26,6 +26,7 @@ int StopVote::Agreed() {
                      channel_index_);
     worker_ = std::thread([this] { Sum(); });
   }
+  const int checks_since_vote = checks_apart_;  // the spacing the sum read next may change
   std::unique_lock<std::mutex> lock(mutex_);
   int agreed = in_flight_ ? TakeSum(lock) : 0;
   if (agreed == 0) {
@@ -34,7 +35,7 @@ int StopVote::Agreed() {
     // that the check waits for (a negative proposal), so that a slow step is the last one.
     float propose = 0;
     if (last_vote_ && shards_->rank() == 0) {
-      const double per_check = std::chrono::duration<double>(now - *last_vote_).count() / checks_apart_;
+      const double per_check = std::chrono::duration<double>(now - *last_vote_).count() / checks_since_vote;
       propose = per_check >= kSynchronousSeconds
                     ? -1.0f
                     : static_cast<float>(
