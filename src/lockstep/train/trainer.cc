@@ -205,7 +205,6 @@ void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicat
   ws.RunNetOnce(models.train.param_init_net());
   session->state.model = {config.model, config.num_channels, config.image_size, config.num_labels};
   session->state.seed = config.seed;
-  session->state.global_batch = GlobalBatch(config);
 }
 
 // With --load_model_path: the parameters, optimizer state and trainer state of the checkpoint, on every
@@ -214,8 +213,8 @@ void RestoreCheckpoint(const TrainerConfig& config, int64_t iterations, Session*
   if (config.load_model_path.empty()) return;
   const std::string& scope = session->models.parallel.scopes[0];
   TrainerState& state = session->state;
-  // The model this run built, which Train checked against the checkpoint's description: a run resumed from a
-  // checkpoint without geometry writes checkpoints with it.
+  // What this run built: its model, which Train checked against the checkpoint's description, and its batch
+  // and epoch; a run resumed from a checkpoint without them writes checkpoints with them.
   const TrainerState built = state;
   state = LoadCheckpoint(config.load_model_path, &session->ws, scope, session->models.parallel.state_blobs);
   if (state.seed != config.seed)
@@ -409,6 +408,7 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
   Session session;
   session.stop_vote.emplace(gloo.get(), kStopVoteChannel);
   BuildAndInstall(config, gloo, rendezvous, sources, &session);
+  session.state.global_batch = GlobalBatch(config);  // what a resume within an epoch must keep
   session.state.epoch_steps = iterations;
   RestoreCheckpoint(config, iterations, &session);
   CreateNets(sources, &session);
