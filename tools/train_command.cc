@@ -29,7 +29,12 @@ void AddFlag(CLI::App* app, TrainerConfig* config, const TrainerOption& option) 
   std::string help = option.help;
   if (IsNumeric(option)) help += "; accepted range " + RangeText(option);
   if (IsFlag(option)) {
-    app->add_flag(flag, config->*std::get<bool TrainerConfig::*>(option.member), help);
+    // A switch that also takes a value, as Caffe2's scripts write it: --use_cpu, --use_cpu 1,
+    // --use_cpu=false.
+    auto set = [config, &option](const std::string& text) {
+      SetOption(config, option.name, text.empty() ? "true" : text);
+    };
+    app->add_option_function<std::string>(flag, set, help)->expected(0, 1)->type_name("[true|false]");
     return;
   }
   CLI::Option* added;

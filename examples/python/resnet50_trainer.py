@@ -34,8 +34,11 @@ def parse_flags(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for o in options:
         help_text = o["help"] + (f"; accepted range {o['range']}" if o["range"] else "")
+        help_text = help_text.replace("%", "%%")  # argparse formats help with %
         if o["flag"]:
-            parser.add_argument("--" + o["name"], action="store_true", default=None, help=help_text)
+            # A switch that also takes a value, as Caffe2's scripts write it: --use_cpu or --use_cpu 1.
+            parser.add_argument("--" + o["name"], nargs="?", const="true", default=None, metavar="true|false",
+                                help=help_text)
         else:
             parser.add_argument("--" + o["name"], help=f"{help_text} (default {o['default'] or 'none'})")
     flags = {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
@@ -44,7 +47,7 @@ def parse_flags(argv):
     config = C.TrainerConfig()
     config.set("model", "resnet50")
     for name, value in flags.items():
-        config.set(name, "true" if value is True else value)
+        config.set(name, value)
     config.arguments = " ".join(argv)
     config.resolve(set(flags))
     kinds = {o["name"]: o for o in options}

@@ -127,6 +127,11 @@ def softmax_with_loss(model, blobs_in, blobs_out, **kwargs):
     return _out(out[0]), _out(out[1])
 
 
+def softmax(model, blob_in, blob_out, **kwargs):
+    """The softmax of blob_in's rows (Caffe2's brew.softmax); axis defaults to Softmax's."""
+    return model.net.Softmax(blob_in, blob_out, **_options("softmax", model, kwargs, {"axis"}))
+
+
 def accuracy(model, blobs_in, blob_out, top_k=None, **kwargs):
     """top_k defaults to Accuracy's."""
     _options("accuracy", model, kwargs, set())

@@ -4,6 +4,8 @@
 
 #include <pybind11/numpy.h>
 
+#include <algorithm>
+
 #include "bindings.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/core/net.h"
@@ -69,8 +71,17 @@ std::vector<py::ssize_t> Strides(const Shape& shape, size_t element) {
 }
 
 // copy=true: an array of its own. copy=false: a read-only view of a host blob's buffer, which the array
-// keeps alive and which later runs overwrite.
+// keeps alive and which later runs overwrite (until the blob moves to a larger buffer).
 py::array Fetch(const Workspace& ws, const std::string& name, bool copy) {
+  if (!ws.HasBlob(name)) {
+    const std::vector<std::string> names = ws.BlobNames();
+    if (std::any_of(names.begin(), names.end(),
+                    [](const std::string& blob) { return blob.find("__shared_") != std::string::npos; }))
+      throw InvalidInput(fmt::format(
+          "blob '{}' does not exist in the workspace: the memory plan gave the nets' intermediate blobs shared "
+          "buffers; to fetch it, name it in Parallelize's blobs_to_keep or pass share_buffers=False",
+          name));
+  }
   std::shared_ptr<const Tensor> tensor = HostPlain(ws, name);
   const py::dtype dtype = NumpyType(tensor->dtype());
   const auto strides = Strides(tensor->shape(), ElementSize(tensor->dtype()));
@@ -84,8 +95,10 @@ py::array Fetch(const Workspace& ws, const std::string& name, bool copy) {
   if (tensor.get() != blob)
     throw InvalidInput(
         fmt::format("blob '{}' is not in host memory in plain layout; fetch it with copy=True", name));
-  // The view holds the workspace (through the base object) so the buffer outlives neither.
-  py::array view(dtype, tensor->shape(), strides, tensor->raw_data(), py::cast(&ws));
+  // The view's base owns the buffer: a feed or run that grows the blob cannot free it under the array.
+  auto* owner = new std::shared_ptr<const void>(blob->storage());
+  py::capsule base(owner, [](void* p) { delete static_cast<std::shared_ptr<const void>*>(p); });
+  py::array view(dtype, tensor->shape(), strides, tensor->raw_data(), base);
   py::detail::array_proxy(view.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
   return view;
 }

@@ -300,6 +300,21 @@ def test_cnn_model_helper_layers_are_brews():
     assert model.params == ["conv_w", "conv_b", "fc_w", "fc_b"]
 
 
+def test_brew_softmax_as_the_mnist_tutorial_writes_it():
+    model = model_helper.ModelHelper(name="tutorial")
+    with core.NameScope("gpu_0"):
+        pred = brew.fc(model, "data", "pred", 4, 3)
+        softmax = brew.softmax(model, pred, "softmax")
+    assert softmax == "gpu_0/softmax"
+    assert [op.type for op in model.net.Proto().op] == ["FC", "Softmax"]
+    workspace.RunNetOnce(model.param_init_net)
+    workspace.FeedBlob("gpu_0/data", np.arange(8, dtype=np.float32).reshape(2, 4))
+    workspace.RunNetOnce(model.net)
+    np.testing.assert_allclose(workspace.FetchBlob("gpu_0/softmax").sum(axis=1), [1.0, 1.0], rtol=1e-6)
+    with pytest.raises(InvalidInput, match="brew.softmax: unknown argument 'axes'"):
+        brew.softmax(model, pred, "other", axes=1)
+
+
 def test_convert_net_for_device_scopes_and_places_a_copy():
     net = core.Net("n")
     net.Relu("x", "y")
@@ -404,6 +419,10 @@ def test_image_input_reads_a_lockstep_made_lmdb_as_the_trainer_does(tmp_path):
     data, label = workspace.FetchBlob("cpu_1/data"), workspace.FetchBlob("cpu_1/label")
     assert data.shape == (BATCH_PER_DEVICE, 3, IMAGE, IMAGE) and np.abs(data).max() <= 1.0
     assert label.shape == (BATCH_PER_DEVICE,) and set(label.tolist()) <= set(range(LABELS))
+    with pytest.raises(InvalidInput, match="blob 'cpu_1/conv1' does not exist in the workspace: the memory plan "
+                                           "gave the nets' intermediate blobs shared buffers; to fetch it, name "
+                                           "it in Parallelize's blobs_to_keep"):
+        workspace.FetchBlob("cpu_1/conv1")
     with pytest.raises(Unsupported, match="mean=100"):
         brew.image_input(model, reader, ["d", "l"], batch_size=4, mean=100.0)
 

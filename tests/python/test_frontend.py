@@ -94,6 +94,8 @@ def test_fetch_without_copy_is_a_read_only_view_of_the_blob():
     workspace.RunNet(model.net, num_iter=3)  # the loop runs in C++
     np.testing.assert_array_equal(copy, np.ones(4, np.float32))
     np.testing.assert_array_equal(view, np.full(4, 8.0, np.float32))
+    workspace.FeedBlob("x", np.zeros((1 << 20,), np.float32))  # moves the blob to a larger buffer
+    np.testing.assert_array_equal(view, np.full(4, 8.0, np.float32))  # the view holds the old one
     workspace.ResetWorkspace()
     np.testing.assert_array_equal(view, np.full(4, 8.0, np.float32))  # the view keeps its workspace
     with pytest.raises(InvalidInput, match="no net 'counter'"):

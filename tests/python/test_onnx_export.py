@@ -229,6 +229,12 @@ def test_export_onnx_from_python(tmp_path):
     assert seen["output"] == "probabilities" and seen["metadata"]["purpose"] == "test"
     np.testing.assert_allclose(outputs, expected, atol=1e-6)
 
+    # A misspelled input would leave the graph computing from the fed 'data' baked in as a constant.
+    with pytest.raises(InvalidInput, match=r"^export: no operator on the way to 'fc' reads the input 'dat'; "
+                                           r"name the blob the network starts from \(it reads .*\bdata\b"):
+        export_onnx(tmp_path / "typo.onnx", net=model.net, input="dat", input_shape=(2, 3, 8, 8), output=x)
+    assert not (tmp_path / "typo.onnx").exists()
+
     model.net.Cast(x, "half", to=12)
     with pytest.raises(InvalidInput, match=r"^export: operator 'Cast' \(op 5, output 'half'\) has no ONNX mapping"):
         export_onnx(tmp_path / "cast.onnx", net=model.net, input="data", input_shape=(2, 3, 8, 8), output="half")

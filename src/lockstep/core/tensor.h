@@ -114,6 +114,8 @@ class Tensor {
   int64_t SizeFromDim(int axis) const;
   int64_t SizeToDim(int axis) const;
 
+  // The buffer's owner: a view that holds it keeps the buffer alive after this tensor reallocates.
+  std::shared_ptr<const void> storage() const { return storage_; }
   // The buffer in whatever layout the tensor has; data<T>() is for plain tensors only.
   void* raw_data() { return storage_.get(); }
   const void* raw_data() const { return storage_.get(); }

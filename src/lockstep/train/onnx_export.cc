@@ -7,6 +7,7 @@
 // only pass their input on at inference (Dropout, Copy) alias their output to it.
 #include "lockstep/train/onnx_export.h"
 
+#include <fmt/ranges.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
@@ -332,6 +333,7 @@ int ExportedOutputs(const Mapping& mapping, const OperatorDef& def) {
 std::vector<int> NeededOperators(const NetDef& net, const OnnxGraphSpec& spec) {
   std::set<std::string> needed = {spec.output};
   std::vector<int> ops;
+  bool reads_input = false;
   for (int i = net.op_size() - 1; i >= 0 && !needed.empty(); --i) {
     const OperatorDef& op = net.op(i);
     int first_needed = -1;
@@ -348,11 +350,20 @@ std::vector<int> NeededOperators(const NetDef& net, const OnnxGraphSpec& spec) {
                         o, op.output(o), op.type(), i, ExportedOutputs(mapping->second, op)));
     for (const auto& output : op.output()) needed.erase(output);
     for (const auto& input : op.input())
-      if (input != spec.input) needed.insert(input);
+      if (input != spec.input)
+        needed.insert(input);
+      else
+        reads_input = true;
     ops.push_back(i);
   }
   if (ops.empty() && spec.output != spec.input)
     throw InvalidInput(fmt::format("export: no operator of the net writes the output '{}'", spec.output));
+  // Otherwise the graph would compute from whatever the workspace holds under the real input's name.
+  if (!ops.empty() && !reads_input)
+    throw InvalidInput(fmt::format(
+        "export: no operator on the way to '{}' reads the input '{}'; name the blob the network starts "
+        "from (it reads {})",
+        spec.output, spec.input, fmt::join(needed, ", ")));
   return {ops.rbegin(), ops.rend()};
 }
 

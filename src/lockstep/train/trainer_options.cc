@@ -291,9 +291,10 @@ std::vector<std::string> SplitList(const std::string& text) {
 template <typename T>
 void Parse(const TrainerOption& option, const std::string& text, T* value) {
   if constexpr (std::is_same_v<T, bool>) {
-    if (text == "true" || text == "1")
+    // Python's spellings too: Caffe2's scripts write --use_cpu True or --use_cpu 1.
+    if (text == "true" || text == "True" || text == "1")
       *value = true;
-    else if (text == "false" || text == "0")
+    else if (text == "false" || text == "False" || text == "0")
       *value = false;
     else
       throw InvalidInput(fmt::format("--{} {}: not a truth value; use true or false", option.name, text));
