@@ -255,6 +255,22 @@ TEST(TrainerCli, UnwritableOutputFolderNamesItsFlagBeforeTraining) {
     EXPECT_NE(entry.path().extension(), ".log") << "no run started: " << entry.path();
 }
 
+// Caffe2's scripts give switches a value (argparse's type=bool): --use_cpu 1 trains on the CPU, as --use_cpu.
+TEST(TrainerCli, SwitchesTakeCaffe2sValues) {
+  fs::path dir = FreshDir("switch_values");
+  const std::string run =
+      "train --train_data null --num_channels 1 --image_size 28 --model lenet --batch_size 4 "
+      "--epoch_size 4 --threads 1 --log_dir " +
+      dir.string();
+  for (const char* value : {"", " 1", " True", "=true"}) {
+    auto [code, err] = RunCli(run + " --use_cpu" + value);
+    EXPECT_EQ(code, 0) << "--use_cpu" << value << ": " << err;
+  }
+  auto [code, err] = RunCli(run + " --use_cpu yes");
+  EXPECT_EQ(code, kExitNotRetryable);
+  EXPECT_EQ(err, "lockstep: error: --use_cpu yes: not a truth value; use true or false\n");
+}
+
 TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
   const std::string base = "train --use_cpu --train_data null --image_size 32 --epoch_size 4 --batch_size 4 ";
   struct Case {
