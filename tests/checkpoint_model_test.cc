@@ -176,6 +176,10 @@ TEST(CheckpointModel, ACheckpointWithoutGeometryResumesWithFlagsAndThenRecordsIt
   CliOutput run = RunCliWithFiles(dir, ResumeFlags(dir, 2) + "--load_model_path " + path);
   EXPECT_EQ(run.code, kExitNotRetryable);
   EXPECT_NE(run.err.find("but the model has"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("; the checkpoint records no geometry: pass the --num_channels, --image_size and "
+                         "--num_labels (or --test_data) it was trained with\n"),
+            std::string::npos)
+      << run.err;
   EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
 
   run = RunCliWithFiles(

@@ -115,7 +115,9 @@ def main():
         print(f"epoch {epoch}: {steps} steps, {steps * args.batch_size / seconds:.1f} img/s, loss {loss:.4f}, "
               f"test accuracy {test_accuracy():.4f}", flush=True)
     if args.save:
-        checkpoint.save(args.save, train_model, epochs_done=epoch, reader_position=steps_done * args.batch_size)
+        # The geometry lets `lockstep eval` and `lockstep export` rebuild the model from the file alone.
+        checkpoint.save(args.save, train_model, epochs_done=epoch, reader_position=steps_done * args.batch_size,
+                        num_channels=1, image_size=28, num_labels=10)
         print(f"saved checkpoint {args.save}")
 
 
