@@ -86,7 +86,12 @@ TEST(Gradient, AddPassesGradientThroughWithoutCopies) {
 TEST(Gradient, UnknownLossIsAnError) {
   NetDef net;
   *net.add_op() = MakeOperatorDef("Relu", {"x"}, {"y"});
-  EXPECT_THROW(AddGradientOperators(&net, {"nope"}, {"x"}), Error);
+  try {
+    AddGradientOperators(&net, {"nope"}, {"x"});
+    ADD_FAILURE() << "a loss no operator writes was accepted";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("loss 'nope' is not computed by net", 0), 0u) << e.what();
+  }
 }
 
 }  // namespace lockstep::testing

@@ -83,8 +83,13 @@ std::map<std::string, std::string> AddGradientOperators(NetDef* net, const std::
   std::map<std::string, int> autosplit_count;
   std::vector<OperatorDef> backward;
   for (const auto& loss : losses) {
-    LOCKSTEP_ENFORCE(written.count(loss), "loss '{}' is not computed by net '{}'", loss, net->name());
-    auto seed = MakeOperatorDef(SchemaRegistry::TypeFor(OpRole::kGradientSeed), {loss}, {GradientName(loss)}, {Arg("value", 1.0f)});
+    if (!written.count(loss))
+      throw InvalidInput(
+          fmt::format("loss '{}' is not computed by net '{}': name a blob one of its operators "
+                      "writes (the forward pass's loss)",
+                      loss, net->name()));
+    auto seed = MakeOperatorDef(SchemaRegistry::TypeFor(OpRole::kGradientSeed), {loss}, {GradientName(loss)},
+                                {Arg("value", 1.0f)});
     for (int i = 0; i < forward_size; ++i)
       for (const auto& out : net->op(i).output())
         if (out == loss) *seed.mutable_device_option() = net->op(i).device_option();
