@@ -9,6 +9,7 @@
 #include "bindings.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/core/net.h"
+#include "lockstep/parallel/memonger.h"
 
 namespace lockstep::python {
 namespace {
@@ -75,10 +76,12 @@ std::vector<py::ssize_t> Strides(const Shape& shape, size_t element) {
 py::array Fetch(const Workspace& ws, const std::string& name, bool copy) {
   if (!ws.HasBlob(name)) {
     const std::vector<std::string> names = ws.BlobNames();
-    if (std::any_of(names.begin(), names.end(),
-                    [](const std::string& blob) { return blob.find("__shared_") != std::string::npos; }))
+    if (std::any_of(names.begin(), names.end(), [](const std::string& blob) {
+          return blob.find(kSharedBlobMarker) != std::string::npos;
+        }))
       throw InvalidInput(fmt::format(
-          "blob '{}' does not exist in the workspace: the memory plan gave the nets' intermediate blobs shared "
+          "blob '{}' does not exist in the workspace: the memory plan gave the nets' intermediate blobs "
+          "shared "
           "buffers; to fetch it, name it in Parallelize's blobs_to_keep or pass share_buffers=False",
           name));
   }

@@ -119,7 +119,7 @@ NetDef ShareBlobs(const NetDef& net, const MemongerOptions& options) {
   int next_index = 0;
   auto fresh_name = [&] {
     std::string name;
-    do name = fmt::format("{}__shared_{}", options.namescope, next_index++);
+    do name = fmt::format("{}{}{}", options.namescope, kSharedBlobMarker, next_index++);
     while (lifetimes.count(name));
     return name;
   };

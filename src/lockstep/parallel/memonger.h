@@ -22,13 +22,15 @@ struct MemongerOptions {
   std::set<std::string> scratch;  // written and never read, yet no result: they share like any other
 };
 
+// What the names of shared blobs hold: "<namescope>__shared_<k>".
+inline constexpr char kSharedBlobMarker[] = "__shared_";
+
 // Returns `net` with blobs renamed so that blobs with disjoint lifetimes share a name (and so a buffer).
 // A blob may be renamed when it is under the namescope, not kept, not an external input or output of the
 // net, written before it is read (a blob read first carries state across runs), read by some op (a blob
 // only written is a result the caller fetches) unless it is scratch, not touched by a collective
 // op, and not a workspace object (OpSchema::ObjectInputs). Two blobs share only if the last op using one
-// comes strictly before the first op writing the other, so no op ever reads one and writes the other. Shared
-// names are "<namescope>__shared_<k>".
+// comes strictly before the first op writing the other, so no op ever reads one and writes the other.
 NetDef ShareBlobs(const NetDef& net, const MemongerOptions& options);
 
 // The same blobs at byte offsets of one buffer per device instead (options.blob_bytes must size them), which
