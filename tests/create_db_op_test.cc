@@ -151,6 +151,16 @@ TEST(CreateDB, NullMakesSyntheticBatchesOfTheGivenGeometry) {
     EXPECT_GE(label, 0);
     EXPECT_LT(label, 4);
   }
+  // A replica the reader was not made for says how to make it.
+  try {
+    ws.RunNetOnce(ReadNet(2));
+    ADD_FAILURE() << "replica 1 read a reader of 1 replica";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("replica 1 is outside the 1 replicas of reader '" +
+                                         std::string(kReader) + "'; create it with CreateDB's num_replicas"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 class CreateDBOnDatabase : public ::testing::TestWithParam<std::string> {};

@@ -33,8 +33,9 @@ class ReadBatchOp : public Operator {
   std::shared_ptr<BatchReader> Reader() const {
     std::shared_ptr<BatchReader> reader = ws_->GetObject<BatchReader>(reader_name_);
     if (replica_ < 0 || replica_ >= reader->replicas())
-      FailOperator(
-          def_, fmt::format("replica {} is outside the reader's {} replicas", replica_, reader->replicas()));
+      FailOperator(def_, fmt::format("replica {} is outside the {} replicas of reader '{}'; create it with "
+                                     "CreateDB's num_replicas as large as the replicas that read it",
+                                     replica_, reader->replicas(), reader_name_));
     return reader;
   }
 
