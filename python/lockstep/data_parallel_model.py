@@ -7,6 +7,7 @@ replica holds the same parameters after every step. With ``rendezvous``, the job
 (machines) through Gloo. The rewrite itself is lockstep's C++ Parallelize.
 """
 import datetime
+import numbers
 import sys
 
 from lockstep import core, workspace
@@ -67,6 +68,17 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
     if param_update_builder_fun is not None and optimizer_builder_fun is not None:
         raise InvalidInput("Parallelize: pass param_update_builder_fun or optimizer_builder_fun, not both")
     update = param_update_builder_fun or optimizer_builder_fun
+    for name, builder, required in (("input_builder_fun", input_builder_fun, True),
+                                    ("forward_pass_builder_fun", forward_pass_builder_fun, True),
+                                    ("the update builder", update, False)):
+        if not callable(builder) and (required or builder is not None):
+            raise InvalidInput(f"Parallelize: {name} is {builder!r}; pass a function of the model")
+    for name, value, least in (("bucket_bytes", bucket_bytes, 0), ("tail_bucket_bytes", tail_bucket_bytes, 0),
+                               ("num_threads_per_device", num_threads_per_device, 0),
+                               ("max_threads", max_threads, 0), ("micro_batches", micro_batches, 1),
+                               ("devices_per_replica", devices_per_replica, 1)):
+        if not isinstance(value, numbers.Integral) or value < least:
+            raise InvalidInput(f"Parallelize: {name} must be a whole number of at least {least}, got {value!r}")
     if not devices:
         raise InvalidInput("Parallelize: devices is empty; pass device ids such as devices=[0, 1]")
     device_type = core.CPU if cpu_device else core.CUDA

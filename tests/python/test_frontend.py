@@ -2,6 +2,7 @@
 operator can be added, blobs go in and out as numpy arrays, Parallelize trains replicas that stay equal and
 match a numpy reference, and errors arrive as Python exceptions with the core's one-line message. Run with
 build/python on PYTHONPATH."""
+import re
 import signal
 import subprocess
 import sys
@@ -152,6 +153,20 @@ def test_parallelize_without_update_builds_the_forward_pass_only():
     data_parallel_model.Parallelize_CPU(model, **builders)
     types = {op.type for op in model.net.Proto().op}
     assert "FC" in types and not any("Gradient" in t or t == "MomentumSGDUpdate" for t in types)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(input_builder_fun=None), "input_builder_fun is None; pass a function of the model"),
+    (dict(param_update_builder_fun=3), "the update builder is 3; pass a function of the model"),
+    (dict(bucket_bytes=-5), "bucket_bytes must be a whole number of at least 0, got -5"),
+    (dict(micro_batches=0), "micro_batches must be a whole number of at least 1, got 0"),
+])
+def test_parallelize_refuses_bad_arguments_in_one_line(arguments, message):
+    model = model_helper.ModelHelper(name="bad_arguments")
+    builders = dict(input_builder_fun=lambda m: None, forward_pass_builder_fun=lambda m, s: [], devices=[0])
+    with pytest.raises(InvalidInput, match="^Parallelize: " + re.escape(message) + "$"):
+        data_parallel_model.Parallelize_CPU(model, **{**builders, **arguments})
+    assert len(model.net.Proto().op) == 0
 
 
 def test_builder_exceptions_leave_parallelize_with_their_traceback():
