@@ -39,7 +39,7 @@ TEST(PlotCli, MissingLogGivesOneLineAndStatus1) {
   CliOutput run = RunCliWithFiles(dir, "plot " + log + " -o " + (dir / "curves.png").string());
   EXPECT_EQ(run.code, 1);
   EXPECT_EQ(run.out, "");
-  EXPECT_EQ(run.err, "lockstep.plot: error: " + log + ": cannot read it: No such file or directory\n");
+  EXPECT_EQ(run.err, "lockstep: error: " + log + ": cannot read it: No such file or directory\n");
   EXPECT_FALSE(fs::exists(dir / "curves.png"));
 }
 

@@ -66,8 +66,9 @@ int RunPlot(const PlotFlags& flags) {
   const std::string python = FromEnvironment("LOCKSTEP_PYTHON", "/usr/bin/python3");
   const std::string old_path = FromEnvironment("PYTHONPATH", "");
   const std::string path = old_path.empty() ? python_dir : python_dir + ":" + old_path;
-  if (setenv("PYTHONPATH", path.c_str(), 1) != 0)
-    throw Error(fmt::format("plot: cannot set PYTHONPATH: {}", std::strerror(errno)));
+  // LOCKSTEP_PLOT_COMMAND: the module's lines then say "lockstep: error: ...", as every command's do.
+  if (setenv("PYTHONPATH", path.c_str(), 1) != 0 || setenv("LOCKSTEP_PLOT_COMMAND", "lockstep plot", 1) != 0)
+    throw Error(fmt::format("plot: cannot set the environment of python3: {}", std::strerror(errno)));
 
   const std::string output = flags.output.empty() ? OutputBeside(flags.logs.front(), ".png") : flags.output;
   // "--" before the logs: a log whose name starts with '-' is still a log.

@@ -199,8 +199,11 @@ class _Parser(argparse.ArgumentParser):
 def main(argv=None):
     """The command line; returns the exit status: 0, 1 when a log cannot be read or drawn or the PNG cannot be
     written, 2 for bad arguments (0 after --help)."""
+    # `lockstep plot` runs this module under its own name, so its lines read as the other commands' do.
+    command = os.environ.get("LOCKSTEP_PLOT_COMMAND", "python3 -m lockstep.plot")
+    speaker = "lockstep" if command.startswith("lockstep ") else "lockstep.plot"
     parser = _Parser(
-        prog="python3 -m lockstep.plot",
+        prog=command,
         description="Draw training curves from lockstep's CSV logs into one PNG: training loss, training "
         "accuracy, test accuracy (when a log has it) and images/s, one line per log. Takes the per-epoch "
         "logs of `lockstep train` (x axis: epochs) or the --iter_log logs (x axis: iterations), not both.",
@@ -227,17 +230,17 @@ def main(argv=None):
         empty = [log for log in logs if len(log.x()) == 0]
         if empty and len(empty) < len(logs):
             for log in empty:
-                print(f"lockstep.plot: warning: {log.path}: no rows (the run wrote none); left out",
+                print(f"{speaker}: warning: {log.path}: no rows (the run wrote none); left out",
                       file=sys.stderr)
             kept = [i for i, log in enumerate(logs) if len(log.x()) > 0]
             logs = [logs[i] for i in kept]
             labels = None if labels is None else [labels[i] for i in kept]
         titles = plot(logs, args.output, labels)
     except ValueError as e:
-        print(f"lockstep.plot: error: {e}", file=sys.stderr)
+        print(f"{speaker}: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:
-        print(f"lockstep.plot: error: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+        print(f"{speaker}: error: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
         return 1
     print(f"wrote {args.output}: {len(logs)} log{'s' if len(logs) > 1 else ''}, "
           f"{', '.join(titles)}")

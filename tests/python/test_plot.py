@@ -259,10 +259,10 @@ def test_cli_subcommand_errors(tmp_path):
     missing = tmp_path / "missing.log"
     run = run_cli(["plot", str(missing), "-o", str(tmp_path / "x.png")])
     assert run.returncode == 1
-    assert run.stderr == f"lockstep.plot: error: {missing}: cannot read it: No such file or directory\n"
+    assert run.stderr == f"lockstep: error: {missing}: cannot read it: No such file or directory\n"
     run = run_cli(["plot", str(missing)])  # the PNG would go beside the log: missing.png
     assert run.returncode == 1
-    assert run.stderr == f"lockstep.plot: error: {missing}: cannot read it: No such file or directory\n"
+    assert run.stderr == f"lockstep: error: {missing}: cannot read it: No such file or directory\n"
     (tmp_path / "missing.png").write_text("an earlier plot")
     run = run_cli(["plot", str(missing)])
     assert run.returncode == 2
