@@ -49,8 +49,8 @@ SyntheticSource::SyntheticSource(int channels, int image_size, int num_labels, u
       num_labels_(num_labels),
       seed_(seed),
       image_floats_(int64_t{channels} * image_size * image_size),
-      pool_size_(
-          std::clamp<int64_t>((int64_t{256} << 20) / (image_floats_ * int64_t{sizeof(float)}), 1, 64)) {}
+      pool_size_(std::clamp<int64_t>(
+          (int64_t{256} << 20) / std::max<int64_t>(1, image_floats_ * sizeof(float)), 1, 64)) {}
 
 void SyntheticSource::MakePool() {
   std::mt19937_64 rng(seed_);
