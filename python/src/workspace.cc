@@ -76,14 +76,13 @@ std::vector<py::ssize_t> Strides(const Shape& shape, size_t element) {
 py::array Fetch(const Workspace& ws, const std::string& name, bool copy) {
   if (!ws.HasBlob(name)) {
     const std::vector<std::string> names = ws.BlobNames();
-    if (std::any_of(names.begin(), names.end(), [](const std::string& blob) {
-          return blob.find(kSharedBlobMarker) != std::string::npos;
-        }))
-      throw InvalidInput(fmt::format(
-          "blob '{}' does not exist in the workspace: the memory plan gave the nets' intermediate blobs "
-          "shared "
-          "buffers; to fetch it, name it in Parallelize's blobs_to_keep or pass share_buffers=False",
-          name));
+    auto shared = [](const std::string& blob) { return blob.find(kSharedBlobMarker) != std::string::npos; };
+    if (std::any_of(names.begin(), names.end(), shared))
+      throw InvalidInput(
+          fmt::format("blob '{}' does not exist in the workspace: the memory plan gave the nets' "
+                      "intermediate blobs shared buffers; to fetch it, name it in Parallelize's "
+                      "blobs_to_keep or pass share_buffers=False",
+                      name));
   }
   std::shared_ptr<const Tensor> tensor = HostPlain(ws, name);
   const py::dtype dtype = NumpyType(tensor->dtype());
