@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/comm/rendezvous.h"
 #include "lockstep/train/safetensors.h"
 #include "processes.h"
 #include "shard_runs.h"
@@ -343,7 +344,8 @@ TEST(DistributedTrainerInput, DuplicateShardIds) {
   run.Start(Train(flags), dir / "first.out");
   // The second starts once the first has claimed shard 0: the store's first key.
   auto claimed = [&] {
-    for (const auto& entry : fs::directory_iterator(store))
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(fs::path(store) / kRendezvousKeysFolder, error))
       if (entry.path().filename().string()[0] != '.') return true;
     return false;
   };

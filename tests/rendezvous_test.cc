@@ -61,7 +61,9 @@ class RendezvousTest : public ::testing::TestWithParam<std::string> {
   // The store under the rendezvous, without the run id's prefix.
   std::unique_ptr<gloo::rendezvous::Store> BackingStore() const {
     if (redis_) return std::make_unique<gloo::rendezvous::RedisStore>("127.0.0.1", redis_->port());
-    return std::make_unique<gloo::rendezvous::FileStore>(directory_.path());
+    const std::string keys = directory_ / kRendezvousKeysFolder;
+    std::filesystem::create_directories(keys);
+    return std::make_unique<gloo::rendezvous::FileStore>(keys);
   }
 
   // Joins every shard of a run, each on its own thread.

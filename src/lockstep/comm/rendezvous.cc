@@ -110,7 +110,14 @@ BackingStore OpenBackingStore(const RendezvousOptions& options) {
                          "the shards meet in a directory they can all write (e.g. on NFS); create it or pass "
                          "--redis_host");
   backing.description = fmt::format("run '{}' in file store {}", options.run_id, fs::absolute(path).string());
-  auto files = std::make_unique<CheckableFileStore>(path);
+  // Its keys (a file each) go to a folder of their own: the directory also holds the checkpoints.
+  const fs::path keys = fs::path(path) / kRendezvousKeysFolder;
+  std::error_code error;
+  fs::create_directories(keys, error);
+  if (error)
+    throw IoError(
+        fmt::format("--file_store_path {}: cannot create {} ({})", path, keys.string(), error.message()));
+  auto files = std::make_unique<CheckableFileStore>(keys.string());
   backing.exists = [store = files.get()](const std::string& key) { return store->Exists(key); };
   backing.store = std::move(files);
   return backing;

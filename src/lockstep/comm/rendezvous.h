@@ -24,6 +24,9 @@ std::string HostName();
 // True only when process `pid` ran on this machine (`host` is HostName()) and has exited.
 bool ExitedHere(const std::string& host, long pid);
 
+// The folder of file_store_path that holds a file store's keys, away from the checkpoints beside it.
+inline constexpr char kRendezvousKeysFolder[] = "rendezvous";
+
 struct RendezvousOptions {
   int num_shards = 1, shard_id = 0;
   std::string run_id;
