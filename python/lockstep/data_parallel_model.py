@@ -121,6 +121,7 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
         return [replica._scope_name(loss) for loss in ([losses] if isinstance(losses, str) else losses)]
 
     model.parallel = C.parallelize(model._cpp, model, input_builder_fun, forward, update, options)
+    _check_micro_batches(model, int(micro_batches))
     model.shards = shards
     model.device_type = device_type
     if post_sync_builder_fun is not None:
@@ -130,6 +131,19 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
     if shards is not None:
         shards.agree_on_model(model._cpp, model.parallel, [])
     return model.parallel
+
+
+def _check_micro_batches(model, micro_batches):
+    """A reader's batch (each replica's) must split into the micro-batches; otherwise the first run would fail
+    on the blobs the split makes, whose names the user never gave."""
+    if micro_batches == 1:
+        return
+    for op in model.param_init_net.Proto().op:
+        batch = {a.name: a.i for a in op.arg}.get("batch_size") if op.type == "CreateDB" else None
+        if batch and batch % micro_batches:
+            raise InvalidInput(f"Parallelize: reader '{op.output[0]}' gives each replica batches of {batch}, which "
+                               f"do not split into micro_batches={micro_batches}; use a batch_size that is a "
+                               f"multiple of {micro_batches}")
 
 
 def Parallelize_GPU(model_helper_obj, **kwargs):

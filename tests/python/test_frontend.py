@@ -169,6 +169,24 @@ def test_parallelize_refuses_bad_arguments_in_one_line(arguments, message):
     assert len(model.net.Proto().op) == 0
 
 
+def test_parallelize_refuses_micro_batches_that_do_not_split_the_readers_batch():
+    model = model_helper.ModelHelper(name="micro")
+    model.param_init_net.CreateDB([], "reader", db="null", batch_size=4, num_replicas=1, num_channels=1,
+                                  image_size=8, num_labels=3)
+
+    def forward(m, loss_scale):
+        logits = brew.fc(m, "data", "fc", 64, 3)
+        _, loss = brew.softmax_with_loss(m, [logits, "label"], ["softmax", "loss"])
+        return [brew.scale(m, loss, "scaled_loss", scale=loss_scale)]
+
+    with pytest.raises(InvalidInput, match=r"^Parallelize: reader 'reader' gives each replica batches of 4, which "
+                                           r"do not split into micro_batches=3; use a batch_size that is a "
+                                           r"multiple of 3$"):
+        data_parallel_model.Parallelize_CPU(
+            model, input_builder_fun=lambda m: brew.image_input(m, "reader", ["data", "label"]),
+            forward_pass_builder_fun=forward, devices=[0], micro_batches=3)
+
+
 def test_builder_exceptions_leave_parallelize_with_their_traceback():
     def forward(model, loss_scale):
         raise KeyError("no such layer in my config")
