@@ -480,6 +480,8 @@ TEST(DataParallel, BadSetupsFailBeforeTraining) {
   };
   expect_error([](ParallelOptions& o) { o.devices.clear(); }, "device list is empty");
   expect_error([](ParallelOptions& o) { o.devices = {0, 0}; }, "listed twice");
+  expect_error([](ParallelOptions& o) { o.num_shards = 0; }, "num_shards must be at least 1, got 0");
+  expect_error([](ParallelOptions& o) { o.shard_id = 2; }, "shard_id 2 must be in [0, num_shards = 1)");
   expect_error([](ParallelOptions& o) { o.allreduce_channels = 0; },
                "allreduce_channels must be in [1, 64], got 0");
   expect_error([](ParallelOptions& o) { o.allreduce_dtype = DataType::kInt32; },

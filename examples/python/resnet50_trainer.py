@@ -12,7 +12,7 @@ import sys
 import time
 
 from lockstep import brew, checkpoint, core, data_parallel_model, model_helper, models, optimizer, workspace
-from lockstep._core import C, Error
+from lockstep._core import C, Error, InvalidInput
 
 # Flags of the command line that this script does not implement: given, they stop it (use `lockstep train`).
 NOT_HERE = {"test_data", "dtype", "float16_compute", "enable_tensor_core", "loss_scale", "cudnn_workspace_limit_mb",
@@ -197,4 +197,6 @@ if __name__ == "__main__":
     try:
         main(sys.argv[1:])
     except Error as e:
-        sys.exit(f"resnet50_trainer.py: error: {e}")
+        # As the lockstep command: 2 where running again fails the same way (a flag), 1 for the rest.
+        print(f"resnet50_trainer.py: error: {e}", file=sys.stderr)
+        sys.exit(2 if isinstance(e, InvalidInput) else 1)

@@ -39,6 +39,8 @@ def _net_name(net):
 def FeedBlob(name, arr, device_option=None):
     """Copies ``arr`` into blob ``name`` (on ``device_option``'s device, a core.DeviceOption or a DeviceOption
     message; host memory by default)."""
+    if not isinstance(name, str) or not name:
+        raise InvalidInput(f"FeedBlob: the blob's name is {name!r}; pass a non-empty string")
     device = None
     if device_option is not None:
         device_option = core.DeviceOption.of(device_option)

@@ -169,6 +169,13 @@ def test_parallelize_refuses_bad_arguments_in_one_line(arguments, message):
     assert len(model.net.Proto().op) == 0
 
 
+@pytest.mark.parametrize("name", [None, "", 3])
+def test_feed_blob_needs_a_name(name):
+    with pytest.raises(InvalidInput, match=f"^FeedBlob: the blob's name is {re.escape(repr(name))}; pass a "
+                                           "non-empty string$"):
+        workspace.FeedBlob(name, np.ones(2, np.float32))
+
+
 def test_parallelize_refuses_micro_batches_that_do_not_split_the_readers_batch():
     model = model_helper.ModelHelper(name="micro")
     model.param_init_net.CreateDB([], "reader", db="null", batch_size=4, num_replicas=1, num_channels=1,

@@ -11,10 +11,10 @@
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/schema.h"
 #include "lockstep/ops/op_defs.h"
+#include "lockstep/parallel/fuse_relu.h"
 #include "lockstep/parallel/memory_plan.h"
 #include "lockstep/parallel/micro_batches.h"
 #include "lockstep/parallel/placement.h"
-#include "lockstep/parallel/fuse_relu.h"
 #include "lockstep/parallel/recompute.h"
 #include "lockstep/parallel/shared_parameters.h"
 
@@ -40,7 +40,8 @@ void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
     Fail(fmt::format("{} devices do not divide into replicas of devices_per_replica = {} devices",
                      o.devices.size(), o.devices_per_replica));
   if (o.micro_batches < 1) Fail(fmt::format("micro_batches must be at least 1, got {}", o.micro_batches));
-  if (o.num_shards < 1 || o.shard_id < 0 || o.shard_id >= o.num_shards)
+  if (o.num_shards < 1) Fail(fmt::format("num_shards must be at least 1, got {}", o.num_shards));
+  if (o.shard_id < 0 || o.shard_id >= o.num_shards)
     Fail(fmt::format("shard_id {} must be in [0, num_shards = {})", o.shard_id, o.num_shards));
   if (o.num_shards > 1 && o.shard_communicator.empty())
     Fail(
