@@ -44,6 +44,23 @@ std::string Bytes(size_t bytes) {
   return fmt::format("{} bytes", bytes);
 }
 
+// CheckAllreduceAlgorithm's part that depends on the wire: what each collective checks, its algorithm's name
+// being checked already.
+void CheckWire(const std::string& algorithm, int shards, DataType wire) {
+  if (wire == DataType::kFloat) return;
+  if (algorithm == "ring")
+    throw InvalidInput(
+        fmt::format("--allreduce_algorithm ring cannot send a {} wire: every shard sums in its own "
+                    "order, so the shards' 16-bit sums would differ; use ring_chunked or "
+                    "halving_doubling (or auto)",
+                    DataTypeName(wire)));
+  if (algorithm == "bcube" && (shards & (shards - 1)) != 0)
+    throw InvalidInput(
+        fmt::format("--allreduce_algorithm bcube sends a {} wire only over a power-of-two number of "
+                    "shards, not {}; use ring_chunked or halving_doubling (or auto)",
+                    DataTypeName(wire), shards));
+}
+
 std::string ResolveAlgorithm(const std::string& name, int shards) {
   CheckAllreduceAlgorithm(name, shards, DataType::kFloat);
   if (name != "auto") return name;
@@ -177,18 +194,7 @@ void CheckAllreduceAlgorithm(const std::string& algorithm, int shards, DataType 
         fmt::format("--allreduce_algorithm bcube needs an even number of shards, got {}; choose ring or "
                     "halving_doubling",
                     shards));
-  if (wire == DataType::kFloat) return;
-  if (algorithm == "ring")
-    throw InvalidInput(
-        fmt::format("--allreduce_algorithm ring cannot send a {} wire: every shard sums in its own "
-                    "order, so the shards' 16-bit sums would differ; use ring_chunked or "
-                    "halving_doubling (or auto)",
-                    DataTypeName(wire)));
-  if (algorithm == "bcube" && (shards & (shards - 1)) != 0)
-    throw InvalidInput(
-        fmt::format("--allreduce_algorithm bcube sends a {} wire only over a power-of-two number of "
-                    "shards, not {}; use ring_chunked or halving_doubling (or auto)",
-                    DataTypeName(wire), shards));
+  CheckWire(algorithm, shards, wire);
 }
 
 struct GlooCommunicator::State {
@@ -422,7 +428,7 @@ void GlooCommunicator::AllreduceOverWire(const std::vector<float*>& buffers, siz
                    "gradients travel as float, bfloat16 or float16, not {}", DataTypeName(wire));
   LOCKSTEP_ENFORCE(!buffers.empty(), "Allreduce needs at least one buffer");
   LOCKSTEP_ENFORCE(state_->rendezvous, "call Connect before the first collective");
-  CheckAllreduceAlgorithm(state_->algorithm, state_->num_shards, wire);
+  CheckWire(state_->algorithm, state_->num_shards, wire);
   SumIntoFirst(buffers, count);
   if (count == 0) return;  // every shard has the same count
   State& s = *state_;

@@ -5,7 +5,6 @@
 #include <omp.h>
 
 #include <chrono>
-#include <csignal>
 #include <memory>
 #include <optional>
 
