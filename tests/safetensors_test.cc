@@ -244,7 +244,7 @@ TEST_F(SafetensorsTest, MetadataAloneReadsTheHeaderOnly) {
   std::string plain = Path("plain.safetensors");
   WriteBytes(plain, RawFile(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", "1234"));
   EXPECT_TRUE(ReadSafetensorsMetadata(plain).empty());
-  EXPECT_THROW(ReadSafetensorsMetadata(Path("absent.safetensors")), IoError);
+  EXPECT_THROW(ReadSafetensorsMetadata(Path("absent.safetensors")), InvalidInput);
 }
 
 TEST_F(SafetensorsTest, RefusesUndefinedTensors) {
@@ -253,8 +253,18 @@ TEST_F(SafetensorsTest, RefusesUndefinedTensors) {
   EXPECT_FALSE(std::filesystem::exists(Path("x.safetensors")));
 }
 
-TEST_F(SafetensorsTest, MissingFileIsIoError) {
-  EXPECT_THROW(ReadSafetensors(Path("absent.safetensors")), IoError);
+// A path that names no file is the user's to fix (exit 2), not a failure a restart could pass.
+TEST_F(SafetensorsTest, AMissingFileOrAFolderIsInvalidInput) {
+  try {
+    ReadSafetensors(Path("absent.safetensors"));
+    FAIL() << "a missing file was read";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "checkpoint " + Path("absent.safetensors") + " does not exist; check the path");
+  }
+  EXPECT_THROW(ReadSafetensors(Path("absent/x.safetensors")), InvalidInput);
+  std::filesystem::create_directories(Path("folder"));
+  EXPECT_THROW(ReadSafetensorsMetadata(Path("folder")), InvalidInput);
 }
 
 TEST_F(SafetensorsTest, CorruptionGivesOneClearError) {

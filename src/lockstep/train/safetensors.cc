@@ -329,9 +329,13 @@ struct OpenedFile {
 
   explicit OpenedFile(const std::string& path) {
     descriptor.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // A path that names no file stays wrong however often the command runs again.
+    if (descriptor.fd < 0 && (errno == ENOENT || errno == ENOTDIR))
+      Fail(path, "does not exist; check the path");
     if (descriptor.fd < 0) ThrowIo("open checkpoint", path);
     struct stat info;
     if (::fstat(descriptor.fd, &info) != 0) ThrowIo("stat checkpoint", path);
+    if (S_ISDIR(info.st_mode)) Fail(path, "is a directory; name a .safetensors file in it");
     ReadHeader(path, static_cast<uint64_t>(info.st_size));
   }
   int fd() const { return descriptor.fd; }
