@@ -6,10 +6,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <sstream>
 
 #include "lockstep/core/cpu_isa.h"
+#include "lockstep/core/enforce.h"
 #include "lockstep/core/version.h"
 #include "test_util.h"
 
@@ -73,6 +75,28 @@ TEST(IntervalLog, DueEveryNSteps) {
   silent.csv_path.clear();  // neither stderr nor a file: nothing is ever due
   IntervalLog quiet(silent);
   for (int step = 1; step <= 6; ++step) EXPECT_FALSE(quiet.StepDone(step == 6));
+}
+
+// Two runs given one --iter_log would interleave their rows: the second is refused while the first runs.
+TEST(IntervalLog, ALogInUseIsRefused) {
+  IntervalLogOptions options;
+  options.to_stderr = false;
+  options.csv_path = (FreshDir("interval_in_use") / "rows.csv").string();
+  options.images_per_step = 1;
+  options.iterations_per_epoch = 1;
+  options.num_epochs = 1;
+  auto first = std::make_unique<IntervalLog>(options);
+  try {
+    IntervalLog second(options);
+    FAIL() << "a second log of one file was opened";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()), "--iter_log " + options.csv_path +
+                                         ": another running process writes this log; pass another file, or "
+                                         "wait until that run ends");
+  }
+  first.reset();
+  IntervalLog after(options);  // the lock ends with its writer
+  EXPECT_EQ(Lines(ReadFile(options.csv_path)), std::vector<std::string>{IntervalLog::kCsvHeader});
 }
 
 // Stderr is a file here, as in a cluster job: a line per step (--log_every_iters 1) with every field, the

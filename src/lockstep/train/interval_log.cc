@@ -2,6 +2,7 @@
 #include "lockstep/train/interval_log.h"
 
 #include <fmt/format.h>
+#include <sys/file.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -49,6 +50,19 @@ IntervalLog::IntervalLog(IntervalLogOptions options) : options_(std::move(option
   csv_ = std::fopen(options_.csv_path.c_str(), "a");
   if (!csv_)
     throw IoError(fmt::format("--iter_log {}: cannot open it: {}", options_.csv_path, std::strerror(errno)));
+  // Two runs appending to one log would interleave their rows; the lock goes with the process.
+  if (::flock(fileno(csv_), LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    std::fclose(csv_);
+    csv_ = nullptr;
+    if (error != EWOULDBLOCK)
+      throw IoError(
+          fmt::format("--iter_log {}: cannot lock it: {}", options_.csv_path, std::strerror(error)));
+    throw InvalidInput(fmt::format(
+        "--iter_log {}: another running process writes this log; pass another file, or wait until that run "
+        "ends",
+        options_.csv_path));
+  }
   std::fseek(csv_, 0, SEEK_END);
   if (std::ftell(csv_) == 0) {
     std::fprintf(csv_, "%s\n", kCsvHeader);
