@@ -2,6 +2,8 @@
 optimizer state) without its name scope, and the trainer's position, in one safetensors file written
 atomically. ``lockstep train --load_model_path`` reads what ``save`` writes, and ``load`` reads the
 trainer's files."""
+import errno
+import os
 import warnings
 
 from lockstep import workspace
@@ -51,6 +53,8 @@ def load(file_path, model, reader=None):
     trainer state it was saved with (model, its geometry, epochs_done, iteration, reader_position, seed, ...). With
     ``reader`` (a CreateDB output, created already), its stream continues where the checkpoint left off."""
     parallel = _parallel(model)
+    if not os.path.isfile(file_path):  # as open() says it in Python (the command line exits 2 on it)
+        raise FileNotFoundError(errno.ENOENT, "no checkpoint file here; check the path", str(file_path))
     state = C.load_checkpoint(str(file_path), workspace.CurrentWorkspace(), parallel.scopes[0],
                               list(parallel.state_blobs))
     workspace.RunNetOnce(parallel.broadcast_net_bytes())

@@ -81,6 +81,8 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
             raise InvalidInput(f"Parallelize: {name} must be a whole number of at least {least}, got {value!r}")
     if not devices:
         raise InvalidInput("Parallelize: devices is empty; pass device ids such as devices=[0, 1]")
+    if isinstance(devices, (str, bytes)) or not all(isinstance(d, numbers.Integral) for d in devices):
+        raise InvalidInput(f"Parallelize: devices must be a list of device ids such as [0, 1], got {devices!r}")
     device_type = core.CPU if cpu_device else core.CUDA
     if device_type == core.CUDA and C.cuda_device_count() == 0:
         print(f"lockstep: no CUDA GPU here; running on CPU devices {', '.join(map(str, devices))}",
@@ -120,8 +122,8 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
             return []
         return [replica._scope_name(loss) for loss in ([losses] if isinstance(losses, str) else losses)]
 
-    model.parallel = C.parallelize(model._cpp, model, input_builder_fun, forward, update, options)
     _check_micro_batches(model, int(micro_batches))
+    model.parallel = C.parallelize(model._cpp, model, input_builder_fun, forward, update, options)
     model.shards = shards
     model.device_type = device_type
     if post_sync_builder_fun is not None:

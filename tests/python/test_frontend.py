@@ -205,6 +205,31 @@ def test_builder_exceptions_leave_parallelize_with_their_traceback():
     assert any(entry.name == "forward" for entry in raised.traceback)
 
 
+def test_a_builder_that_raises_leaves_the_model_as_it_was():
+    builders = fc_softmax_builders(0.5, 2, 8)
+    correct = builders["forward_pass_builder_fun"]
+
+    def half_built(model, loss_scale):
+        brew.fc(model, "data", "fc", 6, 3)
+        raise ValueError("a bug after the first layer")
+
+    model = model_helper.ModelHelper(name="retried")
+    with pytest.raises(ValueError, match="a bug after the first layer"):
+        data_parallel_model.Parallelize_CPU(model, **dict(builders, forward_pass_builder_fun=half_built))
+    assert len(model.net.Proto().op) == 0 and len(model.param_init_net.Proto().op) == 0
+    assert model.GetParams() == []
+    data_parallel_model.Parallelize_CPU(model, **dict(builders, forward_pass_builder_fun=correct))
+    assert model.GetParams()[:2] == ["cpu_0/fc_w", "cpu_0/fc_b"]
+
+
+@pytest.mark.parametrize("devices", ["01", [0, "1"], [0.5]])
+def test_parallelize_needs_device_ids(devices):
+    model = model_helper.ModelHelper(name="devices")
+    with pytest.raises(InvalidInput, match=r"^Parallelize: devices must be a list of device ids such as \[0, 1\], "
+                                           "got " + re.escape(repr(devices)) + "$"):
+        data_parallel_model.Parallelize_CPU(model, **dict(fc_softmax_builders(0.5, 2, 8), devices=devices))
+
+
 def test_parallelize_sends_the_gradients_in_the_wire_dtype_it_is_given():
     model = model_helper.ModelHelper(name="wire")
     data_parallel_model.Parallelize_CPU(model, **dict(fc_softmax_builders(0.5, 2, 8), allreduce_dtype="bfloat16"))

@@ -275,8 +275,9 @@ int BatchPerDevice(int batch_size, int devices, int shards) {
   return batch_size / replicas;
 }
 
-DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
-  ValidateOptions(model, o);
+namespace {
+
+DataParallelModel BuildDataParallel(ModelHelper& model, const ParallelOptions& o) {
   const int replicas = static_cast<int>(o.devices.size()) / o.devices_per_replica;
   const Device first_device{o.device_type, o.devices[0]};
   const bool single = replicas == 1 && o.num_shards == 1;
@@ -421,6 +422,20 @@ DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
   SetArgument(&net, Arg("device_lanes", int64_t{std::clamp(cores / threads, 1, devices)}));
   SetArgument(&net, Arg("intra_op_threads", int64_t{threads}));
   return dp;
+}
+
+}  // namespace
+
+DataParallelModel Parallelize(ModelHelper& model, const ParallelOptions& o) {
+  ValidateOptions(model, o);
+  // A builder that throws leaves the model as it was, so that the corrected call may build it again.
+  const ModelHelper before = model;
+  try {
+    return BuildDataParallel(model, o);
+  } catch (...) {
+    model = before;
+    throw;
+  }
 }
 
 }  // namespace lockstep
