@@ -24,6 +24,22 @@ TEST(Tensor, ScalarHasOneElement) {
   EXPECT_EQ(ShapeToString(t.shape()), "()");
 }
 
+// A shape whose element count wraps around 64 bits would get a small buffer under a huge shape.
+TEST(Tensor, ShapesBeyondAnyMemoryAreRefused) {
+  const int64_t wraps = (int64_t{1} << 62) + 1;  // times 4 is 2^64 + 4: 4 in 64 bits
+  try {
+    NumElements({wraps, 4});
+    FAIL() << "a wrapping shape was accepted";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "shape (4611686018427387905, 4) has more than 2^60 elements, more than any memory holds");
+  }
+  EXPECT_THROW(NumElements({int64_t{1} << 32, int64_t{1} << 32}), InvalidInput);  // wraps to 0
+  EXPECT_THROW(Tensor({int64_t{1} << 40, int64_t{1} << 30}, DataType::kFloat), InvalidInput);
+  EXPECT_EQ(NumElements({wraps, 4, 0}), 0);  // empty whatever the other dimensions
+  EXPECT_EQ(NumElements({int64_t{1} << 30, int64_t{1} << 30}), int64_t{1} << 60);
+}
+
 TEST(Schema, ArityAndInplaceAreChecked) {
   Workspace ws;
   Feed(&ws, "x", TensorFromValues({1}, {1.0f}));

@@ -61,11 +61,18 @@ std::string ShapeToString(const Shape& shape) {
 }
 
 int64_t NumElements(const Shape& shape) {
+  // Bounded well below 2^63 so that the byte count of any dtype fits too.
+  constexpr int64_t kMostElements = int64_t{1} << 60;
   int64_t n = 1;
+  bool too_many = false;
   for (int64_t d : shape) {
     LOCKSTEP_ENFORCE_GE(d, 0, "negative dimension in shape {}", ShapeToString(shape));
-    n *= d;
+    too_many |= __builtin_mul_overflow(n, d, &n) || n > kMostElements;
   }
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+  if (too_many)
+    throw InvalidInput(fmt::format("shape {} has more than 2^60 elements, more than any memory holds",
+                                   ShapeToString(shape)));
   return n;
 }
 
