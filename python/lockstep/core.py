@@ -49,7 +49,20 @@ class DeviceOption:
 
 
 class BlobReference(str):
-    """A blob's full name (scopes included): used as given, never scoped again."""
+    """A blob's full name (scopes included): used as given, never scoped again. Adding a string to it gives
+    a BlobReference, as in Caffe2 (``p + "_momentum"`` names the blob beside ``p``, in its scope)."""
+
+    def __add__(self, other):
+        return BlobReference(str.__add__(self, _name_part(other)))
+
+    def __radd__(self, other):
+        return BlobReference(_name_part(other) + str(self))
+
+
+def _name_part(other):
+    if not isinstance(other, str):
+        raise TypeError(f"a BlobReference adds strings only, not {type(other).__name__}")
+    return str(other)
 
 
 def CurrentNameScope():

@@ -123,7 +123,8 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
         return [replica._scope_name(loss) for loss in ([losses] if isinstance(losses, str) else losses)]
 
     _check_micro_batches(model, int(micro_batches))
-    model.parallel = C.parallelize(model._cpp, model, input_builder_fun, forward, update, options)
+    model.parallel = C.parallelize(model._cpp, model, _in_replica_scopes(input_builder_fun),
+                                   _in_replica_scopes(forward), update and _in_replica_scopes(update), options)
     model.shards = shards
     model.device_type = device_type
     if post_sync_builder_fun is not None:
@@ -133,6 +134,17 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
     if shards is not None:
         shards.agree_on_model(model._cpp, model.parallel, [])
     return model.parallel
+
+
+def _in_replica_scopes(builder):
+    """``builder`` called under the replica's core.NameScope and core.DeviceScope, as Caffe2 calls it: the
+    scopes Parallelize gave the model, so that GetParams() and CurrentNameScope() name this replica's."""
+    def call(model, *args):
+        device = model._cpp.device
+        with core.NameScope(model._cpp.scoped(""), reset=True), \
+                core.DeviceScope(core.DeviceOption(device.type, device.id)):
+            return builder(model, *args)
+    return call
 
 
 def _check_micro_batches(model, micro_batches):

@@ -163,6 +163,9 @@ class ModelHelper:
         """Applies core.NameScope and core.DeviceScope to the C++ model for the ops added inside."""
         with contextlib.ExitStack() as stack:
             names = core.CurrentNameScope()
+            applied = self._cpp.scoped("")  # Parallelize's replica scope, which the builders see too
+            if applied and names.startswith(applied):
+                names = names[len(applied):]
             if names:
                 stack.enter_context(C.NameScope(self._cpp, names))
             device = core.CurrentDeviceScope()

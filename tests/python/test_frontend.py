@@ -310,3 +310,45 @@ def test_ctrl_c_interrupts_run_net_between_iterations():
             process.wait()
     assert out == "interrupted 0.5\n"
     assert process.returncode == 0
+
+
+def test_builders_run_under_the_replicas_scopes_as_in_caffe2():
+    """The Multi-GPU tutorial's update: GetParams() inside the builder names this replica's parameters, and a
+    blob named from one (a BlobReference plus a string) stays in its scope."""
+    seen = []
+
+    def forward(model, loss_scale):
+        seen.append((core.CurrentNameScope(), core.CurrentDeviceScope()))
+        logits = brew.fc(model, "data", "fc", 6, 3)
+        with core.NameScope("head"):
+            logits = brew.fc(model, logits, "fc2", 3, 3)
+        _, loss = brew.softmax_with_loss(model, [logits, "label"], ["softmax", "loss"])
+        return [brew.scale(model, loss, "scaled_loss", scale=loss_scale)]
+
+    def update(model):
+        params = model.GetParams()
+        seen.append(params)
+        lr = model.param_init_net.ConstantFill([], "lr", shape=[1], value=-0.1)
+        one = model.param_init_net.ConstantFill([], "one", shape=[1], value=1.0)
+        for param in params:
+            momentum = model.param_init_net.ConstantFill([param], param + "_momentum", value=0.0)
+            assert isinstance(momentum, core.BlobReference) and momentum == param + "_momentum"
+            model.net.WeightedSum([param, one, model.param_to_grad[param], lr], param)
+
+    model = model_helper.ModelHelper(name="tutorial_update")
+    data_parallel_model.Parallelize_CPU(model, input_builder_fun=lambda m: None, forward_pass_builder_fun=forward,
+                                        param_update_builder_fun=update, devices=[0, 1])
+    assert seen == [("cpu_0/", core.DeviceOption(core.CPU, 0)), ("cpu_1/", core.DeviceOption(core.CPU, 1)),
+                    ["cpu_0/fc_w", "cpu_0/fc_b", "cpu_0/head/fc2_w", "cpu_0/head/fc2_b"],
+                    ["cpu_1/fc_w", "cpu_1/fc_b", "cpu_1/head/fc2_w", "cpu_1/head/fc2_b"]]
+    outputs = {output for op in model.param_init_net.Proto().op for output in op.output}
+    assert {"cpu_0/fc_w_momentum", "cpu_1/head/fc2_b_momentum", "cpu_1/lr"} <= outputs
+    assert core.CurrentNameScope() == "" and core.CurrentDeviceScope() is None
+
+
+def test_a_blob_reference_plus_a_string_is_a_blob_reference():
+    ref = core.BlobReference("gpu_0/fc_w")
+    assert type(ref + "_grad") is core.BlobReference and ref + "_grad" == "gpu_0/fc_w_grad"
+    assert type("old_" + ref) is core.BlobReference and "old_" + ref == "old_gpu_0/fc_w"
+    with pytest.raises(TypeError, match="a BlobReference adds strings only, not int"):
+        ref + 1
