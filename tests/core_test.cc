@@ -3,6 +3,7 @@
 
 #include <atomic>
 
+#include "lockstep/core/device_backend.h"
 #include "test_util.h"
 
 namespace lockstep::testing {
@@ -53,16 +54,25 @@ TEST(Schema, ArityAndInplaceAreChecked) {
   EXPECT_THROW(CreateOperator(MakeOperatorDef("Accuracy", {"x", "y"}, {"x"}), &ws), InvalidInput);
 }
 
-TEST(Registry, UnknownTypeListsKnownOnes) {
+TEST(Registry, UnknownTypeNamesTheClosestKnownOnes) {
   Workspace ws;
-  try {
-    CreateOperator(MakeOperatorDef("Frobnicate", {}, {"y"}), &ws);
-    FAIL();
-  } catch (const InvalidInput& e) {
-    std::string message = e.what();
-    EXPECT_NE(message.find("unknown operator type 'Frobnicate'"), std::string::npos);
-    EXPECT_NE(message.find("Relu"), std::string::npos) << message;
-  }
+  auto refusal = [&](const std::string& type, const Device& device = {}) {
+    OperatorDef def = MakeOperatorDef(type, {"x"}, {"y"});
+    def.mutable_device_option()->set_device_type(static_cast<int>(device.type));
+    try {
+      CreateOperator(def, &ws);
+    } catch (const InvalidInput& e) {
+      return std::string(e.what());
+    }
+    return std::string("created");
+  };
+  EXPECT_EQ(refusal("Frobnicate"), "unknown operator type 'Frobnicate'; `lockstep ops` lists them");
+  EXPECT_EQ(refusal("Rleu"), "unknown operator type 'Rleu'; did you mean Relu?");
+  if (!FindDeviceBackend(DeviceType::kCuda))
+    EXPECT_EQ(
+        refusal("Relu", {DeviceType::kCuda, 0}),
+        "Relu(x) -> y is placed on gpu:0, but this lockstep was built without CUDA (LOCKSTEP_CUDA=OFF); "
+        "place it on the CPU");
 }
 
 TEST(Registry, UnknownEngineFallsBackToTheDefaultImplementation) {

@@ -5,6 +5,8 @@ their operators on a device. Both nest, and both add to the scopes that ``data_p
 sets for each replica.
 """
 import contextlib
+import difflib
+import functools
 import sys
 import threading
 
@@ -104,6 +106,23 @@ def DeviceScope(device_option):
 def ScopedName(name):
     """``name`` under the current name scope."""
     return CurrentNameScope() + name
+
+
+@functools.lru_cache(maxsize=None)
+def _operator_types():
+    return frozenset(C.schema_types())
+
+
+def OperatorMethod(owner, op_type):
+    """``owner.Relu(inputs, outputs, **args)``: owner.AddOperator("Relu", ...). A name that is no operator type
+    is an AttributeError, as in Caffe2 (so that a misspelled method fails where it is called)."""
+    if op_type.startswith("_"):
+        raise AttributeError(op_type)
+    if op_type not in _operator_types():
+        close = difflib.get_close_matches(op_type, sorted(_operator_types()), n=3)
+        hint = f"; did you mean {' or '.join(close)}?" if close else "; `lockstep ops` lists the operators"
+        raise AttributeError(f"{type(owner).__name__} has no attribute or operator type '{op_type}'{hint}")
+    return lambda inputs=(), outputs=None, **kwargs: owner.AddOperator(op_type, inputs, outputs, **kwargs)
 
 
 def schema(op_type):
@@ -231,9 +250,7 @@ class Net:
         return refs[0] if len(refs) == 1 else refs
 
     def __getattr__(self, op_type):
-        if op_type.startswith("_"):
-            raise AttributeError(op_type)
-        return lambda inputs=(), outputs=None, **kwargs: self.AddOperator(op_type, inputs, outputs, **kwargs)
+        return OperatorMethod(self, op_type)
 
     def RunAllOnGPU(self, gpu_id=0, use_cudnn=False):
         """Places every operator on CUDA device ``gpu_id`` (lockstep picks cuDNN on CUDA devices itself); where

@@ -9,10 +9,6 @@ from lockstep import core
 from lockstep._core import C, InvalidInput
 
 
-def _known_types(device_type):
-    return C.operator_types(device_type)
-
-
 class Net:
     """One of a model's nets. ``net.Relu("x", "y")`` adds a Relu; plain names are scoped, BlobReferences
     are used as given. Returns the output as a BlobReference, or a tuple of them for several outputs."""
@@ -36,18 +32,12 @@ class Net:
         return self.Name()
 
     def __getattr__(self, op_type):
-        if op_type.startswith("_"):
-            raise AttributeError(op_type)
-        return lambda inputs=(), outputs=None, **args: self.AddOperator(op_type, inputs, outputs, **args)
+        return core.OperatorMethod(self, op_type)
 
     def AddOperator(self, op_type, inputs=(), outputs=None, **args):
         model = self._model
         with model.scopes():
             device = model._cpp.device
-            known = _known_types(device.type)
-            if op_type not in known:
-                raise InvalidInput(f"unknown operator type '{op_type}' on {device}; known types: "
-                                   + ", ".join(known))
             inputs = [model._scope_name(name) for name in _as_list(inputs)]
             if outputs is None:
                 outputs = 1
@@ -180,6 +170,5 @@ class ModelHelper:
 
     def __getattr__(self, op_type):
         # model.Scale(...), model.SoftmaxWithLoss(...): operators added to the net, as in Caffe2.
-        if op_type.startswith("_") or op_type not in _known_types(core.CPU):
-            raise AttributeError(f"ModelHelper has no attribute or operator '{op_type}'")
+        core.OperatorMethod(self, op_type)  # an AttributeError for a name that is no operator type
         return getattr(self.net, op_type)

@@ -55,10 +55,16 @@ def test_any_registered_operator_through_net_attributes():
     np.testing.assert_array_equal(workspace.FetchBlob("y"), np.full(3, 5.0, np.float32))
 
 
-def test_unknown_operator_names_the_known_types():
+def test_a_name_that_is_no_operator_type_is_no_attribute():
     model = model_helper.ModelHelper(name="m")
-    with pytest.raises(InvalidInput, match=r"unknown operator type 'Bogus' on cpu:0; known types: .*Conv.*FC"):
-        model.net.Bogus("a", "b")
+    with pytest.raises(AttributeError, match=r"^Net has no attribute or operator type 'Rleu'; did you mean Relu"):
+        model.net.Rleu("a", "b")
+    with pytest.raises(AttributeError, match=r"^Net has no attribute or operator type 'AddExternalInput'"):
+        model.net.AddExternalInput("x")
+    with pytest.raises(AttributeError, match=r"^ModelHelper has no attribute or operator type 'Bogus'"):
+        model.Bogus("a", "b")
+    assert not hasattr(core.Net("n"), "external_inputs") and not hasattr(model, "_private")
+    assert len(model.net.Proto().op) == 0
     with pytest.raises(InvalidInput, match="argument 'scale' is a dict"):
         model.net.Scale("x", "y", scale={})
     with pytest.raises(InvalidInput, match="brew.conv: unknown argument 'strides'"):

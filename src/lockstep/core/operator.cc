@@ -4,6 +4,7 @@
 #include <map>
 #include <tuple>
 
+#include "lockstep/core/device_backend.h"
 #include "lockstep/core/schema.h"
 
 namespace lockstep {
@@ -69,16 +70,17 @@ std::unique_ptr<Operator> CreateOperator(const OperatorDef& def, Workspace* ws) 
   auto it = factories.find({def.type(), device, def.engine()});
   if (it == factories.end()) it = factories.find({def.type(), device, ""});
   if (it == factories.end()) {
-    for (const auto& [key, factory] : factories)
-      if (std::get<0>(key) == def.type())
-        throw InvalidInput(
-            fmt::format("{}: operator '{}' has no {} implementation; place it on a device "
-                        "that has one (its device_option), e.g. the CPU",
-                        DescribeOperator(def), def.type(),
-                        device == static_cast<int>(DeviceType::kCuda) ? "CUDA" : "CPU"));
-    auto known = OperatorRegistry::Types(static_cast<DeviceType>(device));
-    throw InvalidInput(fmt::format("unknown operator type '{}' on {}; known types: {}", def.type(),
-                                   DeviceOf(def).ToString(), fmt::join(known, ", ")));
+    SchemaRegistry::Of(def);  // an unknown type is refused naming the closest known ones
+    const bool cuda = device == static_cast<int>(DeviceType::kCuda);
+    if (cuda && !FindDeviceBackend(DeviceType::kCuda))
+      throw InvalidInput(
+          fmt::format("{} is placed on {}, but this lockstep was built without CUDA (LOCKSTEP_CUDA=OFF); "
+                      "place it on the CPU",
+                      DescribeOperator(def), DeviceOf(def).ToString()));
+    throw InvalidInput(fmt::format(
+        "{}: operator '{}' has no {} implementation; place it on a device that has one (its device_option), "
+        "e.g. the CPU",
+        DescribeOperator(def), def.type(), cuda ? "CUDA" : "CPU"));
   }
   return it->second(def, ws);
 }

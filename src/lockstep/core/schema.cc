@@ -471,7 +471,8 @@ const OpSchema& SchemaRegistry::Of(const OperatorDef& def) {
   const OpSchema* schema = Find(def.type());
   if (schema) return *schema;
   const std::vector<std::string> closest = ClosestNames(def.type(), Types());
-  if (closest.empty()) throw InvalidInput(fmt::format("unknown operator type '{}'", def.type()));
+  if (closest.empty())
+    throw InvalidInput(fmt::format("unknown operator type '{}'; `lockstep ops` lists them", def.type()));
   throw InvalidInput(
       fmt::format("unknown operator type '{}'; did you mean {}?", def.type(), fmt::join(closest, ", ")));
 }
