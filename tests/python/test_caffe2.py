@@ -300,6 +300,23 @@ def test_cnn_model_helper_layers_are_brews():
     assert model.params == ["conv_w", "conv_b", "fc_w", "fc_b"]
 
 
+def test_arg_scope_initializers_and_create_param_with_an_initializer():
+    model = model_helper.ModelHelper(name="initializers")
+    with brew.arg_scope([brew.conv], weight_init=("ConstantFill", {"value": 0.5})):
+        brew.conv(model, "data", "scoped", 1, 2, 3)
+        brew.conv(model, "data", "own", 1, 2, 3, weight_init=("ConstantFill", {"value": 0.25}))
+    with brew.arg_scope([brew.fc], WeightInitializer=Initializer("ConstantFill", value=3.0)):
+        brew.fc(model, "x", "fc", 2, 2)
+    model.create_param("p", [3], Initializer("ConstantFill", value=2.0))
+    model.create_param("stat", [2], Initializer("ConstantFill", value=1.0), tags=["COMPUTED_PARAM"])
+    workspace.RunNetOnce(model.param_init_net)
+    for blob, value in (("scoped_w", 0.5), ("own_w", 0.25), ("fc_w", 3.0), ("p", 2.0), ("stat", 1.0)):
+        assert np.all(workspace.FetchBlob(blob) == value), blob
+    assert "stat" not in model.GetParams() and "stat" in model.GetComputedParams()
+    with pytest.raises(Unsupported, match="the Initializer names no fill operator"):
+        model.create_param("q", [3], Initializer())
+
+
 def test_brew_softmax_as_the_mnist_tutorial_writes_it():
     model = model_helper.ModelHelper(name="tutorial")
     with core.NameScope("gpu_0"):

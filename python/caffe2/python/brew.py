@@ -55,28 +55,34 @@ def _compute_options(layer, kwargs):
         refuse(f"brew.{layer}: transform_inputs is not supported")
 
 
-def _parameters(layer, kwargs, weight_init, bias_init, WeightInitializer, BiasInitializer):
+def _parameters(layer, kwargs, given):
     """A conv's or fc's keyword arguments (arg_scope's under the given ones) and its weight and bias
-    initializers as lockstep's (fill type, args) pairs."""
+    initializers as lockstep's (fill type, args) pairs. ``given``: the call's own weight_init, bias_init,
+    WeightInitializer and BiasInitializer (None where not given), which an arg_scope may also set."""
     kwargs = _arguments(layer, kwargs)
-    WeightInitializer = kwargs.pop("WeightInitializer", WeightInitializer)
-    BiasInitializer = kwargs.pop("BiasInitializer", BiasInitializer)
+    chosen = {name: kwargs.pop(name, None) if value is None else value for name, value in given.items()}
+    for name in given:
+        kwargs.pop(name, None)
     _compute_options(layer, kwargs)
-    weight = _initializer(layer, WeightInitializer, weight_init, ("XavierFill", {}))
-    bias = _initializer(layer, BiasInitializer, bias_init, ("ConstantFill", {"value": 0.0}))
+    weight = _initializer(layer, chosen["WeightInitializer"], chosen["weight_init"], ("XavierFill", {}))
+    bias = _initializer(layer, chosen["BiasInitializer"], chosen["bias_init"], ("ConstantFill", {"value": 0.0}))
     return kwargs, weight, bias
 
 
 def conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=None, bias_init=None,
          WeightInitializer=None, BiasInitializer=None, **kwargs):
-    kwargs, weight, bias = _parameters("conv", kwargs, weight_init, bias_init, WeightInitializer, BiasInitializer)
+    kwargs, weight, bias = _parameters("conv", kwargs, dict(
+        weight_init=weight_init, bias_init=bias_init, WeightInitializer=WeightInitializer,
+        BiasInitializer=BiasInitializer))
     return _brew.conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=weight, bias_init=bias,
                       **kwargs)
 
 
 def fc(model, blob_in, blob_out, dim_in, dim_out, weight_init=None, bias_init=None, WeightInitializer=None,
        BiasInitializer=None, **kwargs):
-    kwargs, weight, bias = _parameters("fc", kwargs, weight_init, bias_init, WeightInitializer, BiasInitializer)
+    kwargs, weight, bias = _parameters("fc", kwargs, dict(
+        weight_init=weight_init, bias_init=bias_init, WeightInitializer=WeightInitializer,
+        BiasInitializer=BiasInitializer))
     return _brew.fc(model, blob_in, blob_out, dim_in, dim_out, weight_init=weight, bias_init=bias, **kwargs)
 
 

@@ -1,5 +1,6 @@
 """Caffe2's ``model_helper`` over lockstep's: ``ModelHelper`` with Caffe2's constructor arguments."""
 from caffe2.python._unsupported import refuse
+from caffe2.python.modeling.initializers import Initializer, PseudoFP16Initializer
 from lockstep import core
 from lockstep import model_helper as _model_helper
 from lockstep.model_helper import ParameterInfo  # noqa: F401 (re-exported)
@@ -15,6 +16,19 @@ class ModelHelper(_model_helper.ModelHelper):
             refuse("ModelHelper(param_model=...) (sharing another model's parameters) is not supported")
         super().__init__(name=name or "model", init_params=init_params, arg_scope=arg_scope, seed=seed)
         self._readers = {}  # CreateDB's readers, created by the first brew.image_input that reads them
+
+    def create_param(self, param_name, shape, initializer, tags=None):
+        """A parameter filled by ``initializer``: Caffe2's Initializer, or lockstep's (fill type, args)."""
+        if isinstance(initializer, Initializer):
+            if initializer.operator_name is None:
+                refuse("ModelHelper.create_param: the Initializer names no fill operator")
+            if isinstance(initializer, PseudoFP16Initializer):
+                refuse("ModelHelper.create_param: PseudoFP16Initializer (float16 parameters) is not supported; "
+                       "lockstep keeps parameters float32")
+            initializer = initializer.fill(None)
+        # Caffe2's ParameterTags are "WEIGHT", "BIAS" and "COMPUTED_PARAM", alone or in a list.
+        tag = str((tags[0] if tags else None) if isinstance(tags, (list, tuple)) else tags or "weight").lower()
+        return super().create_param(param_name, shape, initializer, {"computed_param": "computed"}.get(tag, tag))
 
     def CreateDB(self, blob_out, db, db_type, **kwargs):
         """A reader of database ``db``. Its batch and image geometry come from brew.image_input, which adds
