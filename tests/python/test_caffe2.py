@@ -369,6 +369,9 @@ def test_unsupported_features_stop_with_one_line_naming_them():
         (lambda: data_parallel_model_utils.ShiftActivationDevices(model, [], {}), "ShiftActivationDevices"),
         (lambda: data_parallel_model.Parallelize(model, None, None, net_transformer_fun=lambda *a: None),
          "net transformer"),
+        (lambda: workspace.SwitchWorkspace("other"), "caffe2.python.workspace.SwitchWorkspace is not supported"),
+        (lambda: brew.lrn, "caffe2.python.brew.lrn is not supported"),
+        (lambda: __import__("caffe2.python.net_drawer"), "caffe2.python.net_drawer is not supported"),
     ]
     for call, name in refusals:
         with pytest.raises(Unsupported) as refused:
@@ -379,6 +382,7 @@ def test_unsupported_features_stop_with_one_line_naming_them():
         import caffe2.python.rnn_cell  # noqa: F401
     with pytest.raises(AttributeError, match="no attribute or operator type 'NCCLAllreduce'"):
         model.net.NCCLAllreduce(["a", "b"], ["a", "b"])
+    assert not hasattr(workspace, "_private") and workspace.has_hip_support is False
 
 
 def test_refusal_ends_a_program_with_one_line():

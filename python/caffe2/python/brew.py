@@ -3,7 +3,7 @@ arguments (``WeightInitializer`` / ``BiasInitializer``). Layers build through lo
 import contextlib
 import threading
 
-from caffe2.python._unsupported import refuse
+from caffe2.python._unsupported import missing_names, refuse
 from caffe2.python.modeling.initializers import Initializer, PseudoFP16Initializer
 from lockstep import brew as _brew
 from lockstep import core
@@ -151,3 +151,7 @@ def image_input(model, blob_in, blob_out, order="NCHW", use_gpu_transform=False,
     elif reader["created"] != args:
         refuse(f"brew.image_input: reader {blob_in} is read with different arguments by another replica")
     return _brew.image_input(model, str(blob_in), blob_out)
+
+
+# Caffe2 names this adapter lacks: one line naming them.
+__getattr__ = missing_names("caffe2.python.brew")

@@ -3,6 +3,8 @@
 ``DeviceOption`` returns the DeviceOption message, as Caffe2's does; everything that takes a device takes it.
 """
 from caffe2.proto import caffe2_pb2
+from caffe2.python._unsupported import missing_names
+from caffe2.python.workspace import GlobalInit  # noqa: F401 (Caffe2's core has it too)
 from lockstep import core as _core
 from lockstep.core import (  # noqa: F401 (Caffe2's names, re-exported)
     CreateOperator, CurrentDeviceScope, CurrentNameScope, DataType, DeviceScope, MakeArgument, NameScope, Net,
@@ -34,3 +36,7 @@ class BlobReference(_core.BlobReference):
 
     def GetUnscopedName(self):
         return self[self.rfind("/") + 1:]
+
+
+# Caffe2 names this adapter lacks: one line naming them.
+__getattr__ = missing_names("caffe2.python.core")

@@ -1,6 +1,6 @@
 """Caffe2's ``optimizer`` over lockstep's: momentum SGD with Caffe2's keyword arguments and defaults (policy
 "fixed", Nesterov momentum unless ``nesterov=0``), weight decay on the weights."""
-from caffe2.python._unsupported import refuse
+from caffe2.python._unsupported import missing_names, refuse
 from lockstep import optimizer as _optimizer
 from lockstep.optimizer import add_weight_decay  # noqa: F401 (re-exported)
 
@@ -47,3 +47,7 @@ build_adagrad = _refuse_optimizer("build_adagrad")
 build_adam = _refuse_optimizer("build_adam")
 build_ftrl = _refuse_optimizer("build_ftrl")
 build_rms_prop = _refuse_optimizer("build_rms_prop")
+
+
+# Caffe2 names this adapter lacks: one line naming them.
+__getattr__ = missing_names("caffe2.python.optimizer")

@@ -1,11 +1,14 @@
 """Caffe2's ``workspace`` over lockstep's: one default workspace, blobs fed and fetched as numpy arrays,
 nets created once and run many times in C++."""
+from caffe2.python._unsupported import missing_names
 from lockstep import core
 from lockstep import workspace as _workspace
 from lockstep._core import C
 from lockstep.workspace import (  # noqa: F401 (Caffe2's names, re-exported)
     Blobs, CreateNet, FeedBlob, FetchBlob, FetchBlobs, GpuDeviceType, HasBlob, NumCudaDevices, NumGpuDevices,
     ResetWorkspace, RunNet, RunNetOnce, RunOperatorsOnce, has_gpu_support)
+
+has_hip_support = False  # Caffe2's programs test it beside has_gpu_support
 
 # What FileStoreHandlerCreate / RedisStoreHandlerCreate said about where the shards meet, by the handler's
 # blob: data_parallel_model's rendezvous(kv_handler=...) meets there.
@@ -37,3 +40,7 @@ def RunOperatorOnce(operator):
         if operator.type not in C.operator_types(core.CPU):
             return True  # a build without the op: Parallelize meets the other shards from these settings
     return _workspace.RunOperatorOnce(operator)
+
+
+# Caffe2 names this adapter lacks: one line naming them.
+__getattr__ = missing_names("caffe2.python.workspace")
