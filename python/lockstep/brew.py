@@ -5,6 +5,8 @@ defaults the operators' schemas declare (``core.schema``).
 Initializers are ``(fill_type, {args})`` pairs, e.g. ``("GaussianFill", {"std": 0.01})``; conv and fc default
 to XavierFill weights and zero biases. ``model.arg_scope`` supplies default keyword arguments.
 """
+import numbers
+
 from lockstep import core
 from lockstep._core import C, InvalidInput
 
@@ -24,8 +26,17 @@ def _options(layer, model, kwargs, known):
                 raise InvalidInput(f"brew.{layer}: {name}={value!r} is not supported; lockstep uses "
                                    f"{name}={_ACCEPTED[name]!r}")
         elif name not in known:
-            raise InvalidInput(f"brew.{layer}: unknown argument '{name}'; known: {', '.join(sorted(known))}")
+            hint = f"known: {', '.join(sorted(known))}" if known else "it takes no other keyword arguments"
+            raise InvalidInput(f"brew.{layer}: unknown argument '{name}'; {hint}")
     return {k: v for k, v in merged.items() if k in known}
+
+
+def _sizes(layer, **sizes):
+    """Channel counts and kernel sizes are whole numbers of at least 1: a float (a dim_in computed with /)
+    is refused here in one line, not by the binding in many."""
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise InvalidInput(f"brew.{layer}: {name} must be a whole number of at least 1, got {value!r}")
 
 
 def _fill(init, default, layer):
@@ -47,6 +58,7 @@ def _out(name):
 
 
 def conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=None, bias_init=None, **kwargs):
+    _sizes("conv", dim_in=dim_in, dim_out=dim_out, kernel=kernel)
     known = {"stride", "pad", "dilation", "group", "no_bias"}
     o = {**core.arg_defaults("Conv"), **_options("conv", model, kwargs, known)}
     w, b = _fill(weight_init, _XAVIER, "conv"), _fill(bias_init, _ZERO, "conv")
@@ -56,6 +68,7 @@ def conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=None, bi
 
 
 def fc(model, blob_in, blob_out, dim_in, dim_out, weight_init=None, bias_init=None, **kwargs):
+    _sizes("fc", dim_in=dim_in, dim_out=dim_out)
     _options("fc", model, kwargs, set())
     w, b = _fill(weight_init, _XAVIER, "fc"), _fill(bias_init, _ZERO, "fc")
     with model.scopes():
@@ -91,6 +104,7 @@ def average_pool(model, blob_in, blob_out, **kwargs):
 
 def spatial_bn(model, blob_in, blob_out, dim_in, epsilon=None, momentum=None, is_test=False, **kwargs):
     """epsilon and momentum default to SpatialBN's."""
+    _sizes("spatial_bn", dim_in=dim_in)
     _options("spatial_bn", model, kwargs, set())
     defaults = core.arg_defaults("SpatialBN")
     epsilon = defaults["epsilon"] if epsilon is None else epsilon

@@ -73,6 +73,25 @@ def test_a_name_that_is_no_operator_type_is_no_attribute():
         brew.conv(model, "data", "c", 1, 1, 3, order="NHWC")
 
 
+@pytest.mark.parametrize("build, message", [
+    (lambda m: brew.fc(m, "x", "f", 4.0, 5), r"brew.fc: dim_in must be a whole number of at least 1, got 4.0"),
+    (lambda m: brew.fc(m, "x", "f", 4, -5), r"brew.fc: dim_out must be a whole number of at least 1, got -5"),
+    (lambda m: brew.conv(m, "x", "c", 1, 2, 0), r"brew.conv: kernel must be a whole number of at least 1, got 0"),
+    (lambda m: brew.fc(m, "x", "f", 4, 5, axiz=2),
+     r"brew.fc: unknown argument 'axiz'; it takes no other keyword arguments"),
+    (lambda m: brew.fc(m, "x", "f", 4, 5, weight_init=("FooFill", {})),
+     r"unknown operator type 'FooFill'; `lockstep ops` lists them"),
+    (lambda m: brew.conv(m, "x", "c", 1, 2, 3, weight_init=("GaussianFill", {"sigma": 1.0})),
+     r"GaussianFill\(\) -> c_w: unknown argument 'sigma'"),
+    (lambda m: [brew.fc(m, "x", "f", 4, 5), brew.fc(m, "y", "f", 5, 5)],
+     r"parameter 'f_w' is created twice in model 'layers'; give each layer its own name"),
+])
+def test_layer_mistakes_are_refused_where_the_layer_is_built(build, message):
+    model = model_helper.ModelHelper(name="layers")
+    with pytest.raises(InvalidInput, match=message):
+        build(model)
+
+
 def test_feed_and_fetch_keep_values_and_types():
     for dtype in (np.float32, np.float16, np.int32, np.int64, np.uint8):
         value = (np.arange(24).reshape(2, 3, 4) % 7).astype(dtype)

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "lockstep/core/gradient.h"
+#include "lockstep/core/schema.h"
 
 namespace lockstep {
 namespace {
@@ -51,15 +52,20 @@ std::string ModelHelper::CreateParam(const std::string& name, const Shape& shape
                                      ParamTag tag) {
   std::string scoped = Scoped(name);
   for (const auto& param : params_)
-    LOCKSTEP_ENFORCE(param.name != scoped, "parameter '{}' created twice in model '{}'", scoped, net_.name());
+    if (param.name == scoped)
+      throw InvalidInput(
+          fmt::format("parameter '{}' is created twice in model '{}'; give each layer its own name", scoped,
+                      net_.name()));
+  std::vector<Arg> args = fill.args;
+  args.emplace_back("shape", std::vector<int64_t>(shape.begin(), shape.end()));
+  OperatorDef op = MakeOperatorDef(fill.type, {}, {scoped}, args);
+  // A misspelled fill or fill argument fails here, where the layer is built, not at the first run.
+  SchemaRegistry::Of(op).Verify(op);
   params_.push_back({scoped, shape, tag, device_});
   if (init_params_) {
-    std::vector<Arg> args = fill.args;
-    args.emplace_back("shape", std::vector<int64_t>(shape.begin(), shape.end()));
-    OperatorDef* op = param_init_net_.add_op();
-    *op = MakeOperatorDef(fill.type, {}, {scoped}, args);
-    SetDevice(op, device_);
-    op->mutable_device_option()->set_random_seed(FillSeed(seed_, name));
+    SetDevice(&op, device_);
+    op.mutable_device_option()->set_random_seed(FillSeed(seed_, name));
+    *param_init_net_.add_op() = std::move(op);
   }
   return scoped;
 }
