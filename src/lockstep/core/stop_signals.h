@@ -3,6 +3,7 @@
 // other processes gives up (Stopped).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "lockstep/core/enforce.h"
@@ -10,7 +11,8 @@
 namespace lockstep {
 
 // While alive, SIGINT and SIGTERM set the stop request instead of ending the process; a second one ends it
-// at once, as without the guard. The previous handlers come back when it is destroyed.
+// at once, as without the guard, unless it comes within kRepeatedSignalMs of the first. The previous handlers
+// come back when it is destroyed.
 class StopOnSignals {
  public:
   StopOnSignals();
@@ -18,6 +20,13 @@ class StopOnSignals {
   StopOnSignals(const StopOnSignals&) = delete;
   StopOnSignals& operator=(const StopOnSignals&) = delete;
 };
+
+// A stop signal this soon after the one before is the same request delivered twice, not a second Ctrl-C:
+// timeout(1) signals its child and then the child's process group, as a terminal may.
+constexpr int64_t kRepeatedSignalMs = 1000;
+
+// CLOCK_MONOTONIC in milliseconds; safe in a signal handler.
+int64_t SignalClockMs();
 
 // The signal that asked this process to stop, or 0; cheap enough to read after every step.
 int StopRequested();

@@ -18,6 +18,7 @@
 #include "lockstep/comm/launcher.h"
 #include "lockstep/comm/rendezvous.h"
 #include "lockstep/core/enforce.h"
+#include "lockstep/core/stop_signals.h"
 #include "lockstep/launch/shard_processes.h"
 #include "lockstep/train/checkpoint.h"
 
@@ -27,9 +28,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 volatile std::sig_atomic_t stop_signal = 0, stop_signals = 0;  // the last one, and how many came
+int64_t last_signal_ms = 0;                                    // written by the handler only
 void OnStopSignal(int signal) {
+  // The handler blocks both signals: no other writer runs meanwhile.
+  const int64_t now = SignalClockMs();
+  if (stop_signals > 0 && now - last_signal_ms < kRepeatedSignalMs) return;  // the same request twice
+  last_signal_ms = now;
   stop_signal = signal;
-  stop_signals = stop_signals + 1;  // the handler blocks both signals: no other writer runs meanwhile
+  stop_signals = stop_signals + 1;
 }
 
 // Seconds between SIGTERM and SIGKILL for shards stopped after a failure: the survivors may wait on a dead or
