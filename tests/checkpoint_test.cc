@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <regex>
 
 #include "lockstep/train/checkpoint_writer.h"
+#include "lockstep/train/run_outputs.h"
 #include "lockstep/train/safetensors.h"
 #include "lockstep/train/trainer.h"
 #include "synthetic_lenet.h"
@@ -148,6 +150,10 @@ TEST(MidEpochCheckpoints, ResumeNeedsTheBatchAndEpochSizeItWasSavedWith) {
   config.checkpoint_every_iters = 10;
   Train(config);
   config.load_model_path = IterationCheckpointPath(dir.string(), "m", 10);
+  // The checkpoints after step 10 aside: a resume from it would write over them.
+  const fs::path later = FreshDir("mid_epoch_size_later");
+  for (const char* name : {"m_1.safetensors", "m_iter0000000020.safetensors", "m_2.safetensors"})
+    fs::rename(dir / name, later / name);
   struct Case {
     int batch_size;
     int64_t epoch_size;
@@ -173,6 +179,7 @@ TEST(MidEpochCheckpoints, ResumeNeedsTheBatchAndEpochSizeItWasSavedWith) {
     }
   }
   // From an epoch's checkpoint the batch may change.
+  for (const auto& entry : fs::directory_iterator(later)) fs::rename(entry.path(), dir / entry.path().filename());
   config.num_epochs = 3;
   config.load_model_path = (dir / "m_2.safetensors").string();
   EXPECT_FALSE(Train(config).complete);
@@ -380,14 +387,57 @@ TEST(CheckpointWriter, AFreshRunDoesNotOverwriteAnEarlierRunsCheckpoints) {
   crossed.load_model_path = (dir / "m_2.safetensors").string();  // its own: it goes on
   EXPECT_FALSE(Train(crossed).complete);
 
-  // --load_model_path latest asks to resume: where nothing of the name can be resumed, the run starts fresh.
+  // Resumed from an earlier point of its own run, it would write over m_2 and m_3.
+  TrainerConfig back = crossed;
+  back.load_model_path = (dir / "m_1.safetensors").string();
+  try {
+    Train(back);
+    ADD_FAILURE() << "a run resumed from m_1 wrote over m_2 and m_3";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(
+        std::string(e.what()),
+        fmt::format("--load_model_path {}: {} holds 2 checkpoint(s) of m taken later ({}), which this run "
+                    "would overwrite; resume from the newest (--load_model_path latest), or move the "
+                    "later ones away to go back",
+                    back.load_model_path, dir.string(), (dir / "m_3.safetensors").string()));
+  }
+
+  // --load_model_path latest where no file of the name can be resumed: a fresh start would write over them.
   fs::path unreadable = FreshDir("second_run_unreadable");
   std::ofstream(unreadable / "m_1.safetensors") << "not a checkpoint";
   TrainerConfig fresh = SyntheticLeNet(unreadable);
   fresh.num_epochs = 1;
   fresh.load_model_path = "latest";
+  EXPECT_THROW(Train(fresh), InvalidInput);
+  EXPECT_EQ(ReadFile((unreadable / "m_1.safetensors").string()), "not a checkpoint");
+  fs::remove(unreadable / "m_1.safetensors");  // with nothing of the name there, it starts fresh
   Train(fresh);
   EXPECT_EQ(ReadSafetensorsMetadata((unreadable / "m_1.safetensors").string()).at("epochs_done"), "1");
+}
+
+// Two runs started at once under one name in one folder would both write its checkpoints: the second is
+// refused while the first holds the name, whatever either finds there.
+TEST(CheckpointWriter, ARunningRunHoldsItsCheckpointName) {
+  fs::path dir = FreshDir("claimed");
+  auto first = std::make_unique<CheckpointClaim>(dir.string(), "m");
+  try {
+    CheckpointClaim second(dir.string(), "m");
+    FAIL() << "two claims on one name";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(
+        std::string(e.what()),
+        fmt::format("--save_model_name m: another running process saves checkpoints of this name in {}; "
+                    "pass another --save_model_name or --file_store_path, or wait until that run ends",
+                    dir.string()));
+  }
+  TrainerConfig config = SyntheticLeNet(dir);
+  config.num_epochs = 1;
+  EXPECT_THROW(Train(config), InvalidInput);
+  EXPECT_FALSE(fs::exists(dir / "m_1.safetensors"));
+  CheckpointClaim other_name(dir.string(), "n");  // names are claimed one by one
+  first.reset();
+  Train(config);
+  EXPECT_TRUE(fs::exists(dir / "m_1.safetensors"));
 }
 
 TEST(MidEpochCheckpoints, BadFlagsGiveOneLine) {

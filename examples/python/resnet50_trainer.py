@@ -67,7 +67,7 @@ def parse_flags(argv):
 def main(argv):
     config, flag = parse_flags(argv)
     say(C.version_line())
-    C.prepare_run_outputs(config)  # the checkpoint and log folders, before any work
+    claim = C.prepare_run_outputs(config)  # the checkpoint and log folders; holds the checkpoint name
     num_shards, shard_id = flag("num_shards"), flag("shard_id")
     devices = flag("gpus") or list(range(flag("num_gpus")))
     batch_per_device = flag("batch_size") // len(devices)
@@ -191,6 +191,7 @@ def main(argv):
     if train_model.shards:
         train_model.shards.close()
     say(f"log: {log.path}")
+    del claim  # the run is over: another may save under its checkpoint name
 
 
 if __name__ == "__main__":

@@ -51,6 +51,8 @@ void BindOptions(py::module_& m) {
     return options;
   });
   m.def("limit_steps_per_epoch", &LimitStepsPerEpoch, "iterations"_a);
+  // The claim on the checkpoint name: hold it while the run lives (None where this shard saves none).
+  py::class_<CheckpointClaim>(m, "CheckpointClaim");
   m.def("prepare_run_outputs", &PrepareRunOutputs, "config"_a);
   m.def("launcher_shards", []() -> py::object {
     auto shards = ShardsFromLauncher();

@@ -60,6 +60,12 @@ int64_t MetadataNumber(const std::map<std::string, std::string>& metadata, const
   return error == std::errc() && end == text.data() + text.size() ? number : -1;
 }
 
+// Where in its run a checkpoint was taken, (iteration, epochs_done): an epoch's checkpoint comes after the
+// mid-epoch one of the same step. Negative numbers where the metadata lacks them.
+std::pair<int64_t, int64_t> RunPosition(const std::map<std::string, std::string>& metadata) {
+  return {MetadataNumber(metadata, "iteration"), MetadataNumber(metadata, "epochs_done")};
+}
+
 }  // namespace
 
 std::string CheckpointPath(const std::string& directory, const std::string& name, int64_t epoch) {
@@ -111,8 +117,7 @@ std::string LatestCheckpoint(const std::string& directory, const std::string& na
       continue;
     }
     auto format = metadata.find("format");
-    const std::pair<int64_t, int64_t> order{MetadataNumber(metadata, "iteration"),
-                                            MetadataNumber(metadata, "epochs_done")};
+    const std::pair<int64_t, int64_t> order = RunPosition(metadata);
     if (format == metadata.end() || format->second != "lockstep" || order.first < 0 || order.second < 0) {
       skip(fmt::format("{} is not a lockstep training checkpoint", path));
       continue;
@@ -129,6 +134,20 @@ std::string LatestCheckpoint(const std::string& directory, const std::string& na
     }
   }
   return "";
+}
+
+std::vector<std::string> CheckpointsAfter(const std::string& directory, const std::string& name,
+                                          const std::string& path) {
+  const std::pair<int64_t, int64_t> start = RunPosition(ReadSafetensorsMetadata(path));
+  std::vector<std::string> later;
+  for (const std::string& other : CheckpointsOf(directory, name)) {
+    try {
+      if (RunPosition(ReadSafetensorsMetadata(other)) > start) later.push_back(other);
+    } catch (const Error&) {
+      // Not a checkpoint that can be read: it tells nothing of where its run was.
+    }
+  }
+  return later;
 }
 
 void CheckpointSnapshot::Take(const Workspace& ws, const std::string& scope,

@@ -69,6 +69,11 @@ std::vector<std::pair<int64_t, std::string>> IterationCheckpoints(const std::str
 // when the directory does not exist. Throws IoError when it cannot be listed.
 std::vector<std::string> CheckpointsOf(const std::string& directory, const std::string& name);
 
+// The checkpoints of `name` in `directory` taken later in the run than the checkpoint `path` (a larger
+// iteration, or the epoch's checkpoint of the same step): what a run resumed from `path` would write over.
+std::vector<std::string> CheckpointsAfter(const std::string& directory, const std::string& name,
+                                          const std::string& path);
+
 // Where a run of `name` resumes: of the epoch and mid-epoch checkpoints of `name` in `directory`, the one
 // with the largest "iteration" in its metadata (an epoch checkpoint on a tie) whose checksums hold; "" when
 // there is none. Temporary files of an unfinished write are not considered; files that are corrupt or not

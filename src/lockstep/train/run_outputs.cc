@@ -2,7 +2,12 @@
 // prefixes of a shard's outputs.
 #include "lockstep/train/run_outputs.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -32,26 +37,58 @@ std::string ShardPrefix(const TrainerConfig& config) {
   return fmt::format("shard {}: ", config.shard_id);
 }
 
-void PrepareRunOutputs(const TrainerConfig& config) {
+CheckpointClaim::CheckpointClaim(const std::string& store, const std::string& name) {
+  const std::string path = fmt::format("{}/.{}.lock", store, name);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) ThrowErrno(fmt::format("--file_store_path {}: cannot create {}", store, path));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+  const int error = errno;
+  ::close(fd_);
+  if (error != EWOULDBLOCK) {
+    errno = error;
+    ThrowErrno(fmt::format("--file_store_path {}: cannot lock {}", store, path));
+  }
+  throw InvalidInput(fmt::format(
+      "--save_model_name {}: another running process saves checkpoints of this name in {}; pass another "
+      "--save_model_name or --file_store_path, or wait until that run ends",
+      name, store));
+}
+
+CheckpointClaim::~CheckpointClaim() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::unique_ptr<CheckpointClaim> PrepareRunOutputs(const TrainerConfig& config) {
   PrepareOutputDirectory(config.log_dir.empty() ? "." : config.log_dir, "--log_dir", IfMissing::kCreate);
   if (!config.iter_log.empty())
     PrepareOutputDirectory(DirectoryOf(config.iter_log), "--iter_log", IfMissing::kCreate);
   // A directory where the shards meet must be the one every machine shares: the rendezvous refuses a missing
   // one rather than create a local folder that no other shard sees.
   const bool shards_meet_there = config.num_shards > 1 && config.redis_host.empty();
-  if (config.save_model_name.empty() || config.shard_id != 0) return;
+  if (config.save_model_name.empty() || config.shard_id != 0) return nullptr;
   const std::string store = config.file_store_path.empty() ? "." : config.file_store_path;
   if (!shards_meet_there) PrepareOutputDirectory(store, "--file_store_path", IfMissing::kCreate);
-  // A fresh run, or one resumed from another run's checkpoint, would write over the checkpoints of the same
-  // name there, epoch by epoch. "latest" resumes this name's own.
-  if (config.load_model_path == "latest") return;
-  const std::vector<std::string> earlier = CheckpointsOf(store, config.save_model_name);
-  if (earlier.empty()) return;
   std::error_code error;
+  if (!std::filesystem::is_directory(store, error)) return nullptr;  // the rendezvous says so
+  auto claim = std::make_unique<CheckpointClaim>(store, config.save_model_name);
+  // A fresh run, or one resumed from another run's checkpoint or from an earlier point of this one, would
+  // write over the checkpoints of the same name there, epoch by epoch. "latest" resumes this name's own.
+  if (config.load_model_path == "latest") return claim;
+  const std::vector<std::string> earlier = CheckpointsOf(store, config.save_model_name);
+  if (earlier.empty()) return claim;
   const bool own = std::any_of(earlier.begin(), earlier.end(), [&](const std::string& path) {
     return std::filesystem::equivalent(path, config.load_model_path, error);
   });
-  if (own) return;
+  if (own) {
+    const std::vector<std::string> later =
+        CheckpointsAfter(store, config.save_model_name, config.load_model_path);
+    if (later.empty()) return claim;
+    throw InvalidInput(fmt::format(
+        "--load_model_path {}: {} holds {} checkpoint(s) of {} taken later ({}), which this run would "
+        "overwrite; resume from the newest (--load_model_path latest), or move the later ones away to go "
+        "back",
+        config.load_model_path, store, later.size(), config.save_model_name, later.back()));
+  }
   throw InvalidInput(fmt::format(
       "--save_model_name {}: {} holds {} checkpoint(s) of an earlier run ({}), which this run{} would "
       "overwrite; {}pass another --save_model_name or --file_store_path",

@@ -473,7 +473,8 @@ TrainerResult Train(const TrainerConfig& given_config) {
     ReportMemoryPlan(config, models);
     return {};
   }
-  PrepareRunOutputs(given_config);  // "latest" that found nothing still asked to resume: no overwrite check
+  // "latest" that found nothing still asked to resume: no overwrite check. The claim lasts the run.
+  const std::unique_ptr<CheckpointClaim> claim = PrepareRunOutputs(given_config);
   if (config.threads > 0) omp_set_num_threads(config.threads);
   std::shared_ptr<GlooCommunicator> gloo = OpenNetwork(config);
   std::shared_ptr<Rendezvous> rendezvous = MeetShards(config);
