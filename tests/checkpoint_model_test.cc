@@ -164,6 +164,16 @@ TEST(CheckpointModel, EvalRefusesAContradictingFlagOrData) {
   EXPECT_NE(run.code, 0);
   EXPECT_EQ(run.err.find("contradicts"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("no_such_db"), std::string::npos) << run.err;
+
+  // A model trained on fashion-mnist (pixel / 255) would score wrongly on a database's (pixel - 128) / 128.
+  const std::string scaled = (dir / "scaled.safetensors").string();
+  fs::copy_file(path, scaled);
+  EditMetadata(scaled, {{"input_scaling", "pixel / 255"}});
+  run = RunCliWithFiles(dir, eval + "--load_model_path " + scaled);
+  EXPECT_EQ(run.code, kExitNotRetryable);
+  EXPECT_EQ(run.err, ErrorLine("--test_data " + (dir / "no_such_db").string() +
+                               " is read as (pixel - 128) / 128, but the checkpoint " + scaled +
+                               " was trained on images read as pixel / 255: give data read the same way"));
 }
 
 TEST(CheckpointModel, ACheckpointWithoutGeometryResumesWithFlagsAndThenRecordsIt) {

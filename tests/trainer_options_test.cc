@@ -9,6 +9,7 @@
 #include <set>
 
 #include "lockstep/core/enforce.h"
+#include "lockstep/data/open_batch_source.h"
 #include "test_util.h"
 
 namespace lockstep::testing {
@@ -212,6 +213,24 @@ TEST(TrainerOptions, FashionMnistDefaultsToOnePassUnlessEpochSizeIsGiven) {
   given.image_size = 32;
   EXPECT_EQ(ErrorOf([&] { ResolveDataDefaults("fashion-mnist", {"image_size"}, &given); }),
             "--image_size 32 does not match fashion-mnist (28); leave it out");
+}
+
+// fashion-mnist is read as pixel / 255, image databases as (pixel - 128) / 128: a model trained on one scores
+// wrongly on the other, so the two are not paired; synthetic data pairs with either.
+TEST(TrainerOptions, TrainAndTestDataAreReadTheSameWay) {
+  TrainerConfig config = Valid();
+  config.train_data = "fashion-mnist";
+  config.test_data = "fashion_test_lmdb";
+  EXPECT_EQ(
+      ErrorOf([&] { ValidateTrainerConfig(config); }),
+      "--train_data fashion-mnist is read as pixel / 255 but --test_data fashion_test_lmdb as (pixel - 128) "
+      "/ 128: the model would score wrongly on it; test on data read as its training data is (for an image "
+      "database of the same images: lockstep make-db)");
+  config.train_data = "null";
+  EXPECT_EQ(ErrorOf([&] { ValidateTrainerConfig(config); }), "");
+  EXPECT_EQ(InputScaling("fashion-mnist"), "pixel / 255");
+  EXPECT_EQ(InputScaling("train_lmdb"), "(pixel - 128) / 128");
+  EXPECT_EQ(InputScaling("null"), "");
 }
 
 TEST(TrainerOptions, AllreduceDtypeIsFloatBFloat16OrFloat16) {

@@ -36,4 +36,9 @@ std::unique_ptr<BatchSource> OpenBatchSource(const SourceSpec& spec) {
 
 bool IsDatabase(const std::string& name) { return name != "null" && name != "fashion-mnist"; }
 
+std::string InputScaling(const std::string& name) {
+  if (name.empty() || name == "null") return "";
+  return name == "fashion-mnist" ? "pixel / 255" : "(pixel - 128) / 128";
+}
+
 }  // namespace lockstep

@@ -41,4 +41,9 @@ std::unique_ptr<BatchSource> OpenBatchSource(const SourceSpec& spec);
 // True when `name` is a database path rather than "null" or "fashion-mnist".
 bool IsDatabase(const std::string& name);
 
+// How `name`'s images become a model's input: "pixel / 255" for fashion-mnist, "(pixel - 128) / 128" for a
+// database; "" for synthetic data (and no data), which stands in for either. A model trained on one reads the
+// other wrongly.
+std::string InputScaling(const std::string& name);
+
 }  // namespace lockstep

@@ -26,6 +26,7 @@ namespace lockstep {
 struct ModelDescription {
   std::string name;  // of the model zoo: lenet, resnet50, wrn-28-10, ...
   int num_channels = 0, image_size = 0, num_labels = 0;
+  std::string input_scaling;  // InputScaling() of its training data; "" where not recorded
 };
 
 // The geometry of a ModelDescription by name: the metadata's keys, which are also the trainer's options.

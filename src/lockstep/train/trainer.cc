@@ -202,7 +202,8 @@ void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicat
                                     IsDatabase(config.train_data) ? config.prefetch : 0);
   ws.SetObject(kTrainReader, session->reader);
   ws.RunNetOnce(models.train.param_init_net());
-  session->state.model = {config.model, config.num_channels, config.image_size, config.num_labels};
+  session->state.model = {config.model, config.num_channels, config.image_size, config.num_labels,
+                          InputScaling(config.train_data)};
   session->state.seed = config.seed;
 }
 

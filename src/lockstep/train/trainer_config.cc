@@ -15,6 +15,7 @@
 #include "lockstep/core/cpu_isa.h"
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/enforce.h"
+#include "lockstep/data/open_batch_source.h"
 #include "lockstep/data/source_options.h"
 #include "lockstep/model/zoo.h"
 #include "lockstep/train/checkpoint.h"
@@ -80,6 +81,12 @@ void ResolveModelFromCheckpoint(const GivenOptions& given, bool train, TrainerCo
     c->model = saved.name;
   }
   const std::string& data = train ? c->train_data : c->test_data;
+  const std::string scaling = InputScaling(data);
+  if (!saved.input_scaling.empty() && !scaling.empty() && saved.input_scaling != scaling)
+    throw InvalidInput(fmt::format(
+        "{} {} is read as {}, but the checkpoint {} was trained on images read as {}: give data read the "
+        "same way",
+        train ? "--train_data" : "--test_data", data, scaling, path, saved.input_scaling));
   for (const auto& [name, field] : kModelGeometry) {
     const int recorded = saved.*field;
     if (recorded == 0) continue;
@@ -167,6 +174,13 @@ void CheckData(const TrainerConfig& c) {
         "the images an epoch has");
   if (c.test_data == "fashion-mnist" && c.train_data != "fashion-mnist")
     throw InvalidInput("--test_data fashion-mnist needs --train_data fashion-mnist (same input geometry)");
+  const std::string train_scaling = InputScaling(c.train_data), test_scaling = InputScaling(c.test_data);
+  if (!train_scaling.empty() && !test_scaling.empty() && train_scaling != test_scaling)
+    throw InvalidInput(fmt::format(
+        "--train_data {} is read as {} but --test_data {} as {}: the model would score wrongly on it; test "
+        "on "
+        "data read as its training data is (for an image database of the same images: lockstep make-db)",
+        c.train_data, train_scaling, c.test_data, test_scaling));
   // --test_data shares every option but its name.
   CheckSourceOptions(DataSpec(c.train_data, c, true), c.batch_size, c.prefetch, {}, "--");
 }
