@@ -531,7 +531,7 @@ TEST(LaunchInput, BadUsageGetsOneLine) {
   };
   for (const Case& c : cases) {
     CliOutput result = RunCliWithFiles(dir.path(), c.arguments);
-    EXPECT_NE(result.code, 0) << c.arguments;
+    EXPECT_EQ(result.code, kExitNotRetryable) << c.arguments;
     EXPECT_NE(ErrorLine(result.err).find(c.expected), std::string::npos) << c.arguments << ":\n"
                                                                          << result.err;
   }

@@ -28,7 +28,8 @@ void PrepareOutputDirectory(const std::string& directory, const std::string& fla
                       error.message());
       const int code = error.value();
       if (code == ENOSPC || code == EDQUOT) throw NoSpace(what);
-      if (code == EACCES || code == EPERM || code == EROFS || code == ENOTDIR || code == EEXIST)
+      if (code == EACCES || code == EPERM || code == EROFS || code == ENOTDIR || code == EEXIST ||
+          code == ENOENT)
         throw InvalidInput(what);
       throw IoError(what);
     }

@@ -39,17 +39,18 @@ bool IsPng(const std::string& bytes) {
   return bytes.size() >= 8 && bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0;
 }
 
-// The whole file, or IoError naming it as `what` (e.g. "image 'a.jpg' (list.txt:3)").
+// The whole file, or an error naming it as `what` (e.g. "image 'a.jpg' (list.txt:3)"): InvalidInput for a
+// path that names no file, which a rerun would not find either; IoError when reading it fails.
 std::string ReadFile(const std::string& path, const std::string& what) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) throw IoError(fmt::format("{} does not exist", what));
+    if (errno == ENOENT || errno == ENOTDIR) throw InvalidInput(fmt::format("{} does not exist", what));
     throw IoError(fmt::format("cannot read {}: {}", what, std::strerror(errno)));
   }
   std::unique_ptr<int, void (*)(int*)> closer(&fd, [](int* f) { close(*f); });
   struct stat info;
   if (fstat(fd, &info) != 0) throw IoError(fmt::format("cannot read {}: {}", what, std::strerror(errno)));
-  if (!S_ISREG(info.st_mode)) throw IoError(fmt::format("{} is not a file", what));
+  if (!S_ISREG(info.st_mode)) throw InvalidInput(fmt::format("{} is not a file", what));
   std::string bytes(static_cast<size_t>(info.st_size), '\0');
   size_t done = 0;
   while (done < bytes.size()) {
@@ -65,7 +66,7 @@ std::string ReadFile(const std::string& path, const std::string& what) {
 
 void CheckFileExists(const std::string& path, const std::string& flag) {
   std::error_code error;
-  if (!fs::exists(path, error)) throw IoError(fmt::format("{} '{}' does not exist", flag, path));
+  if (!fs::exists(path, error)) throw InvalidInput(fmt::format("{} '{}' does not exist", flag, path));
 }
 
 // Pixels (colour in kDecodedColorOrder) as the options ask for them: resized, then encoded as `encoding` or

@@ -156,7 +156,7 @@ std::unique_ptr<AgentStore> OpenAgentStore(const AgentStoreAddress& address, con
   namespace fs = std::filesystem;
   std::error_code error;
   if (!fs::is_directory(address.directory, error))
-    throw IoError(fmt::format(
+    throw InvalidInput(fmt::format(
         "--rdzv file://{}: {}; create it (on a filesystem every machine shares) first", address.directory,
         fs::exists(address.directory, error) ? "not a directory" : "no such directory"));
   const std::string directory = (fs::absolute(address.directory) / fmt::format("lockstep_launch_{}", job_id))

@@ -174,6 +174,11 @@ void CheckData(const TrainerConfig& c) {
         "the images an epoch has");
   if (c.test_data == "fashion-mnist" && c.train_data != "fashion-mnist")
     throw InvalidInput("--test_data fashion-mnist needs --train_data fashion-mnist (same input geometry)");
+  if (c.db_type == "leveldb" && IsDatabase(c.train_data) && c.test_data == c.train_data)
+    throw InvalidInput(fmt::format(
+        "--train_data and --test_data are one LevelDB ({}), which opens once at a time; test on a copy of it, "
+        "or on an LMDB (lockstep make-db --db lmdb)",
+        c.train_data));
   const std::string train_scaling = InputScaling(c.train_data), test_scaling = InputScaling(c.test_data);
   if (!train_scaling.empty() && !test_scaling.empty() && train_scaling != test_scaling)
     throw InvalidInput(fmt::format(
