@@ -1,6 +1,6 @@
-// `lockstep plot`: runs `python3 -m lockstep.plot` on the Python package. The package folder is the build's
-// (LOCKSTEP_PYTHON_DIR, defined by CMake) or, for an installed program, the prefix's
-// (<prefix>/LOCKSTEP_PYTHON_INSTALL_DIR); the environment's LOCKSTEP_PYTHON_DIR names another instead. The
+// `lockstep plot`: runs `python3 -m lockstep.plot` on the Python package. The package folder is, for an
+// installed program, the prefix's (<prefix>/LOCKSTEP_PYTHON_INSTALL_DIR), else the build's
+// (LOCKSTEP_PYTHON_DIR, defined by CMake); the environment's LOCKSTEP_PYTHON_DIR names another instead. The
 // interpreter is /usr/bin/python3 (Debian's, with numpy and matplotlib) unless LOCKSTEP_PYTHON names one.
 #include "plot_command.h"
 
@@ -42,13 +42,15 @@ void AddPlotFlags(CLI::App* app, PlotFlags* flags) {
                   "Comma-separated legend labels, one per log (default: the file names)");
 }
 
-// The folders that may hold lockstep/plot.py, in order.
+// The folders that may hold lockstep/plot.py, in order: an installed program's own prefix first, so that it
+// never runs the code of the build tree it was made in.
 std::vector<std::string> PackageFolders() {
   if (const char* given = std::getenv("LOCKSTEP_PYTHON_DIR"); given && *given) return {given};
-  std::vector<std::string> folders = {LOCKSTEP_PYTHON_DIR};
+  std::vector<std::string> folders;
   std::error_code error;
   const std::filesystem::path program = std::filesystem::read_symlink("/proc/self/exe", error);
   if (!error) folders.push_back((program.parent_path().parent_path() / LOCKSTEP_PYTHON_INSTALL_DIR).string());
+  folders.push_back(LOCKSTEP_PYTHON_DIR);
   return folders;
 }
 
