@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <utility>
 
@@ -172,6 +173,14 @@ void CheckData(const TrainerConfig& c) {
     throw InvalidInput(
         "--epoch_size 0 asks for one pass over the data, but --train_data null never ends: give "
         "the images an epoch has");
+  for (const auto& [flag, data] : {std::pair{"--train_data", &c.train_data}, {"--test_data", &c.test_data}}) {
+    std::error_code error;
+    if (!data->empty() && IsDatabase(*data) && !std::filesystem::exists(*data, error))
+      throw InvalidInput(fmt::format(
+          "{} '{}' does not exist: give an image database (a folder lockstep make-db wrote), fashion-mnist, or "
+          "null for synthetic data",
+          flag, *data));
+  }
   if (c.test_data == "fashion-mnist" && c.train_data != "fashion-mnist")
     throw InvalidInput("--test_data fashion-mnist needs --train_data fashion-mnist (same input geometry)");
   if (c.db_type == "leveldb" && IsDatabase(c.train_data) && c.test_data == c.train_data)
