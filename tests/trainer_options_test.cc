@@ -220,12 +220,12 @@ TEST(TrainerOptions, FashionMnistDefaultsToOnePassUnlessEpochSizeIsGiven) {
 TEST(TrainerOptions, TrainAndTestDataAreReadTheSameWay) {
   TrainerConfig config = Valid();
   config.train_data = "fashion-mnist";
-  config.test_data = "fashion_test_lmdb";
+  config.test_data = FreshDir("fashion_test_lmdb").string();
   EXPECT_EQ(
       ErrorOf([&] { ValidateTrainerConfig(config); }),
-      "--train_data fashion-mnist is read as pixel / 255 but --test_data fashion_test_lmdb as (pixel - 128) "
-      "/ 128: the model would score wrongly on it; test on data read as its training data is (for an image "
-      "database of the same images: lockstep make-db)");
+      "--train_data fashion-mnist is read as pixel / 255 but --test_data " + config.test_data +
+          " as (pixel - 128) / 128: the model would score wrongly on it; test on data read as its training "
+          "data is (for an image database of the same images: lockstep make-db)");
   config.train_data = "null";
   EXPECT_EQ(ErrorOf([&] { ValidateTrainerConfig(config); }), "");
   EXPECT_EQ(InputScaling("fashion-mnist"), "pixel / 255");
