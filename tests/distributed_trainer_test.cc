@@ -319,7 +319,8 @@ TEST(DistributedTrainerInput, ShardsStartingFromDifferentCheckpointsStopEverySha
   run.Start(Train(Concat(flags, {"--shard_id", "1", "--load_model_path", dir / "m_2.safetensors"})),
             dir / "shard1.out");
   const auto deadline = Clock::now() + kErrorLimit;
-  for (int k = 0; k < 2; ++k) ExpectError(run[k], deadline, {"differ", "training starts from"});
+  for (int k = 0; k < 2; ++k)
+    ExpectError(run[k], deadline, {"differ", "the starting point is the checkpoint of iteration"});
 }
 
 TEST(DistributedTrainerInput, ShardIdOutOfRange) {

@@ -243,7 +243,7 @@ TEST(TrainerCli, UnwritableOutputFolderNamesItsFlagBeforeTraining) {
       {"--log_dir " + dir.string() + " --save_model_name m --file_store_path " + file + "/checkpoints",
        "--file_store_path '" + file + "/checkpoints': cannot create it"},
       {"--log_dir " + dir.string() + " --iter_log " + file + "/iter.csv",
-       "--iter_log '" + file + "' is not a directory; pass a directory"},
+       "--iter_log '" + file + "/iter.csv': '" + file + "' is a file, not a folder; name a file in a folder"},
   };
   for (const auto& c : cases) {
     auto [code, err] = RunCli(base + c.flags);

@@ -47,7 +47,11 @@ void PrepareOutputFile(const std::string& path, const std::string& flag) {
   std::error_code error;
   if (fs::is_directory(path, error))
     throw InvalidInput(fmt::format("{} '{}' is a directory; name the file to write", flag, path));
-  PrepareOutputDirectory(DirectoryOf(path), flag, IfMissing::kCreate);
+  const std::string folder = DirectoryOf(path);
+  if (fs::exists(folder, error) && !fs::is_directory(folder, error))
+    throw InvalidInput(
+        fmt::format("{} '{}': '{}' is a file, not a folder; name a file in a folder", flag, path, folder));
+  PrepareOutputDirectory(folder, flag, IfMissing::kCreate);
 }
 
 std::string DirectoryOf(const std::string& file_path) {

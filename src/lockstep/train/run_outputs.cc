@@ -60,8 +60,7 @@ CheckpointClaim::~CheckpointClaim() {
 
 std::unique_ptr<CheckpointClaim> PrepareRunOutputs(const TrainerConfig& config) {
   PrepareOutputDirectory(config.log_dir.empty() ? "." : config.log_dir, "--log_dir", IfMissing::kCreate);
-  if (!config.iter_log.empty())
-    PrepareOutputDirectory(DirectoryOf(config.iter_log), "--iter_log", IfMissing::kCreate);
+  if (!config.iter_log.empty()) PrepareOutputFile(config.iter_log, "--iter_log");
   if (!config.tensorboard_dir.empty())
     PrepareOutputDirectory(config.tensorboard_dir, "--tensorboard_dir", IfMissing::kCreate);
   // A directory where the shards meet must be the one every machine shares: the rendezvous refuses a missing

@@ -123,7 +123,7 @@ Fingerprint TrainingFingerprint(const TrainerConfig& c, const TrainingModels& m)
     auto metadata = ReadSafetensorsMetadata(c.load_model_path);
     start = "the checkpoint of iteration " + (metadata.count("iteration") ? metadata["iteration"] : "?");
   }
-  fingerprint.emplace_back("training starts from", start);
+  fingerprint.emplace_back("the starting point", start);
   return fingerprint;
 }
 
