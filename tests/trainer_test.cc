@@ -319,7 +319,8 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
   auto [missing_code, missing_err] = RunCli("train --use_cpu --model lenet --train_data fashion-mnist");
   unsetenv("LOCKSTEP_FASHION_MNIST_DIR");
   EXPECT_EQ(missing_code, 1);
-  EXPECT_NE(missing_err.find("cannot open " + (empty / "train-images-idx3-ubyte.gz").string()),
+  EXPECT_NE(missing_err.find("cannot open " + (empty / "train-images-idx3-ubyte.gz").string() +
+                             " ---> HINT: LOCKSTEP_FASHION_MNIST_DIR is set to '" + empty.string() + "'"),
             std::string::npos)
       << missing_err;
 }

@@ -16,9 +16,16 @@ constexpr int64_t kMaxSide = int64_t{1} << 15;
 
 std::vector<uint8_t> ReadWholeFile(const std::string& path) {
   gzFile file = gzopen(path.c_str(), "rb");
-  if (!file)
-    throw IoError(fmt::format(
-        "cannot open {} ---> HINT: for Fashion-MNIST install Debian's dataset-fashion-mnist", path));
+  if (!file) {
+    const char* folder = std::getenv("LOCKSTEP_FASHION_MNIST_DIR");
+    throw IoError(
+        fmt::format("cannot open {} ---> HINT: {}", path,
+                    folder && *folder
+                        ? fmt::format("LOCKSTEP_FASHION_MNIST_DIR is set to '{}'; point it at the folder of "
+                                      "Fashion-MNIST's idx files, or unset it",
+                                      folder)
+                        : "for Fashion-MNIST install Debian's dataset-fashion-mnist"));
+  }
   std::unique_ptr<gzFile_s, int (*)(gzFile)> closer(file, gzclose);
   std::vector<uint8_t> bytes;
   uint8_t buffer[1 << 16];
