@@ -161,6 +161,17 @@ TEST(FillOps, RandomFillsFollowTheirSeed) {
   }
 }
 
+// Without a seed (the Basics tutorial's fills), each fill draws its own values, as in Caffe2: two fills of
+// one net, and one fill created twice, differ; seed 0 given is a seed like any other.
+TEST(FillOps, UnseededFillsDrawDifferentValues) {
+  const OperatorDef unseeded =
+      MakeOperatorDef("GaussianFill", {}, {"w"}, {Arg("shape", std::vector<int>{8})});
+  EXPECT_NE(Values(Fill(unseeded)), Values(Fill(unseeded)));
+  const OperatorDef zero =
+      MakeOperatorDef("GaussianFill", {}, {"w"}, {Arg("shape", std::vector<int>{8}), Arg("seed", 0)});
+  EXPECT_EQ(Values(Fill(zero)), Values(Fill(zero)));
+}
+
 TEST(FillOps, RerunContinuesTheSequence) {
   Workspace ws;
   auto op = CreateOperator(

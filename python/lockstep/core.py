@@ -108,6 +108,13 @@ def ScopedName(name):
     return CurrentNameScope() + name
 
 
+# Caffe2 operators whose work lockstep does with a function instead.
+_DONE_BY_FUNCTIONS = {
+    "Save": "lockstep.checkpoint.save (or Caffe2's predictor_exporter.save_to_db)",
+    "Load": "lockstep.checkpoint.load (or Caffe2's predictor_exporter.load_from_db)",
+}
+
+
 @functools.lru_cache(maxsize=None)
 def _operator_types():
     return frozenset(C.schema_types())
@@ -121,6 +128,8 @@ def OperatorMethod(owner, op_type):
     if op_type not in _operator_types():
         close = difflib.get_close_matches(op_type, sorted(_operator_types()), n=3)
         hint = f"; did you mean {' or '.join(close)}?" if close else "; `lockstep ops` lists the operators"
+        if op_type in _DONE_BY_FUNCTIONS:
+            hint = f"; lockstep does that with {_DONE_BY_FUNCTIONS[op_type]}"
         raise AttributeError(f"{type(owner).__name__} has no attribute or operator type '{op_type}'{hint}")
     return lambda inputs=(), outputs=None, **kwargs: owner.AddOperator(op_type, inputs, outputs, **kwargs)
 

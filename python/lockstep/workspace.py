@@ -45,7 +45,10 @@ def FeedBlob(name, arr, device_option=None):
     if device_option is not None:
         device_option = core.DeviceOption.of(device_option)
         device = C.Device(device_option.device_type, device_option.device_id)
-    _current().feed(str(name), np.asarray(arr), device)
+    try:
+        _current().feed(str(name), np.asarray(arr), device)
+    except InvalidInput as e:
+        raise InvalidInput(f"FeedBlob '{name}': {e}") from None
     return True
 
 

@@ -42,8 +42,9 @@ DataType TensorType(const py::dtype& dtype) {
   if (dtype.is(py::dtype::of<uint8_t>())) return DataType::kUInt8;
   if (dtype.is(py::dtype::of<int64_t>())) return DataType::kInt64;
   if (dtype.is(py::dtype("float16"))) return DataType::kFloat16;
-  throw InvalidInput(fmt::format("arrays of {} cannot be fed; use float32, float16, int32, int64 or uint8",
-                                 py::str(py::handle(dtype)).cast<std::string>()));
+  throw InvalidInput(fmt::format(
+      "arrays of {} cannot be fed; use float32, float16, int32, int64 or uint8 (e.g. array.astype(numpy.float32))",
+      py::str(py::handle(dtype)).cast<std::string>()));
 }
 
 // The blob's values in host memory and plain layout: the blob itself when it already is, else a copy.

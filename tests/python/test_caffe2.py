@@ -34,6 +34,8 @@ def test_protos_constants_and_device_options():
     assert (caffe2_pb2.CPU, caffe2_pb2.CUDA) == (0, 1) and core.CPU == caffe2_pb2.CPU
     option = core.DeviceOption(caffe2_pb2.CPU, 0)
     assert isinstance(option, caffe2_pb2.DeviceOption) and option.device_type == caffe2_pb2.CPU
+    assert core.DeviceOption(caffe2_pb2.CUDA, device_id=3).device_id == 3  # later Caffe2's name
+    assert core.GlobalInit(["caffe2"]) and workspace.has_hip_support is False
     net = caffe2_pb2.NetDef(name="n", op=[caffe2_pb2.OperatorDef(type="Relu", input=["x"], output=["y"])])
     assert caffe2_pb2.NetDef.FromString(net.SerializeToString()) == net
     assert core.DataType.INT32 == caffe2_pb2.TensorProto.INT32 and core.DataType.FLOAT == 1
@@ -289,6 +291,12 @@ def test_resnet50_builds_as_caffe2s_create_resnet50():
     assert len(model.GetParams("cpu_0")) == 161  # 53 convolutions and batch norms (w, scale, bias) and the FC
     with pytest.raises(Unsupported, match="conv1_kernel=3"):
         resnet.create_resnet50(model, "data", 3, 10, conv1_kernel=3, no_loss=True)
+    # Caffe2's trainer with --dtype float16 scopes float16 initializers around it: refused, not dropped.
+    with brew.arg_scope([brew.conv, brew.fc], WeightInitializer=PseudoFP16Initializer, float16_compute=True):
+        with pytest.raises(Unsupported, match=r"inside brew.arg_scope\(WeightInitializer, float16_compute\)"):
+            resnet.create_resnet50(model_helper.ModelHelper(name="half"), "data", 3, 10, no_loss=True)
+    with brew.arg_scope([brew.conv, brew.fc], WeightInitializer=Initializer, float16_compute=False):
+        resnet.create_resnet50(model_helper.ModelHelper(name="float"), "data", 3, 10, no_loss=True)
 
 
 def test_cnn_model_helper_layers_are_brews():

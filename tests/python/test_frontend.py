@@ -103,7 +103,8 @@ def test_feed_and_fetch_keep_values_and_types():
     workspace.FeedBlob("t", transposed)
     np.testing.assert_array_equal(workspace.FetchBlob("t"), transposed)
     assert workspace.HasBlob("t") and "t" in workspace.Blobs()
-    with pytest.raises(InvalidInput, match="float64 cannot be fed"):
+    with pytest.raises(InvalidInput, match=r"^FeedBlob 'd': arrays of float64 cannot be fed; .*"
+                                           r"\(e.g. array.astype\(numpy.float32\)\)$"):
         workspace.FeedBlob("d", np.zeros(2))
     with pytest.raises(InvalidInput, match="'missing'"):
         workspace.FetchBlob("missing")
@@ -377,3 +378,16 @@ def test_a_blob_reference_plus_a_string_is_a_blob_reference():
     assert type("old_" + ref) is core.BlobReference and "old_" + ref == "old_gpu_0/fc_w"
     with pytest.raises(TypeError, match="a BlobReference adds strings only, not int"):
         ref + 1
+
+
+def test_an_optimizer_before_the_gradients_says_what_to_call():
+    model = model_helper.ModelHelper(name="no_gradients")
+    logits = brew.fc(model, "data", "fc", 4, 3)
+    brew.softmax_with_loss(model, [logits, "label"], ["softmax", "loss"])
+    ops = len(model.net.Proto().op)
+    with pytest.raises(InvalidInput, match=r"^model 'no_gradients' has no gradients yet: call "
+                                           r"AddGradientOperators\(losses\) before adding the optimizer$"):
+        optimizer.build_sgd(model, base_learning_rate=0.1)
+    assert len(model.net.Proto().op) == ops, "the refused call added nothing"
+    with pytest.raises(AttributeError, match="lockstep does that with lockstep.checkpoint.save"):
+        model.net.Save(["fc_w"], [])

@@ -15,9 +15,11 @@ CUDA = caffe2_pb2.CUDA
 GPU = CUDA
 
 
-def DeviceOption(device_type, cuda_gpu_id=0, random_seed=None, node_name=None):
-    """A DeviceOption message for ``device_type`` (caffe2_pb2.CPU or CUDA) and its index."""
-    option = caffe2_pb2.DeviceOption(device_type=device_type, device_id=cuda_gpu_id)
+def DeviceOption(device_type, cuda_gpu_id=0, random_seed=None, node_name=None, device_id=None):
+    """A DeviceOption message for ``device_type`` (caffe2_pb2.CPU or CUDA) and its index (``cuda_gpu_id``, or
+    ``device_id`` as later Caffe2 names it)."""
+    option = caffe2_pb2.DeviceOption(device_type=device_type,
+                                     device_id=cuda_gpu_id if device_id is None else device_id)
     if random_seed is not None:
         option.random_seed = random_seed
     if node_name is not None:

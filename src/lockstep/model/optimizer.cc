@@ -6,6 +6,16 @@
 namespace lockstep {
 
 SgdBlobs AddMomentumSgd(ModelHelper& model, const SgdOptions& options) {
+  // Checked before any op is added, so that a refused call leaves the model as it was.
+  const std::vector<std::string> params = model.GetTrainableParams(model.name_scope());
+  if (!params.empty() && model.param_to_grad().empty())
+    throw InvalidInput(fmt::format(
+        "model '{}' has no gradients yet: call AddGradientOperators(losses) before adding the optimizer",
+        model.net().name()));
+  for (const auto& param : params)
+    if (!model.param_to_grad().count(param))
+      throw InvalidInput(
+          fmt::format("parameter '{}' gets no gradient from the loss; remove it or connect it", param));
   SgdBlobs blobs;
   blobs.iter = model.Scoped("iter");
   blobs.lr = model.Scoped("lr");
@@ -17,11 +27,8 @@ SgdBlobs AddMomentumSgd(ModelHelper& model, const SgdOptions& options) {
   lr_args.insert(lr_args.end(), options.schedule.begin(), options.schedule.end());  // none: LearningRate's
   model.AddOp(LearningRateDef(blobs.iter, blobs.lr, lr_args));
 
-  for (const auto& param : model.GetTrainableParams(model.name_scope())) {
+  for (const auto& param : params) {
     auto grad = model.param_to_grad().find(param);
-    if (grad == model.param_to_grad().end())
-      throw InvalidInput(
-          fmt::format("parameter '{}' gets no gradient from the loss; remove it or connect it", param));
     // The update runs where the parameter lives (a model-parallel replica spans several devices).
     ModelHelper::DeviceScope device_scope(model, model.Param(param).device);
     std::string moment = param + "_momentum";
@@ -29,8 +36,8 @@ SgdBlobs AddMomentumSgd(ModelHelper& model, const SgdOptions& options) {
     *init = ConstantFillDef(moment, model.Param(param).shape, 0.0f);
     SetDevice(init, model.device());
     float decay = model.Param(param).tag == ParamTag::kWeight ? options.weight_decay : 0.0f;
-    model.AddOp(MomentumSgdUpdateDef(grad->second, moment, blobs.lr, param, options.momentum, options.nesterov,
-                                     decay));
+    model.AddOp(MomentumSgdUpdateDef(grad->second, moment, blobs.lr, param, options.momentum,
+                                     options.nesterov, decay));
     blobs.moments.push_back(moment);
   }
   return blobs;

@@ -1,10 +1,12 @@
 // Fill operators that initialise a blob: ConstantFill, GaussianFill, UniformFill, XavierFill and MSRAFill.
 // The output takes the shape of the optional input, else the `shape` argument; random fills are seeded.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <random>
 
 #include "lockstep/core/gradient.h"
+#include "lockstep/core/net_def.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/op_defs.h"
 
@@ -76,14 +78,23 @@ class ConstantFillOp : public FillOp {
   int64_t int_value_;
 };
 
+// A fill given no seed (neither a random_seed in its device option nor a seed argument) takes the next of a
+// process-wide sequence, as Caffe2's did: two such fills, or one run twice by RunOperatorOnce, draw different
+// values, and a program that creates them in the same order draws the same ones every time it runs.
+uint64_t NextUnseededSeed() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
 // Random fills draw from one generator per operator, seeded once, so a re-run continues the sequence and
 // two operators with the same seed produce the same values.
 class RandomFillOp : public FillOp {
  public:
   RandomFillOp(const OperatorDef& def, Workspace* ws) : FillOp(def, ws) {
     if (dtype_ != DataType::kFloat) FailOperator(def, "random fills produce float (dtype 1) only");
-    uint64_t seed =
-        def.device_option().has_random_seed() ? def.device_option().random_seed() : IntArg("seed");
+    const uint64_t seed = def.device_option().has_random_seed() ? def.device_option().random_seed()
+                          : HasArgument(def, "seed")            ? IntArg("seed")
+                                                                : NextUnseededSeed();
     rng_.seed(static_cast<std::mt19937::result_type>(seed));
   }
 
@@ -178,7 +189,10 @@ void DeclareFill(OpSchema& schema) {
 // Random fills also take a seed, for when the device option carries none.
 void DeclareRandomFill(OpSchema& schema) {
   DeclareFill(schema);
-  schema.Arg("seed", ArgType::kInt, 0, "seeds the generator when the device option has no random_seed")
+  schema
+      .Arg("seed", ArgType::kInt, 0,
+           "seeds the generator when the device option has no random_seed; without either, the next of a "
+           "process-wide sequence")
       .Min(0);
 }
 
