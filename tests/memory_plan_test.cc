@@ -299,6 +299,24 @@ TEST(MemoryPlan, PlanMemoryNamesTheLargestBatchThatFits) {
   EXPECT_FALSE(fits(largest * 11 / 10));
 }
 
+// Micro-batches are planned too: their limit holds, and the largest batch splits into them.
+TEST(MemoryPlan, MicroBatchesArePlannedAndLimited) {
+  TempDirectory dir;
+  TrainerConfig config = NullLeNet(dir.path());
+  config.micro_batches = 3;
+  config.batch_size = 12;
+  config.plan_memory = true;
+  config.memory_limit_gb = 16;
+  ::testing::internal::CaptureStdout();
+  lockstep::Train(config);
+  const std::string output = ::testing::internal::GetCapturedStdout();
+  const size_t at = output.find("largest --batch_size within the limits: ");
+  ASSERT_NE(at, std::string::npos) << output;
+  EXPECT_EQ(std::stoll(output.substr(at + 40)) % 3, 0) << output;
+  config.memory_limit_gb = 0.001;
+  EXPECT_THROW(lockstep::Train(config), InvalidInput);
+}
+
 // With --test_data the plan adds the evaluation net's activations, whose buffers stay beside the training
 // net's, to each device.
 TEST(MemoryPlan, WithTestDataThePlanCountsTheEvaluationNet) {

@@ -72,7 +72,6 @@ std::vector<Budget> Budgets(const TrainerConfig& config, const MemoryPlan& plan,
 }  // namespace
 
 std::map<std::string, TensorShape> TrainingInputShapes(const TrainerConfig& config) {
-  if (config.micro_batches > 1) return {};
   const int64_t batch = config.batch_size / (config.num_devices / config.model_parallel);
   return {{"data", {{batch, config.num_channels, config.image_size, config.image_size}, DataType::kFloat}},
           {"label", {{batch}, DataType::kInt32}}};
@@ -102,7 +101,8 @@ void ReportMemoryPlan(const TrainerConfig& config, const MemoryPlan& plan,
 
   // Each memory's use is (nearly) affine in the batch: parameters and state are fixed, the rest grows.
   auto largest_batch = [&]() -> int64_t {
-    const int replicas = config.num_devices / config.model_parallel;
+    // A batch splits evenly into the replicas and each replica's into its micro-batches.
+    const int64_t step = int64_t{config.num_devices / config.model_parallel} * config.micro_batches;
     const MemoryPlan doubled_plan = plan_at(2 * config.batch_size);
     if (!doubled_plan.unknown.empty()) return -1;
     const std::vector<Budget> doubled = Budgets(config, doubled_plan, in_use);
@@ -114,7 +114,7 @@ void ReportMemoryPlan(const TrainerConfig& config, const MemoryPlan& plan,
       const int64_t images = fixed >= double(budgets[i].limit)
                                  ? 0
                                  : static_cast<int64_t>((double(budgets[i].limit) - fixed) / per_image);
-      const int64_t fits = images / replicas * replicas;
+      const int64_t fits = images / step * step;
       largest = largest < 0 ? fits : std::min(largest, fits);
     }
     return largest;
