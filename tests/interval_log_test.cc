@@ -59,7 +59,7 @@ TEST(IntervalLog, DueEveryNSteps) {
   IntervalLog log(options);
   std::vector<int> due;
   for (int step = 1; step <= 6; ++step)
-    if (log.StepDone(step == 6)) {
+    if (log.StepDone(step, step == 6)) {
       due.push_back(step);
       log.Report({1, step, 0.5, 0.25, 0.1});
     }
@@ -71,10 +71,18 @@ TEST(IntervalLog, DueEveryNSteps) {
       rows[2], std::regex(R"([\d.]+,[\d.]+,1,6,6,[\d.]+,0\.500000,0\.250000,0\.1,0\.0,0\.0)")))
       << rows[2];
 
+  // A run resumed after step 4 of the job reports on the job's steps 6 and 9, as the uninterrupted one did.
+  options.csv_path = (FreshDir("interval_due_resumed") / "rows.csv").string();
+  IntervalLog resumed(options);
+  due.clear();
+  for (int step = 5; step <= 9; ++step)
+    if (resumed.StepDone(step, false)) due.push_back(step);
+  EXPECT_EQ(due, (std::vector<int>{6, 9}));
+
   IntervalLogOptions silent = options;
   silent.csv_path.clear();  // neither stderr nor a file: nothing is ever due
   IntervalLog quiet(silent);
-  for (int step = 1; step <= 6; ++step) EXPECT_FALSE(quiet.StepDone(step == 6));
+  for (int step = 1; step <= 6; ++step) EXPECT_FALSE(quiet.StepDone(step, step == 6));
 }
 
 // Two runs given one --iter_log would interleave their rows: the second is refused while the first runs.

@@ -81,11 +81,11 @@ IntervalLog::~IntervalLog() {
   if (csv_) std::fclose(csv_);
 }
 
-bool IntervalLog::StepDone(bool ends_epoch) {
+bool IntervalLog::StepDone(int64_t job_iteration, bool ends_epoch) {
   const Clock::time_point now = Clock::now();
   if (++steps_ == 1) first_step_end_ = now;
   const bool interval_over =
-      (options_.every_iters > 0 && steps_ % options_.every_iters == 0) ||
+      (options_.every_iters > 0 && job_iteration % options_.every_iters == 0) ||
       (options_.every_secs > 0 && Seconds(now - interval_start_) >= options_.every_secs);
   line_due_ = options_.to_stderr && interval_over;
   row_due_ = (csv_ || options_.events) && (interval_over || ends_epoch);

@@ -1,7 +1,7 @@
 // Progress of a long run for job logs: every `every_secs` seconds and every `every_iters`-th step, a line on
-// stderr and a row of a CSV file and of TensorBoard scalars (also at each epoch's end), each with the images/s
-// of the interval, the last step's loss, accuracy and learning rate, and the time left in the epoch and in the
-// run.
+// stderr and a row of a CSV file and of TensorBoard scalars (also at each epoch's end), each with the
+// images/s of the interval, the last step's loss, accuracy and learning rate, and the time left in the epoch
+// and in the run.
 #pragma once
 
 #include <chrono>
@@ -17,7 +17,7 @@ struct IntervalLogOptions {
   double every_secs = 0;    // 0: not by time
   int64_t every_iters = 0;  // 0: not by count
   bool to_stderr = false;
-  std::string csv_path;     // "" for none; appended to, with the header first when the file is new or empty
+  std::string csv_path;  // "" for none; appended to, with the header first when the file is new or empty
   EventFile* events = nullptr;  // also writes the rows' figures there as TensorBoard scalars, when given
   std::string line_prefix;      // e.g. "shard 1: "
   int64_t images_per_step = 0;  // this machine's
@@ -44,9 +44,11 @@ class IntervalLog {
   IntervalLog& operator=(const IntervalLog&) = delete;
 
   // Called after every step (`ends_epoch` for an epoch's last): whether a report is due. The caller reads the
-  // step's figures only then, since on a GPU that waits for the step. The CSV also gets a row at every
-  // epoch's end, so that a run shorter than --log_every_secs still has its curve.
-  bool StepDone(bool ends_epoch);
+  // step's figures only then, since on a GPU that waits for the step. `job_iteration` counts the job's steps
+  // from its start, a resumed run's too, so that every_iters falls on the steps it would have without the
+  // interruption. The CSV also gets a row at every epoch's end, so that a run shorter than --log_every_secs
+  // still has its curve.
+  bool StepDone(int64_t job_iteration, bool ends_epoch);
   // Writes what is due, the line and the row (flushed at once), and starts the next interval.
   void Report(const StepFigures& figures);
 

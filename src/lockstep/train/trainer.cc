@@ -307,7 +307,7 @@ double RunEpoch(const TrainerConfig& config, int64_t epoch, int64_t first_step, 
     if (progress->enabled())
       progress->Update(epoch + 1, config.num_epochs, i + 1, iterations,
                        (i + 1 - first_step) * config.batch_size / seconds(), MeanOf(ws, models.train_loss));
-    if (intervals->StepDone(i + 1 == iterations))
+    if (intervals->StepDone(state.iteration, i + 1 == iterations))
       intervals->Report({epoch + 1, i + 1, MeanOf(ws, models.train_loss), MeanOf(ws, models.train_accuracy),
                          ScalarOf(ws, models.lr)});
     if (i + 1 < iterations && JobStops(session)) break;  // the epoch's last step ends the epoch first
