@@ -29,6 +29,10 @@ std::string Classifier(ModelHelper& model, const std::string& data, bool is_test
 }
 
 int main(int argc, char** argv) try {
+  if (argc > 1 && argv[1][0] == '-') {  // -h, --help
+    std::printf("usage: %s [devices (2)] [epochs (1)]: a convnet on Fashion-MNIST, data-parallel\n", argv[0]);
+    return 0;
+  }
   const int devices = argc > 1 ? std::atoi(argv[1]) : 2;
   const int epochs = argc > 2 ? std::atoi(argv[2]) : 1;
   const int batch_size = 128;  // global: each device trains on its slice of every batch

@@ -34,6 +34,11 @@ std::string TwoDeviceClassifier(ModelHelper& model, const std::string& data) {
 }
 
 int main(int argc, char** argv) try {
+  if (argc > 1 && argv[1][0] == '-') {  // -h, --help
+    std::printf("usage: %s [replicas (2)] [epochs (1)]: a convnet on Fashion-MNIST, in 2 stages a replica\n",
+                argv[0]);
+    return 0;
+  }
   const int replicas = argc > 1 ? std::atoi(argv[1]) : 2;
   const int epochs = argc > 2 ? std::atoi(argv[2]) : 1;
   const int batch_size = 128;  // the whole batch; the table splits it among the replicas

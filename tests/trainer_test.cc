@@ -409,6 +409,16 @@ TEST(TrainerCli, BareLockstepListsTheSubcommands) {
         << run.out;
 }
 
+// A misspelled command or program flag names the nearest one.
+TEST(TrainerCli, AMisspelledCommandOrFlagNamesTheNearest) {
+  for (const auto& [word, line] : {std::pair{"trian", "unknown command 'trian'; did you mean train?"},
+                                   {"--verison", "unknown flag '--verison'; did you mean --version?"}}) {
+    CliOutput run = RunCliWithFiles(FreshDir("misspelled"), word);
+    EXPECT_EQ(run.code, kExitNotRetryable) << word;
+    EXPECT_EQ(run.err, std::string("lockstep: error: ") + line + " (`lockstep --help` lists the commands)\n");
+  }
+}
+
 // A LMDB of `count` encoded 40x36 JPEGs (Caffe Datum records) with labels i % 10; `bad_label` makes record
 // 3's label that number.
 std::string WriteJpegLmdb(const fs::path& dir, int count, int bad_label = -1) {

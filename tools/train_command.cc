@@ -146,13 +146,19 @@ std::vector<std::string> CommandNames(const CLI::App& app) {
   return names;
 }
 
-// For a first word that is no command: the commands nearest to it.
+// For a first word that is no command: the commands nearest to it (the program's own flags for a flag).
 std::string UnknownCommand(const CLI::App& app) {
-  const std::vector<std::string> words = app.remaining();
-  const std::vector<std::string> commands = CommandNames(app);
-  const std::vector<std::string> closest = ClosestNames(words.front(), commands);
-  return fmt::format("unknown {} '{}'{} (`{} --help` lists the commands)",
-                     words.front().rfind('-', 0) == 0 ? "flag" : "command", words.front(),
+  const std::string word = app.remaining().front();
+  const bool flag = word.rfind('-', 0) == 0;
+  std::vector<std::string> candidates;
+  if (flag) {
+    for (const CLI::Option* option : app.get_options())
+      for (const std::string& name : option->get_lnames()) candidates.push_back("--" + name);
+  } else {
+    candidates = CommandNames(app);
+  }
+  const std::vector<std::string> closest = ClosestNames(word, candidates);
+  return fmt::format("unknown {} '{}'{} (`{} --help` lists the commands)", flag ? "flag" : "command", word,
                      closest.empty() ? "" : fmt::format("; did you mean {}?", closest.front()),
                      CommandName(app, app));
 }
