@@ -75,7 +75,16 @@ TEST(CheckpointModel, TrainingRecordsTheModelAndItsGeometry) {
   EXPECT_EQ(metadata["num_channels"], "3");
   EXPECT_EQ(metadata["image_size"], "32");
   EXPECT_EQ(metadata["num_labels"], "7");
+  EXPECT_EQ(metadata["scale"], std::to_string(SyntheticLeNet(dir).scale));
   ExpectModel(path, "lenet", 3, 32, 7);
+
+  // The resize before the crop is the checkpoint's too: eval and export bring images to the size it saw.
+  EditMetadata(path, {{"scale", "40"}});
+  TrainerConfig eval;
+  eval.load_model_path = path;
+  ResolveModelFromCheckpoint({}, /*train=*/false, &eval);
+  EXPECT_EQ(eval.scale, 40);
+  EXPECT_EQ(eval.image_size, 32);
 }
 
 TEST(CheckpointModel, ResumeBuildsTheCheckpointsModelWithoutModelFlags) {
@@ -179,7 +188,7 @@ TEST(CheckpointModel, EvalRefusesAContradictingFlagOrData) {
 TEST(CheckpointModel, ACheckpointWithoutGeometryResumesWithFlagsAndThenRecordsIt) {
   const fs::path dir = FreshDir("checkpoint_model_no_geometry");
   const std::string path = TrainLeNet(dir);
-  EditMetadata(path, {{"num_channels", ""}, {"image_size", ""}, {"num_labels", ""}});
+  EditMetadata(path, {{"num_channels", ""}, {"image_size", ""}, {"num_labels", ""}, {"scale", ""}});
   ExpectModel(path, "lenet", 0, 0, 0);
 
   // Without them the defaults (3 channels of 224x224, 1000 labels) build a LeNet of other shapes.

@@ -26,6 +26,7 @@ namespace lockstep {
 struct ModelDescription {
   std::string name;  // of the model zoo: lenet, resnet50, wrn-28-10, ...
   int num_channels = 0, image_size = 0, num_labels = 0;
+  int scale = 0;              // the shortest side database images were resized to before the crop
   std::string input_scaling;  // InputScaling() of its training data; "" where not recorded
 };
 
@@ -38,6 +39,7 @@ inline constexpr GeometryField kModelGeometry[] = {
     {"num_channels", &ModelDescription::num_channels},
     {"image_size", &ModelDescription::image_size},
     {"num_labels", &ModelDescription::num_labels},
+    {"scale", &ModelDescription::scale},
 };
 
 struct TrainerState {

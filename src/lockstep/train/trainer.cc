@@ -202,8 +202,11 @@ void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicat
                                     IsDatabase(config.train_data) ? config.prefetch : 0);
   ws.SetObject(kTrainReader, session->reader);
   ws.RunNetOnce(models.train.param_init_net());
-  session->state.model = {config.model, config.num_channels, config.image_size, config.num_labels,
-                          InputScaling(config.train_data)};
+  ModelDescription& model = session->state.model;  // what its checkpoints record of it
+  model.name = config.model;
+  model.num_channels = config.num_channels, model.image_size = config.image_size;
+  model.num_labels = config.num_labels, model.scale = config.scale;
+  model.input_scaling = InputScaling(config.train_data);
   session->state.seed = config.seed;
 }
 
