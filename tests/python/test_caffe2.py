@@ -419,6 +419,25 @@ def make_lmdb(tmp_path, count=32, labels=LABELS):
     return db
 
 
+def test_image_input_reads_fashion_mnist_without_color():
+    """Caffe2's trainer gives image_input no color, whose default asks for 3 channels: fashion-mnist has 1."""
+    model = model_helper.ModelHelper(name="fashion")
+    reader = model.CreateDB("reader", db="fashion-mnist", db_type="lmdb")
+
+    def forward(m, loss_scale):
+        _, loss = brew.softmax_with_loss(m, [brew.fc(m, "data", "fc", 784, 10), "label"], ["softmax", "loss"])
+        return [brew.scale(m, loss, "scaled_loss", scale=loss_scale)]
+
+    data_parallel_model.Parallelize(
+        model, input_builder_fun=lambda m: brew.image_input(m, reader, ["data", "label"], batch_size=8, crop=28,
+                                                            mirror=1, is_test=False),
+        forward_pass_builder_fun=forward, optimizer_builder_fun=lambda m: optimizer.build_sgd(m, 0.1),
+        devices=[0], cpu_device=True)
+    workspace.RunNetOnce(model.param_init_net)
+    workspace.RunNetOnce(model.net)
+    assert workspace.FetchBlob("cpu_0/data").shape == (8, 1, 28, 28)
+
+
 def test_image_input_reads_a_lockstep_made_lmdb_as_the_trainer_does(tmp_path):
     db = make_lmdb(tmp_path)
     model = model_helper.ModelHelper(name="resnet50")

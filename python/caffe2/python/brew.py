@@ -135,8 +135,10 @@ def image_input(model, blob_in, blob_out, order="NCHW", use_gpu_transform=False,
     kwargs.pop("mirror", None)
     args = dict(db=reader["db"], db_type=reader["db_type"], batch_size=int(kwargs.pop("batch_size")),
                 num_replicas=len(model._devices) * reader["num_shards"], train=0 if is_test else 1,
-                record_format="datum" if kwargs.pop("use_caffe_datum", False) else "tensorprotos",
-                num_channels=3 if kwargs.pop("color", 1) else 1)
+                record_format="datum" if kwargs.pop("use_caffe_datum", False) else "tensorprotos")
+    # color's default asks for 3 channels; fashion-mnist has 1, which it gives unless color is said.
+    if "color" in kwargs or reader["db"] != "fashion-mnist":
+        args["num_channels"] = 3 if kwargs.pop("color", 1) else 1
     if "crop" in kwargs:
         args["image_size"] = int(kwargs.pop("crop"))
     if "scale" in kwargs:
