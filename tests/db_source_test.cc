@@ -104,12 +104,26 @@ TEST_P(DbSourceTest, BadRecordsNameTheDatabaseAndKeyOrAreSkippedWhenAsked) {
   }
   options = IndexOptions(GetParam());
   options.num_labels = 5;  // labels go up to 9
-  DbSource narrow(path, options);
+  {
+    DbSource narrow(path, options);
+    try {
+      narrow.Fill(6, 2, &data, &label);
+      ADD_FAILURE() << "a label outside --num_labels was read";
+    } catch (const InvalidInput& e) {
+      EXPECT_NE(std::string(e.what()).find("label 6"), std::string::npos) << e.what();
+    }
+  }
+  // Where no record can be used, skipping ends with why the last one could not.
+  options.num_labels = 1;
+  options.skip_bad_records = true;
+  DbSource none(path, options);
   try {
-    narrow.Fill(6, 2, &data, &label);
-    ADD_FAILURE() << "a label outside --num_labels was read";
+    none.Fill(0, 4, &data, &label);
+    ADD_FAILURE() << "a batch was read where every label is outside --num_labels but one";
   } catch (const InvalidInput& e) {
-    EXPECT_NE(std::string(e.what()).find("label 6"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(": no record can be used (the last: "), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("label"), std::string::npos) << e.what();
   }
 }
 

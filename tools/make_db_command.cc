@@ -99,9 +99,9 @@ int RunMakeDb(const MakeDbFlags& flags) {
     options.progress = [&](int64_t written, int64_t total) { progress.Update(written, total); };
     result = MakeDb(options);
   }
-  fmt::print("wrote {} records of {} images with {} channel{} to {} {}\n", result.records,
-             result.geometry.SizeText(), result.geometry.channels, result.geometry.channels == 1 ? "" : "s",
-             options.db_type, options.output);
+  fmt::print("wrote {} record{} of {} images with {} channel{} to {} {}\n", result.records,
+             result.records == 1 ? "" : "s", result.geometry.SizeText(), result.geometry.channels,
+             result.geometry.channels == 1 ? "" : "s", options.db_type, options.output);
   return 0;
 }
 

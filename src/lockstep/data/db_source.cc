@@ -75,14 +75,16 @@ Cursor* DbSource::CursorAt(int64_t index) {
     } else {
       best = &cursors_.front();
       for (auto& entry : cursors_)
-        if (entry.second > best->second) best = &entry;  // the one furthest ahead is least likely to be needed
+        if (entry.second > best->second)
+          best = &entry;  // the one furthest ahead is least likely to be needed
     }
     best->first->SeekToFirst();
     best->second = 0;
   }
   for (; best->second < index; ++best->second) best->first->Next();
-  LOCKSTEP_ENFORCE(best->first->valid(), "{}: record {} of {} is missing; was the database changed while open?",
-                   name_, index, size_);
+  LOCKSTEP_ENFORCE(best->first->valid(),
+                   "{}: record {} of {} is missing; was the database changed while open?", name_, index,
+                   size_);
   return best->first.get();
 }
 
@@ -107,8 +109,8 @@ int32_t DbSource::Decode(const std::string& key, const std::string& value, int64
       transform.Apply(image, kDecodedColorOrder, &rng, out);
     } else {
       if (record.channels != options_.channels)
-        throw InvalidInput(fmt::format("{} channels where --num_channels is {}", record.channels,
-                                       options_.channels));
+        throw InvalidInput(
+            fmt::format("{} channels where --num_channels is {}", record.channels, options_.channels));
       if (check_first_batch_) first_batch_sizes_[worker].Add(record.height, record.width, record.channels);
       const auto* pixels = reinterpret_cast<const uint8_t*>(record.bytes.data());
       if (record.layout == PixelLayout::kCHW)
@@ -156,9 +158,17 @@ void DbSource::Fill(int64_t first, int64_t count, Tensor* data, Tensor* label) {
     while (errors[i]) {
       if (!options_.skip_bad_records) std::rethrow_exception(errors[i]);
       ++skipped_;
-      if (skipped_ > size_)
-        throw InvalidInput(fmt::format("{}: no record decodes; check --db_type, --num_channels and the records",
-                                       name_));
+      if (skipped_ > size_) {
+        std::string last;  // why the last one failed, which is likely why every one did
+        try {
+          std::rethrow_exception(errors[i]);
+        } catch (const std::exception& e) {
+          last = e.what();
+        }
+        throw InvalidInput(fmt::format(
+            "{}: no record can be used (the last: {}); check --db_type, --num_channels and the records",
+            name_, last));
+      }
       Cursor* cursor = CursorAt(spare % size_);
       std::string key(cursor->key()), value(cursor->value());
       errors[i] = nullptr;
