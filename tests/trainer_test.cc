@@ -417,6 +417,10 @@ TEST(TrainerCli, AMisspelledCommandOrFlagNamesTheNearest) {
     EXPECT_EQ(run.code, kExitNotRetryable) << word;
     EXPECT_EQ(run.err, std::string("lockstep: error: ") + line + " (`lockstep --help` lists the commands)\n");
   }
+  // A required argument left out says where the usage is.
+  CliOutput run = RunCliWithFiles(FreshDir("misspelled"), "plot");
+  EXPECT_EQ(run.code, kExitNotRetryable);
+  EXPECT_EQ(run.err, "lockstep: error: logs is required (`lockstep plot --help` shows the usage)\n");
 }
 
 // A LMDB of `count` encoded 40x36 JPEGs (Caffe Datum records) with labels i % 10; `bad_label` makes record

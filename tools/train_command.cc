@@ -50,6 +50,13 @@ void AddFlag(CLI::App* app, TrainerConfig* config, const TrainerOption& option) 
   added->type_name(TypeName(option))->default_str(OptionText(*config, option));
 }
 
+// The command the words named: the innermost subcommand given, or the program.
+const CLI::App* GivenCommand(const CLI::App& app) {
+  const CLI::App* command = &app;
+  while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
+  return command;
+}
+
 }  // namespace
 
 void AddTrainerFlags(CLI::App* app, TrainerConfig* config, bool train) {
@@ -119,8 +126,7 @@ std::string NearestFlag(const std::string& name, const std::vector<std::string>&
 }
 
 std::string UnknownArguments(const CLI::App& app) {
-  const CLI::App* command = &app;
-  while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
+  const CLI::App* command = GivenCommand(app);
   std::vector<std::string> flags;
   for (const CLI::Option* option : command->get_options())
     for (const std::string& name : option->get_lnames()) flags.push_back(name);
@@ -175,7 +181,13 @@ std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const bool no_command =
         !CommandNames(*app).empty() && app->get_subcommands().empty() && !app->remaining().empty();
-    std::fprintf(stderr, "lockstep: error: %s\n", no_command ? UnknownCommand(*app).c_str() : e.what());
+    if (no_command)
+      std::fprintf(stderr, "lockstep: error: %s\n", UnknownCommand(*app).c_str());
+    else if (dynamic_cast<const CLI::RequiredError*>(&e))  // "logs is required": and where the usage is
+      std::fprintf(stderr, "lockstep: error: %s (`%s --help` shows the usage)\n", e.what(),
+                   CommandName(*app, *GivenCommand(*app)).c_str());
+    else
+      std::fprintf(stderr, "lockstep: error: %s\n", e.what());
     return kExitNotRetryable;
   } catch (const Error& e) {  // a value SetOption cannot read
     std::fprintf(stderr, "lockstep: error: %s\n", e.what());
