@@ -176,18 +176,20 @@ void CheckData(const TrainerConfig& c) {
   for (const auto& [flag, data] : {std::pair{"--train_data", &c.train_data}, {"--test_data", &c.test_data}}) {
     std::error_code error;
     if (!data->empty() && IsDatabase(*data) && !std::filesystem::exists(*data, error))
-      throw InvalidInput(fmt::format(
-          "{} '{}' does not exist: give an image database (a folder lockstep make-db wrote), fashion-mnist, or "
-          "null for synthetic data",
-          flag, *data));
+      throw InvalidInput(
+          fmt::format("{} '{}' does not exist: give an image database (a folder lockstep make-db wrote), "
+                      "fashion-mnist, or "
+                      "null for synthetic data",
+                      flag, *data));
   }
   if (c.test_data == "fashion-mnist" && c.train_data != "fashion-mnist")
     throw InvalidInput("--test_data fashion-mnist needs --train_data fashion-mnist (same input geometry)");
   if (c.db_type == "leveldb" && IsDatabase(c.train_data) && c.test_data == c.train_data)
-    throw InvalidInput(fmt::format(
-        "--train_data and --test_data are one LevelDB ({}), which opens once at a time; test on a copy of it, "
-        "or on an LMDB (lockstep make-db --db lmdb)",
-        c.train_data));
+    throw InvalidInput(
+        fmt::format("--train_data and --test_data are one LevelDB ({}), which opens once at a time; test on "
+                    "a copy of it, "
+                    "or on an LMDB (lockstep make-db --db lmdb)",
+                    c.train_data));
   const std::string train_scaling = InputScaling(c.train_data), test_scaling = InputScaling(c.test_data);
   if (!train_scaling.empty() && !test_scaling.empty() && train_scaling != test_scaling)
     throw InvalidInput(fmt::format(
@@ -208,9 +210,11 @@ void CheckDeviceSplit(const TrainerConfig& c) {
         c.num_devices, c.model_parallel));
   const int replicas = c.num_devices / c.model_parallel;
   if (c.batch_size % (replicas * c.micro_batches) != 0)
-    throw InvalidInput(fmt::format(
-        "--batch_size {} does not divide evenly among {} replicas x {} micro-batches; use a multiple of {}",
-        c.batch_size, replicas, c.micro_batches, replicas * c.micro_batches));
+    throw InvalidInput(
+        fmt::format("--batch_size {} does not divide evenly among {} replica{}{}; use a multiple of {}",
+                    c.batch_size, replicas, replicas == 1 ? "" : "s",
+                    c.micro_batches == 1 ? "" : fmt::format(" x {} micro-batches", c.micro_batches),
+                    replicas * c.micro_batches));
 }
 
 void CheckPrecision(const TrainerConfig& c) {
