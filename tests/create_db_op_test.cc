@@ -151,7 +151,14 @@ TEST(CreateDB, NullMakesSyntheticBatchesOfTheGivenGeometry) {
     EXPECT_GE(label, 0);
     EXPECT_LT(label, 4);
   }
-  // A replica the reader was not made for says how to make it.
+  // A reader that was never made, and a replica the reader was not made for, say how to make it.
+  NetDef misspelled = ReadNet(1);
+  misspelled.mutable_op(0)->mutable_arg(0)->set_s("readr");
+  EXPECT_NE(ErrorOf(misspelled)
+                .find("no reader 'readr' in the workspace; make it with CreateDB([], \"readr\", "
+                      "db=...) in the init net, and run that net first"),
+            std::string::npos)
+      << ErrorOf(misspelled);
   try {
     ws.RunNetOnce(ReadNet(2));
     ADD_FAILURE() << "replica 1 read a reader of 1 replica";
