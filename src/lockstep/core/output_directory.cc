@@ -1,6 +1,7 @@
 // Checking and creating the directories of a run's outputs.
 #include "lockstep/core/output_directory.h"
 
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,6 +54,8 @@ void PrepareOutputFile(const std::string& path, const std::string& flag) {
         fmt::format("{} '{}': '{}' is a file, not a folder; name a file in a folder", flag, path, folder));
   PrepareOutputDirectory(folder, flag, IfMissing::kCreate);
 }
+
+bool LockForThisProcess(int fd) { return ::flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK; }
 
 std::string DirectoryOf(const std::string& file_path) {
   const fs::path parent = fs::path(file_path).parent_path();

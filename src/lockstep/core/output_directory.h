@@ -22,6 +22,11 @@ void PrepareOutputDirectory(const std::string& directory, const std::string& fla
 // (created when missing), with the same errors as PrepareOutputDirectory, naming `flag`.
 void PrepareOutputFile(const std::string& path, const std::string& flag);
 
+// Takes an advisory lock (flock) on the open file `fd` for as long as it stays open: false when another
+// process holds one, so that two runs do not write the same outputs. A filesystem without locks (ENOLCK)
+// counts as free: the lock guards against a mistake, nothing depends on it.
+bool LockForThisProcess(int fd);
+
 // The directory a file path is in ("." for a bare name).
 std::string DirectoryOf(const std::string& file_path);
 

@@ -2,7 +2,6 @@
 #include "lockstep/train/interval_log.h"
 
 #include <fmt/format.h>
-#include <sys/file.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +12,7 @@
 #include <utility>
 
 #include "lockstep/core/enforce.h"
+#include "lockstep/core/output_directory.h"
 #include "lockstep/train/event_file.h"
 
 namespace lockstep {
@@ -50,9 +50,8 @@ IntervalLog::IntervalLog(IntervalLogOptions options) : options_(std::move(option
   csv_ = std::fopen(options_.csv_path.c_str(), "a");
   if (!csv_)
     throw IoError(fmt::format("--iter_log {}: cannot open it: {}", options_.csv_path, std::strerror(errno)));
-  // Two runs appending to one log would interleave their rows; the lock goes with the process.
-  // (A filesystem without locks, ENOLCK, goes without: the lock guards against a mistake.)
-  if (::flock(fileno(csv_), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+  // Two runs appending to one log would interleave their rows.
+  if (!LockForThisProcess(fileno(csv_))) {
     std::fclose(csv_);
     csv_ = nullptr;
     throw InvalidInput(fmt::format(

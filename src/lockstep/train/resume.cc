@@ -19,12 +19,12 @@ TrainerConfig ResolveLatestCheckpoint(const TrainerConfig& config) {
   resolved.load_model_path = LatestCheckpoint(config.file_store_path, config.save_model_name, &skipped);
   for (const std::string& why : skipped) fmt::print("--load_model_path latest: passed over: {}\n", why);
   if (resolved.load_model_path.empty() && !skipped.empty())  // a fresh start would write over them
-    throw InvalidInput(fmt::format(
-        "--load_model_path latest: none of the {} file(s) named as checkpoints of {} in {} can be resumed "
-        "(each "
-        "passed over above); move them away to start afresh, or pass --load_model_path of a good checkpoint",
-        skipped.size(), config.save_model_name,
-        config.file_store_path.empty() ? "." : config.file_store_path));
+    throw InvalidInput(
+        fmt::format("--load_model_path latest: none of the {} file(s) named as checkpoints of {} in {} can "
+                    "be resumed (each passed over above); move them away to start afresh, or pass "
+                    "--load_model_path of a good checkpoint",
+                    skipped.size(), config.save_model_name,
+                    config.file_store_path.empty() ? "." : config.file_store_path));
   if (resolved.load_model_path.empty())
     fmt::print("--load_model_path latest: no checkpoint {}_*.safetensors in {}; starting fresh\n",
                config.save_model_name, config.file_store_path);

@@ -3,11 +3,9 @@
 #include "lockstep/train/run_outputs.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -41,8 +39,7 @@ CheckpointClaim::CheckpointClaim(const std::string& store, const std::string& na
   const std::string path = fmt::format("{}/.{}.lock", store, name);
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) ThrowErrno(fmt::format("--file_store_path {}: cannot create {}", store, path));
-  // A filesystem without locks (ENOLCK) goes without the claim, which only guards against a mistake.
-  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) return;
+  if (LockForThisProcess(fd_)) return;
   ::close(fd_);
   fd_ = -1;
   throw InvalidInput(fmt::format(

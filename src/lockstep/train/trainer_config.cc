@@ -84,19 +84,19 @@ void ResolveModelFromCheckpoint(const GivenOptions& given, bool train, TrainerCo
   const std::string& data = train ? c->train_data : c->test_data;
   const std::string scaling = InputScaling(data);
   if (!saved.input_scaling.empty() && !scaling.empty() && saved.input_scaling != scaling)
-    throw InvalidInput(fmt::format(
-        "{} {} is read as {}, but the checkpoint {} was trained on images read as {}: give data read the "
-        "same way",
-        train ? "--train_data" : "--test_data", data, scaling, path, saved.input_scaling));
+    throw InvalidInput(
+        fmt::format("{} {} is read as {}, but the checkpoint {} was trained on images read as {}: give data "
+                    "read the same way",
+                    train ? "--train_data" : "--test_data", data, scaling, path, saved.input_scaling));
   for (const auto& [name, field] : kModelGeometry) {
     const int recorded = saved.*field;
     if (recorded == 0) continue;
     int& value = c->*std::get<int TrainerConfig::*>(FindTrainerOption(name).member);
     if (given.count(name) && value != recorded)
-      throw InvalidInput(fmt::format(
-          "--{0} {1} contradicts the checkpoint {2}, which holds {3}; drop --{0} or load a checkpoint of "
-          "--{0} {1}",
-          name, value, path, recorded));
+      throw InvalidInput(
+          fmt::format("--{0} {1} contradicts the checkpoint {2}, which holds {3}; drop --{0} or load a "
+                      "checkpoint of --{0} {1}",
+                      name, value, path, recorded));
     if (HasFixedGeometry(data) && value != recorded)
       throw InvalidInput(fmt::format(
           "{} {} has --{} {} but the checkpoint {} holds {}; give data of the checkpoint's geometry",
@@ -171,15 +171,14 @@ void CheckData(const TrainerConfig& c) {
   if (c.test_data == "null") throw InvalidInput("--test_data null: give a database path or fashion-mnist");
   if (c.train_data == "null" && c.epoch_size == 0)
     throw InvalidInput(
-        "--epoch_size 0 asks for one pass over the data, but --train_data null never ends: give "
-        "the images an epoch has");
+        "--epoch_size 0 asks for one pass over the data, but --train_data null never ends: give the images "
+        "an epoch has");
   for (const auto& [flag, data] : {std::pair{"--train_data", &c.train_data}, {"--test_data", &c.test_data}}) {
     std::error_code error;
     if (!data->empty() && IsDatabase(*data) && !std::filesystem::exists(*data, error))
       throw InvalidInput(
           fmt::format("{} '{}' does not exist: give an image database (a folder lockstep make-db wrote), "
-                      "fashion-mnist, or "
-                      "null for synthetic data",
+                      "fashion-mnist, or null for synthetic data",
                       flag, *data));
   }
   if (c.test_data == "fashion-mnist" && c.train_data != "fashion-mnist")
@@ -187,15 +186,13 @@ void CheckData(const TrainerConfig& c) {
   if (c.db_type == "leveldb" && IsDatabase(c.train_data) && c.test_data == c.train_data)
     throw InvalidInput(
         fmt::format("--train_data and --test_data are one LevelDB ({}), which opens once at a time; test on "
-                    "a copy of it, "
-                    "or on an LMDB (lockstep make-db --db lmdb)",
+                    "a copy of it, or on an LMDB (lockstep make-db --db lmdb)",
                     c.train_data));
   const std::string train_scaling = InputScaling(c.train_data), test_scaling = InputScaling(c.test_data);
   if (!train_scaling.empty() && !test_scaling.empty() && train_scaling != test_scaling)
     throw InvalidInput(fmt::format(
         "--train_data {} is read as {} but --test_data {} as {}: the model would score wrongly on it; test "
-        "on "
-        "data read as its training data is (for an image database of the same images: lockstep make-db)",
+        "on data read as its training data is (for an image database of the same images: lockstep make-db)",
         c.train_data, train_scaling, c.test_data, test_scaling));
   // --test_data shares every option but its name.
   CheckSourceOptions(DataSpec(c.train_data, c, true), c.batch_size, c.prefetch, {}, "--");
@@ -205,8 +202,7 @@ void CheckData(const TrainerConfig& c) {
 void CheckDeviceSplit(const TrainerConfig& c) {
   if (c.num_devices % c.model_parallel != 0)
     throw InvalidInput(fmt::format(
-        "--num_gpus {} does not divide into replicas of --model_parallel {} devices; use a multiple of "
-        "it",
+        "--num_gpus {} does not divide into replicas of --model_parallel {} devices; use a multiple of it",
         c.num_devices, c.model_parallel));
   const int replicas = c.num_devices / c.model_parallel;
   if (c.batch_size % (replicas * c.micro_batches) != 0)
@@ -246,11 +242,11 @@ void CheckCheckpoints(const TrainerConfig& c) {
   // A path here would be joined under --file_store_path and fail only when the first epoch ends.
   if (c.save_model_name.find('/') != std::string::npos || c.save_model_name == "." ||
       c.save_model_name == "..")
-    throw InvalidInput(fmt::format(
-        "--save_model_name '{}' is a path, not a name: checkpoints go to "
-        "{{file_store_path}}/{{save_model_name}}_{{epoch}}.safetensors; pass the folder as --file_store_path "
-        "and a name without '/'",
-        c.save_model_name));
+    throw InvalidInput(
+        fmt::format("--save_model_name '{}' is a path, not a name: checkpoints go to "
+                    "{{file_store_path}}/{{save_model_name}}_{{epoch}}.safetensors; pass the folder as "
+                    "--file_store_path and a name without '/'",
+                    c.save_model_name));
   if (c.checkpoint_every_iters > 0 && c.save_model_name.empty())
     throw InvalidInput(
         "--checkpoint_every_iters needs --save_model_name: the name of the checkpoints to write");

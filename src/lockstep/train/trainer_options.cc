@@ -218,8 +218,7 @@ const std::vector<TrainerOption>& Table() {
       {"iter_log", &C::iter_log,
        "Append the progress rows (at --log_every_secs / --log_every_iters, and at each epoch's end) to this "
        "CSV file, its folder created if missing (one running process per file); shard k > 0 adds _shard{k} "
-       "to "
-       "the name",
+       "to the name",
        kNoRange, kNone, false},
       {"tensorboard_dir", &C::tensorboard_dir,
        "Write TensorBoard event files here, created if missing: the options, the progress rows and each "
