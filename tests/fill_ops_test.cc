@@ -182,6 +182,20 @@ TEST(FillOps, RerunContinuesTheSequence) {
   EXPECT_NE(Values(ws.Blob("w")), first);
 }
 
+TEST(FillOps, RunOnceFillsAtTheFirstRunOnly) {
+  Workspace ws;
+  auto op =
+      CreateOperator(MakeOperatorDef("GaussianFill", {}, {"w"},
+                                     {Arg("shape", std::vector<int>{8}), Arg("seed", 3), Arg("run_once", 1)}),
+                     &ws);
+  op->Run();
+  auto first = Values(ws.Blob("w"));
+  ws.GetBlob("w")->data<float>()[0] = 42.0f;  // a training step's update, which a second run must keep
+  first[0] = 42.0f;
+  op->Run();
+  EXPECT_EQ(Values(ws.Blob("w")), first);
+}
+
 TEST(FillOps, FillWithInputShape) {
   Workspace ws;
   Feed(&ws, "x", RandomTensor({3, 7}, 2));

@@ -69,10 +69,11 @@ def conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=None, bi
 
 def fc(model, blob_in, blob_out, dim_in, dim_out, weight_init=None, bias_init=None, **kwargs):
     _sizes("fc", dim_in=dim_in, dim_out=dim_out)
-    _options("fc", model, kwargs, set())
+    o = {**core.arg_defaults("FC"), **_options("fc", model, kwargs, {"axis"})}
     w, b = _fill(weight_init, _XAVIER, "fc"), _fill(bias_init, _ZERO, "fc")
     with model.scopes():
-        return _out(C.fc(model._cpp, _in(model, blob_in), blob_out, dim_in, dim_out, w[0], w[1], b[0], b[1]))
+        return _out(C.fc(model._cpp, _in(model, blob_in), blob_out, dim_in, dim_out, w[0], w[1], b[0], b[1],
+                         o["axis"]))
 
 
 def relu(model, blob_in, blob_out, **kwargs):

@@ -17,15 +17,44 @@ class Net:
         self._model = model
         self._init = init
         self._next_name = 0
+        # The message Proto() handed out, kept in step with the C++ net (see _sync), and both sides'
+        # serializations as of the last sync.
+        self._proto = None
+        self._synced_cpp = self._synced_proto = None
 
     def Proto(self):
-        """The NetDef as a protobuf message (lockstep_pb2.NetDef)."""
+        """The NetDef as a protobuf message (lockstep_pb2.NetDef). It stays live, as Caffe2's did: edits to
+        it (``Proto().op.extend(...)``, ``external_input``) reach the model before it is next used, and ops
+        added since show in it."""
         from lockstep import lockstep_pb2
-        cpp = self._model._cpp
-        return lockstep_pb2.NetDef.FromString(cpp.init_net_bytes() if self._init else cpp.net_bytes())
+        self._model._sync_nets()
+        if self._proto is None:
+            self._synced_cpp = self._cpp_bytes()
+            self._proto = lockstep_pb2.NetDef.FromString(self._synced_cpp)
+            self._synced_proto = self._proto.SerializeToString()
+        return self._proto
+
+    def _cpp_bytes(self):
+        cpp = self._model._cpp_model
+        return cpp.init_net_bytes() if self._init else cpp.net_bytes()
+
+    def _sync(self):
+        """Sends edits of the handed-out message to the C++ net, or brings the C++ net's changes into it."""
+        if self._proto is None:
+            return
+        edited, current = self._proto.SerializeToString(), self._cpp_bytes()
+        if edited != self._synced_proto:
+            if current != self._synced_cpp:
+                raise InvalidInput(f"net '{self.Name()}': its Proto() was edited after ops were added to the "
+                                   "model; take Proto() again after adding ops, then edit it")
+            self._model._cpp_model.set_net_bytes(self._init, edited)
+            current = self._cpp_bytes()
+        elif current != self._synced_cpp:
+            self._proto.ParseFromString(current)  # in place: references the caller holds see it
+        self._synced_cpp, self._synced_proto = current, self._proto.SerializeToString()
 
     def Name(self):
-        cpp = self._model._cpp
+        cpp = self._model._cpp_model
         return cpp.init_net_name if self._init else cpp.name
 
     def __str__(self):
@@ -81,13 +110,23 @@ class ModelHelper:
     """
 
     def __init__(self, name="model", init_params=True, arg_scope=None, seed=None):
-        self._cpp = C.ModelHelper(name, init_params)
+        self._cpp_model = C.ModelHelper(name, init_params)
         if seed is not None:
-            self._cpp.seed = seed
+            self._cpp_model.seed = seed
         self.arg_scope = dict(arg_scope or {})
         self.net = Net(self, init=False)
         self.param_init_net = Net(self, init=True)
         self.parallel = None  # the DataParallelModel, once data_parallel_model.Parallelize has built it
+
+    @property
+    def _cpp(self):
+        """The C++ model, with the edits of the nets' Proto() messages applied."""
+        self._sync_nets()
+        return self._cpp_model
+
+    def _sync_nets(self):
+        self.net._sync()
+        self.param_init_net._sync()
 
     @property
     def name(self):

@@ -110,6 +110,12 @@ void BindModelHelper(py::module_& m) {
             return static_cast<int>(outputs.size());
           },
           "init"_a, "type"_a, "inputs"_a, "outputs"_a, "args"_a)
+      .def("set_net_bytes",
+           [](ModelHelper& model, bool init, const py::bytes& bytes) {
+             NetDef net = NetDefFromBytes(bytes);
+             for (const OperatorDef& op : net.op()) SchemaRegistry::Of(op).Verify(op);
+             (init ? model.param_init_net() : model.net()) = std::move(net);
+           })
       .def("scoped", &ModelHelper::Scoped)
       .def_property_readonly("name_scope", &ModelHelper::name_scope)
       .def_property_readonly("device", &ModelHelper::device)
@@ -161,9 +167,9 @@ void BindLayers(py::module_& m) {
   });
   m.def("fc", [](ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
                  const std::string& weight_fill, const py::dict& weight_args, const std::string& bias_fill,
-                 const py::dict& bias_args) {
+                 const py::dict& bias_args, int axis) {
     return layers::FC(model, in, out, dim_in, dim_out, MakeFill(weight_fill, weight_args),
-                      MakeFill(bias_fill, bias_args));
+                      MakeFill(bias_fill, bias_args), axis);
   });
   m.def("relu", &layers::Relu);
   m.def("max_pool", &layers::MaxPool);

@@ -77,8 +77,9 @@ def test_a_name_that_is_no_operator_type_is_no_attribute():
     (lambda m: brew.fc(m, "x", "f", 4.0, 5), r"brew.fc: dim_in must be a whole number of at least 1, got 4.0"),
     (lambda m: brew.fc(m, "x", "f", 4, -5), r"brew.fc: dim_out must be a whole number of at least 1, got -5"),
     (lambda m: brew.conv(m, "x", "c", 1, 2, 0), r"brew.conv: kernel must be a whole number of at least 1, got 0"),
-    (lambda m: brew.fc(m, "x", "f", 4, 5, axiz=2),
-     r"brew.fc: unknown argument 'axiz'; it takes no other keyword arguments"),
+    (lambda m: brew.fc(m, "x", "f", 4, 5, axiz=2), r"brew.fc: unknown argument 'axiz'; known: axis"),
+    (lambda m: brew.relu(m, "x", "r", inplace=True),
+     r"brew.relu: unknown argument 'inplace'; it takes no other keyword arguments"),
     (lambda m: brew.fc(m, "x", "f", 4, 5, weight_init=("FooFill", {})),
      r"unknown operator type 'FooFill'; `lockstep ops` lists them"),
     (lambda m: brew.conv(m, "x", "c", 1, 2, 3, weight_init=("GaussianFill", {"sigma": 1.0})),
@@ -90,6 +91,42 @@ def test_layer_mistakes_are_refused_where_the_layer_is_built(build, message):
     model = model_helper.ModelHelper(name="layers")
     with pytest.raises(InvalidInput, match=message):
         build(model)
+
+
+def test_brew_fc_flattens_from_its_axis():
+    model = model_helper.ModelHelper(name="m")
+    y = brew.fc(model, "x", "fc", 4, 3, axis=2, weight_init=("GaussianFill", {"std": 1.0}))
+    x = np.random.RandomState(0).randn(2, 5, 2, 2).astype(np.float32)
+    workspace.FeedBlob("x", x)
+    workspace.RunNetOnce(model.param_init_net)
+    workspace.RunNetOnce(model.net)
+    w, b = workspace.FetchBlob("fc_w"), workspace.FetchBlob("fc_b")
+    np.testing.assert_allclose(workspace.FetchBlob(y), x.reshape(2, 5, 4) @ w.T + b, rtol=1e-5, atol=1e-5)
+    assert [a.i for a in model.net.Proto().op[0].arg if a.name == "axis"] == [2]
+
+
+def test_a_nets_proto_stays_live_as_in_caffe2():
+    model = model_helper.ModelHelper(name="m")
+    proto = model.net.Proto()
+    proto.type = "dag"
+    proto.op.extend([core.CreateOperator("ConstantFill", [], ["x"], shape=[2], value=3.0)])
+    model.net.Relu("x", "y")  # the edit reaches the model before this op is added after it
+    assert proto is model.net.Proto()
+    assert [op.type for op in proto.op] == ["ConstantFill", "Relu"] and proto.type == "dag"
+    workspace.RunNetOnce(model.net)
+    np.testing.assert_array_equal(workspace.FetchBlob("y"), [3.0, 3.0])
+    del proto.op[1]
+    model.net.Relu("x", "z")
+    assert [op.output[0] for op in model.net.Proto().op] == ["x", "z"]
+    proto.op[0].arg.add(name="alpha", f=1.0)  # an argument ConstantFill does not declare
+    with pytest.raises(InvalidInput, match="alpha"):
+        model.net.Relu("z", "w")
+    del proto.op[0].arg[-1]
+    stale = model.net.Proto()
+    brew.relu(model, "z", "w")
+    stale.op.extend([core.CreateOperator("Relu", ["w"], ["v"])])
+    with pytest.raises(InvalidInput, match=r"^net 'm': its Proto\(\) was edited after ops were added"):
+        workspace.RunNetOnce(model.net)
 
 
 def test_feed_and_fetch_keep_values_and_types():

@@ -28,11 +28,13 @@ std::string Conv(ModelHelper& model, const std::string& in, const std::string& o
 }
 
 std::string FC(ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
-               const FillSpec& weight_init, const FillSpec& bias_init) {
+               const FillSpec& weight_init, const FillSpec& bias_init, int axis) {
   std::string output = model.Scoped(out);
   std::string w = model.CreateParam(out + "_w", {dim_out, dim_in}, weight_init, ParamTag::kWeight);
   std::string b = model.CreateParam(out + "_b", {dim_out}, bias_init, ParamTag::kBias);
-  model.AddOp("FC", {in, w, b}, {output});
+  std::vector<Arg> args;
+  if (axis != DefaultIntArg("FC", "axis")) args.push_back(Arg("axis", axis));
+  model.AddOp("FC", {in, w, b}, {output}, args);
   return output;
 }
 

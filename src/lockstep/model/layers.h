@@ -25,10 +25,11 @@ struct ConvOptions {
 // Parameters "<out>_w" (dim_out, dim_in/group, k, k) and "<out>_b" (dim_out).
 std::string Conv(ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
                  int kernel, const ConvOptions& options = {});
-// Parameters "<out>_w" (dim_out, dim_in) and "<out>_b" (dim_out); `in` is flattened from axis 1.
+// Parameters "<out>_w" (dim_out, dim_in) and "<out>_b" (dim_out); `in` is flattened from `axis`: its dims
+// from there on multiply to dim_in.
 std::string FC(ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
                const FillSpec& weight_init = FillSpec::Xavier(),
-               const FillSpec& bias_init = FillSpec::Constant(0));
+               const FillSpec& bias_init = FillSpec::Constant(0), int axis = DefaultIntArg("FC", "axis"));
 std::string Relu(ModelHelper& model, const std::string& in, const std::string& out);
 std::string MaxPool(ModelHelper& model, const std::string& in, const std::string& out, int kernel, int stride,
                     int pad = DefaultIntArg("MaxPool", "pad"));
@@ -39,7 +40,8 @@ std::string GlobalAveragePool(ModelHelper& model, const std::string& in, const s
 // relu = true fuses a following Relu: the output is relu(BN(in)), and training keeps the ReLU mask in
 // "<out>_relu_mask" for the gradient.
 std::string SpatialBN(ModelHelper& model, const std::string& in, const std::string& out, int channels,
-                      bool is_test, bool relu = false, float epsilon = DefaultFloatArg("SpatialBN", "epsilon"),
+                      bool is_test, bool relu = false,
+                      float epsilon = DefaultFloatArg("SpatialBN", "epsilon"),
                       float momentum = DefaultFloatArg("SpatialBN", "momentum"));
 std::string Dropout(ModelHelper& model, const std::string& in, const std::string& out, float ratio,
                     bool is_test);

@@ -34,17 +34,24 @@ std::vector<TensorShape> InferFillShape(const OperatorDef& def, const std::vecto
 // Base of all fills: sizes the output, then lets the subclass write its values.
 class FillOp : public Operator {
  public:
-  FillOp(const OperatorDef& def, Workspace* ws) : Operator(def, ws), dtype_(FillDataType(def)) {}
+  FillOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws), dtype_(FillDataType(def)), run_once_(IntArg("run_once") != 0) {}
 
   void Run() override {
+    if (run_once_ && filled_) return;
     Tensor* out = Output(0);
     out->Resize(FillShape(def_, InputSize() > 0 ? &Input(0).shape() : nullptr), dtype_);
     Fill(out);
+    filled_ = true;
   }
 
  protected:
   virtual void Fill(Tensor* out) = 0;
   DataType dtype_;
+
+ private:
+  bool run_once_;
+  bool filled_ = false;
 };
 
 class ConstantFillOp : public FillOp {
@@ -183,6 +190,8 @@ void DeclareFill(OpSchema& schema) {
       .Min(0)
       .Arg("dtype", ArgType::kInt, static_cast<int>(DataType::kFloat),
            "Y's TensorProto.DataType: 1 float, 2 int32, 10 int64 (random fills: float only)")
+      .Arg("run_once", ArgType::kInt, 0, "1: fill at the op's first run only, later runs leave Y as it is")
+      .Range(0, 1)
       .ShapeFunction(InferFillShape);
 }
 
