@@ -53,8 +53,13 @@ def load(file_path, model, reader=None):
     trainer state it was saved with (model, its geometry, epochs_done, iteration, reader_position, seed, ...). With
     ``reader`` (a CreateDB output, created already), its stream continues where the checkpoint left off."""
     parallel = _parallel(model)
-    if not os.path.isfile(file_path):  # as open() says it in Python (the command line exits 2 on it)
+    # As open() says it in Python (the command line exits 2 on it).
+    if os.path.isdir(file_path):
+        raise IsADirectoryError(errno.EISDIR, "a folder; name a .safetensors file in it", str(file_path))
+    if not os.path.isfile(file_path):
         raise FileNotFoundError(errno.ENOENT, "no checkpoint file here; check the path", str(file_path))
+    if reader is not None:
+        C.require_reader(workspace.CurrentWorkspace(), str(reader))  # before anything is replaced
     state = C.load_checkpoint(str(file_path), workspace.CurrentWorkspace(), parallel.scopes[0],
                               list(parallel.state_blobs))
     workspace.RunNetOnce(parallel.broadcast_net_bytes())

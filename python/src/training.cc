@@ -235,6 +235,10 @@ void BindReaders(py::module_& m) {
   m.def("reader_records", [](const Workspace& ws, const std::string& reader) {
     return ws.GetObject<BatchReader>(reader)->records();
   });
+  // A load checks its reader before it changes anything.
+  m.def("require_reader", [](const Workspace& ws, const std::string& reader) {
+    if (!ws.FindObject<BatchReader>(reader)) throw InvalidInput(NoReaderMessage(reader));
+  });
   m.def("reader_seek", [](const Workspace& ws, const std::string& reader, int64_t position) {
     ws.GetObject<BatchReader>(reader)->Seek(position);
   });

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from lockstep import brew, checkpoint, data_parallel_model, model_helper, models, optimizer, workspace
-from lockstep._core import C
+from lockstep._core import C, InvalidInput
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLI = os.environ.get("LOCKSTEP_CLI_PATH", os.path.join(REPO, "build", "lockstep"))
@@ -195,3 +195,15 @@ def test_a_checkpoint_of_another_model_is_refused(tmp_path):
         checkpoint.load(tmp_path / "one_device.safetensors", other)
     with pytest.raises(OSError, match="missing.safetensors"):
         checkpoint.load(tmp_path / "missing.safetensors", model)
+    with pytest.raises(IsADirectoryError, match="name a .safetensors file in it"):
+        checkpoint.load(tmp_path, model)
+
+
+def test_a_load_naming_a_missing_reader_changes_nothing(tmp_path):
+    model = build_lenet([0])
+    checkpoint.save(tmp_path / "lenet_1.safetensors", model)
+    workspace.RunNet(model.net, 2)
+    trained = workspace.FetchBlob("cpu_0/conv1_w").copy()
+    with pytest.raises(InvalidInput, match=r"^no reader 'Reader' in the workspace; make it with CreateDB"):
+        checkpoint.load(tmp_path / "lenet_1.safetensors", model, reader="Reader")
+    np.testing.assert_array_equal(workspace.FetchBlob("cpu_0/conv1_w"), trained)

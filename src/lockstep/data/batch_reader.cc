@@ -1,6 +1,8 @@
 // Slicing of the shared training stream among replicas, optionally filled ahead by one thread per replica.
 #include "lockstep/data/batch_reader.h"
 
+#include <fmt/format.h>
+
 namespace lockstep {
 
 BatchReader::BatchReader(std::shared_ptr<BatchSource> source, int64_t batch_per_replica, int replicas,
@@ -104,6 +106,13 @@ void BatchReader::Seek(int64_t position) {
     }
   }
   changed_.notify_all();
+}
+
+std::string NoReaderMessage(const std::string& name) {
+  return fmt::format(
+      "no reader '{}' in the workspace; make it with CreateDB([], \"{}\", db=...) in the init net, "
+      "and run that net first",
+      name, name);
 }
 
 }  // namespace lockstep

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -69,5 +70,8 @@ class BatchReader {
   std::vector<int64_t> steps_;  // global batches each replica has read since start_
   std::map<int, Producer> producers_;
 };
+
+// What to say where a reader is named that the workspace does not hold (ReadBatch, a checkpoint's load).
+std::string NoReaderMessage(const std::string& name);
 
 }  // namespace lockstep

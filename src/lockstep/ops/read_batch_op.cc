@@ -32,11 +32,7 @@ class ReadBatchOp : public Operator {
  private:
   std::shared_ptr<BatchReader> Reader() const {
     std::shared_ptr<BatchReader> reader = ws_->FindObject<BatchReader>(reader_name_);
-    if (!reader)
-      FailOperator(
-          def_, fmt::format("no reader '{}' in the workspace; make it with CreateDB([], \"{}\", db=...) in "
-                            "the init net, and run that net first",
-                            reader_name_, reader_name_));
+    if (!reader) FailOperator(def_, NoReaderMessage(reader_name_));
     if (replica_ < 0 || replica_ >= reader->replicas())
       FailOperator(def_, fmt::format("replica {} is outside the {} replicas of reader '{}'; create it with "
                                      "CreateDB's num_replicas as large as the replicas that read it",
