@@ -524,6 +524,40 @@ TEST(DataParallel, BadSetupsFailBeforeTraining) {
       "is written by two replicas");
   expect_error([](ParallelOptions& o) { o.num_shards = 2; },
                "num_shards > 1 needs a communicator that spans the shards");
+  auto sgd_with = [](float learning_rate, float momentum) {
+    return [=](ParallelOptions& o) {
+      o.param_update_builder = [=](ModelHelper& model) {
+        SgdOptions sgd;
+        sgd.base_learning_rate = learning_rate;
+        sgd.momentum = momentum;
+        AddMomentumSgd(model, sgd);
+      };
+    };
+  };
+  expect_error(sgd_with(-0.1f, 0.9f), "the learning rate must be positive, got -0.1");
+  expect_error(sgd_with(0.1f, 1.0f), "momentum must be in [0, 1), got 1");
+  expect_error([](ParallelOptions& o) { o.keep_blobs = {"sofmax"}; },
+               "keep_blobs names 'sofmax', which the replicas do not write; did you mean 'softmax'?");
+  expect_error(
+      [](ParallelOptions& o) { o.keep_blobs = {"cpu_1/softmax"}; },
+      "keep_blobs names blobs without a replica's scope, as every replica keeps them: 'softmax', not "
+      "'cpu_1/softmax'");
+  {
+    ModelHelper model("micro");
+    *model.param_init_net().add_op() =
+        MakeOperatorDef("CreateDB", {}, {"reader"},
+                        {Arg("db", "fashion-mnist"), Arg("batch_size", 8), Arg("num_replicas", 2)});
+    ParallelOptions o = SmallNetOptions({}, 2);
+    o.micro_batches = 3;
+    try {
+      Parallelize(model, o);
+      ADD_FAILURE() << "micro-batches that do not split the reader's batch were accepted";
+    } catch (const InvalidInput& e) {
+      EXPECT_STREQ(e.what(),
+                   "Parallelize: reader 'reader' gives each replica batches of 8, which do not split into "
+                   "micro_batches=3; use a batch_size that is a multiple of 3");
+    }
+  }
   EXPECT_THROW(BatchPerDevice(10, 3), InvalidInput);
   EXPECT_EQ(BatchPerDevice(12, 3), 4);
   EXPECT_EQ(BatchPerDevice(16, 2, 2), 4);

@@ -2,6 +2,7 @@
 // names the operator (and the closest declared name), whether the op is built in C++ or comes from a NetDef
 // file; defaults come from the schema; every schema documents itself; `lockstep ops` prints the catalogue.
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -47,7 +48,11 @@ TEST(SchemaArgs, WrongTypeAndOutOfRangeValuesAreRefused) {
   ExpectOneLineWith(CreationError(MakeOperatorDef("Conv", {"x", "w"}, {"y"}, {Arg("pads", 1)})),
                     {"argument 'pads' must be a list of ints, got the int 1"});
   ExpectOneLineWith(CreationError(MakeOperatorDef("Dropout", {"x"}, {"y", "mask"}, {Arg("ratio", 2.0f)})),
-                    {"Dropout(x) -> y, mask: argument 'ratio' must be in [0, 1], got 2"});
+                    {"Dropout(x) -> y, mask: argument 'ratio' must be in [0, 1), got 2"});
+  ExpectOneLineWith(CreationError(MakeOperatorDef("Dropout", {"x"}, {"y", "mask"}, {Arg("ratio", 1.0f)})),
+                    {"argument 'ratio' must be in [0, 1), got 1"});
+  ExpectOneLineWith(CreationError(MakeOperatorDef("Scale", {"x"}, {"y"}, {Arg("scale", NAN)})),
+                    {"Scale(x) -> y: argument 'scale' must be a number, got nan"});
   ExpectOneLineWith(
       CreationError(MakeOperatorDef("Conv", {"x", "w"}, {"y"}, {Arg("strides", std::vector<int64_t>{1, 0})})),
       {"argument 'strides' must be at least 1, got 0"});

@@ -122,7 +122,6 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
             return []
         return [replica._scope_name(loss) for loss in ([losses] if isinstance(losses, str) else losses)]
 
-    _check_micro_batches(model, int(micro_batches))
     model.parallel = C.parallelize(model._cpp, model, _in_replica_scopes(input_builder_fun),
                                    _in_replica_scopes(forward), update and _in_replica_scopes(update), options)
     model.shards = shards
@@ -145,19 +144,6 @@ def _in_replica_scopes(builder):
                 core.DeviceScope(core.DeviceOption(device.type, device.id)):
             return builder(model, *args)
     return call
-
-
-def _check_micro_batches(model, micro_batches):
-    """A reader's batch (each replica's) must split into the micro-batches; otherwise the first run would fail
-    on the blobs the split makes, whose names the user never gave."""
-    if micro_batches == 1:
-        return
-    for op in model.param_init_net.Proto().op:
-        batch = {a.name: a.i for a in op.arg}.get("batch_size") if op.type == "CreateDB" else None
-        if batch and batch % micro_batches:
-            raise InvalidInput(f"Parallelize: reader '{op.output[0]}' gives each replica batches of {batch}, which "
-                               f"do not split into micro_batches={micro_batches}; use a batch_size that is a "
-                               f"multiple of {micro_batches}")
 
 
 def Parallelize_GPU(model_helper_obj, **kwargs):

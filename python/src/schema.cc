@@ -35,13 +35,13 @@ py::list Blobs(const std::vector<BlobSpec>& blobs) {
 }
 
 // {"doc", "inputs": [{"name", "doc", "optional"}], "outputs": [...], "args": {name: {"type", "doc", "min",
-// "max" and, when declared, "default"}}}.
+// "max", "max_excluded" and, when declared, "default"}}}.
 py::dict SchemaOf(const std::string& type) {
   const OpSchema& schema = SchemaRegistry::Of(MakeOperatorDef(type, {}, {}));
   py::dict args;
   for (const ArgSpec* arg : schema.args()) {
     py::dict entry("type"_a = ArgTypeName(arg->type), "doc"_a = arg->doc, "min"_a = arg->min,
-                   "max"_a = arg->max);
+                   "max"_a = arg->max, "max_excluded"_a = arg->max_excluded);
     if (arg->default_value) entry["default"] = ArgValue(*arg->default_value, arg->type);
     args[py::str(arg->name)] = entry;
   }

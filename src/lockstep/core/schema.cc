@@ -71,12 +71,17 @@ std::string NumberText(double value) {
   return fmt::format("{}", value);
 }
 
-std::string RangeText(double min, double max) {  // of a spec, or of a value being checked
+std::string RangeText(double min, double max, bool max_excluded) {
   const double inf = std::numeric_limits<double>::infinity();
-  if (min > -inf && max < inf) return fmt::format("in [{}, {}]", NumberText(min), NumberText(max));
+  if (min > -inf && max < inf)
+    return fmt::format("in [{}, {}{}", NumberText(min), NumberText(max), max_excluded ? ")" : "]");
   if (min > -inf) return fmt::format("at least {}", NumberText(min));
-  if (max < inf) return fmt::format("at most {}", NumberText(max));
+  if (max < inf) return fmt::format("{} {}", max_excluded ? "below" : "at most", NumberText(max));
   return "any value";
+}
+
+bool InRange(double value, double min, double max, bool max_excluded) {
+  return value >= min && (max_excluded ? value < max : value <= max);
 }
 
 // Throws InvalidInput when arg is not of spec's type or a value lies outside its range.
@@ -91,9 +96,12 @@ void CheckValue(const OperatorDef& def, const ArgSpec& spec, const Argument& arg
                                    ArgTypeName(spec.type), DescribeValue(arg)));
   }
   for (double value : Values(arg))
-    if (!(value >= spec.min && value <= spec.max))
+    if (std::isnan(value))
+      throw InvalidInput(
+          fmt::format("{}: argument '{}' must be a number, got nan", DescribeOperator(def), spec.name));
+    else if (!InRange(value, spec.min, spec.max, spec.max_excluded))
       throw InvalidInput(fmt::format("{}: argument '{}' must be {}, got {}", DescribeOperator(def), spec.name,
-                                     RangeText(spec.min, spec.max), NumberText(value)));
+                                     RangeText(spec.min, spec.max, spec.max_excluded), NumberText(value)));
 }
 
 }  // namespace
@@ -116,7 +124,7 @@ std::string DefaultText(const ArgSpec& arg) {
   return "";
 }
 
-std::string RangeText(const ArgSpec& arg) { return RangeText(arg.min, arg.max); }
+std::string RangeText(const ArgSpec& arg) { return RangeText(arg.min, arg.max, arg.max_excluded); }
 
 namespace {
 
@@ -183,8 +191,11 @@ OpSchema& OpSchema::AddArg(std::string name, ArgType type, std::optional<Argumen
     LOCKSTEP_ENFORCE(Holds(type, *default_value), "default of argument '{}' of '{}' is not a {}: {}", name,
                      type_, ArgTypeName(type), DescribeValue(*default_value));
   }
-  args_.push_back({std::move(name), type, std::move(default_value), -std::numeric_limits<double>::infinity(),
-                   std::numeric_limits<double>::infinity(), std::move(doc)});
+  ArgSpec& arg = args_.emplace_back();
+  arg.name = std::move(name);
+  arg.type = type;
+  arg.default_value = std::move(default_value);
+  arg.doc = std::move(doc);
   return *this;
 }
 
@@ -195,9 +206,16 @@ OpSchema& OpSchema::Range(double min, double max) {
   arg.max = max;
   if (arg.default_value)
     for (double value : Values(*arg.default_value))
-      LOCKSTEP_ENFORCE(value >= min && value <= max, "default {} of argument '{}' of '{}' is not {}", value,
-                       arg.name, type_, RangeText(min, max));
+      LOCKSTEP_ENFORCE(InRange(value, min, max, arg.max_excluded),
+                       "default {} of argument '{}' of '{}' is not {}", value, arg.name, type_,
+                       RangeText(arg));
   return *this;
+}
+
+OpSchema& OpSchema::RangeBelow(double min, double max) {
+  LOCKSTEP_ENFORCE(!args_.empty(), "operator '{}': RangeBelow() before any Arg()", type_);
+  args_.back().max_excluded = true;
+  return Range(min, max);
 }
 
 OpSchema& OpSchema::ArgsOf(std::string type) {

@@ -75,6 +75,7 @@ struct ArgSpec {
   std::optional<Argument> default_value;
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
+  bool max_excluded = false;  // [min, max)
   std::string doc;
 };
 
@@ -109,6 +110,8 @@ class OpSchema {
   // The values the argument declared last accepts (of each element for lists), inclusive.
   OpSchema& Min(double min) { return Range(min, std::numeric_limits<double>::infinity()); }
   OpSchema& Range(double min, double max);
+  // [min, max): e.g. a probability that must stay below 1.
+  OpSchema& RangeBelow(double min, double max);
   // Also declares every argument of operator `type` (gradient ops copy their forward op's arguments);
   // resolved when first needed, so the order in which schemas register does not matter.
   OpSchema& ArgsOf(std::string type);

@@ -46,6 +46,7 @@ class ModelHelper {
   uint64_t seed() const { return seed_; }
 
   NetDef& param_init_net() { return param_init_net_; }
+  const NetDef& param_init_net() const { return param_init_net_; }
   NetDef& net() { return net_; }
   const NetDef& net() const { return net_; }
 

@@ -1,12 +1,22 @@
 // Momentum SGD update ops.
 #include "lockstep/model/optimizer.h"
 
+#include <cmath>
+
 #include "lockstep/ops/op_defs.h"
 
 namespace lockstep {
 
 SgdBlobs AddMomentumSgd(ModelHelper& model, const SgdOptions& options) {
   // Checked before any op is added, so that a refused call leaves the model as it was.
+  // A rate of 0 trains nothing and a negative one climbs the loss (Caffe2's negative base_lr belongs to its
+  // LearningRate op, which lockstep's update does not take); momentum 1 or more never lets a step fade.
+  if (!(options.base_learning_rate > 0 && std::isfinite(options.base_learning_rate)))
+    throw InvalidInput(fmt::format("the learning rate must be positive, got {}", options.base_learning_rate));
+  if (!(options.momentum >= 0 && options.momentum < 1))
+    throw InvalidInput(fmt::format("momentum must be in [0, 1), got {}", options.momentum));
+  if (!(options.weight_decay >= 0 && std::isfinite(options.weight_decay)))
+    throw InvalidInput(fmt::format("weight decay must be at least 0, got {}", options.weight_decay));
   const std::vector<std::string> params = model.GetTrainableParams(model.name_scope());
   if (!params.empty() && model.param_to_grad().empty())
     throw InvalidInput(fmt::format(

@@ -13,9 +13,7 @@
 namespace lockstep {
 
 DropoutArgs ParseDropoutArgs(const OperatorDef& def) {
-  // Dropping everything would leave nothing to scale up by 1 / (1 - ratio).
   float ratio = FloatArg(def, "ratio");
-  if (ratio == 1.f) FailOperator(def, "ratio must be below 1, got 1");
   if (IntArg(def, "is_test") != 0) return {ratio, true};
   if (def.type() == "Dropout" && def.output_size() != 2)
     FailOperator(def, "training mode needs the mask output (Y, mask)");
@@ -112,8 +110,8 @@ LOCKSTEP_OPERATOR_SCHEMA(Dropout)
     .Input(0, "X", "any shape")
     .Output(0, "Y", "X's shape; may be X")
     .OptionalOutput(1, "mask", "uint8 of X's shape, 1 where X is kept; needed in training")
-    .Arg("ratio", ArgType::kFloat, 0.5f, "probability of dropping an element, below 1")
-    .Range(0, 1)
+    .Arg("ratio", ArgType::kFloat, 0.5f, "probability of dropping an element (all would leave none to scale)")
+    .RangeBelow(0, 1)
     .Arg("is_test", ArgType::kInt, 0, "1: test mode, the identity")
     .Range(0, 1)
     .AllowInplace({{0, 0}})

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "lockstep/core/closest_names.h"
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/schema.h"
 #include "lockstep/ops/op_defs.h"
@@ -27,6 +28,28 @@ bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
+// A kept name that no replica writes would keep nothing, and FetchBlob's advice would point back at it.
+void CheckKeptBlobs(const ModelHelper& model, const std::vector<std::string>& keep,
+                    const std::vector<std::string>& scopes) {
+  std::set<std::string> written;  // the first replica's blobs, unscoped
+  for (const NetDef* net : std::initializer_list<const NetDef*>{&model.net(), &model.param_init_net()})
+    for (const auto& op : net->op())
+      for (const auto& out : op.output())
+        if (StartsWith(out, scopes[0])) written.insert(out.substr(scopes[0].size()));
+  for (const auto& blob : keep) {
+    if (written.count(blob)) continue;
+    for (const auto& scope : scopes)
+      if (StartsWith(blob, scope) && written.count(blob.substr(scope.size())))
+        Fail(fmt::format(
+            "keep_blobs names blobs without a replica's scope, as every replica keeps them: '{}', "
+            "not '{}'",
+            blob.substr(scope.size()), blob));
+    const auto closest = ClosestNames(blob, {written.begin(), written.end()});
+    Fail(fmt::format("keep_blobs names '{}', which the replicas do not write{}", blob,
+                     closest.empty() ? "" : fmt::format("; did you mean '{}'?", closest[0])));
+  }
+}
+
 void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
   if (o.devices.empty()) Fail("the device list is empty; pass at least one device id, e.g. devices = {0}");
   std::set<int> unique(o.devices.begin(), o.devices.end());
@@ -40,6 +63,14 @@ void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
     Fail(fmt::format("{} devices do not divide into replicas of devices_per_replica = {} devices",
                      o.devices.size(), o.devices_per_replica));
   if (o.micro_batches < 1) Fail(fmt::format("micro_batches must be at least 1, got {}", o.micro_batches));
+  // Else the first run would fail on the blobs the split makes, whose names the caller never gave.
+  for (const OperatorDef& op : model.param_init_net().op())
+    if (op.type() == "CreateDB" && HasArgument(op, "batch_size") &&
+        IntArg(op, "batch_size") % o.micro_batches)
+      Fail(fmt::format(
+          "reader '{}' gives each replica batches of {}, which do not split into micro_batches={}; "
+          "use a batch_size that is a multiple of {}",
+          op.output(0), IntArg(op, "batch_size"), o.micro_batches, o.micro_batches));
   if (o.num_shards < 1) Fail(fmt::format("num_shards must be at least 1, got {}", o.num_shards));
   if (o.shard_id < 0 || o.shard_id >= o.num_shards)
     Fail(fmt::format("shard_id {} must be in [0, num_shards = {})", o.shard_id, o.num_shards));
@@ -387,6 +418,7 @@ DataParallelModel BuildDataParallel(ModelHelper& model, const ParallelOptions& o
                                             [&](const std::string& out) { return losses.count(out) > 0; }))
       plan.keep.insert(op.input().begin(), op.input().end());
   }
+  CheckKeptBlobs(model, o.keep_blobs, dp.scopes);
   for (const auto& scope : dp.scopes) {
     for (const auto& blob : o.keep_blobs) {
       plan.keep.insert(scope + blob);
