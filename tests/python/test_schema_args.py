@@ -26,7 +26,7 @@ def test_wrong_type_and_out_of_range_are_refused():
     model = model_helper.ModelHelper(name="bad")
     with pytest.raises(InvalidInput, match="argument 'stride' must be an int, got the string \"2\""):
         model.net.Conv(["x", "w"], ["y"], stride="2")
-    with pytest.raises(InvalidInput, match=r"argument 'ratio' must be in \[0, 1\], got 1.5"):
+    with pytest.raises(InvalidInput, match=r"argument 'ratio' must be in \[0, 1\), got 1.5"):
         model.net.Dropout(["x"], ["y", "mask"], ratio=1.5)
     model.net.LeakyRelu(["x"], ["y"], alpha=1)  # an int is a float argument's value, as in Caffe2 nets
 
