@@ -179,7 +179,8 @@ TEST(MidEpochCheckpoints, ResumeNeedsTheBatchAndEpochSizeItWasSavedWith) {
     }
   }
   // From an epoch's checkpoint the batch may change.
-  for (const auto& entry : fs::directory_iterator(later)) fs::rename(entry.path(), dir / entry.path().filename());
+  for (const auto& entry : fs::directory_iterator(later))
+    fs::rename(entry.path(), dir / entry.path().filename());
   config.num_epochs = 3;
   config.load_model_path = (dir / "m_2.safetensors").string();
   EXPECT_FALSE(Train(config).complete);
@@ -401,6 +402,12 @@ TEST(CheckpointWriter, AFreshRunDoesNotOverwriteAnEarlierRunsCheckpoints) {
                     "later ones away to go back",
                     back.load_model_path, dir.string(), (dir / "m_3.safetensors").string()));
   }
+  // A later checkpoint whose checksums fail is no progress to lose (`latest` passes over it): the run resumed
+  // from the newest sound one goes on and writes the later one again.
+  FlipBits(dir / "m_3.safetensors", 1, 0x04);
+  EXPECT_THROW(VerifySafetensors((dir / "m_3.safetensors").string()), Error);
+  EXPECT_FALSE(Train(crossed).complete);
+  VerifySafetensors((dir / "m_3.safetensors").string());
 
   // --load_model_path latest where no file of the name can be resumed: a fresh start would write over them.
   fs::path unreadable = FreshDir("second_run_unreadable");
@@ -435,9 +442,19 @@ TEST(CheckpointWriter, ARunningRunHoldsItsCheckpointName) {
   EXPECT_THROW(Train(config), InvalidInput);
   EXPECT_FALSE(fs::exists(dir / "m_1.safetensors"));
   CheckpointClaim other_name(dir.string(), "n");  // names are claimed one by one
+  // What a run killed while writing a checkpoint left: the next run of the name removes it, not another's.
+  for (const char* left :
+       {"m_2.safetensors.tmp.4242", "m_iter7.safetensors.tmp.4243", "m_x_2.safetensors.tmp.1",
+        "n_2.safetensors.tmp.4244", "m_2.safetensors.tmp.notapid"})
+    std::ofstream(dir / left) << "partial";
   first.reset();
   Train(config);
   EXPECT_TRUE(fs::exists(dir / "m_1.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "m_2.safetensors.tmp.4242"));
+  EXPECT_FALSE(fs::exists(dir / "m_iter7.safetensors.tmp.4243"));
+  for (const char* kept :
+       {"m_x_2.safetensors.tmp.1", "n_2.safetensors.tmp.4244", "m_2.safetensors.tmp.notapid"})
+    EXPECT_TRUE(fs::exists(dir / kept)) << kept;
 }
 
 TEST(MidEpochCheckpoints, BadFlagsGiveOneLine) {

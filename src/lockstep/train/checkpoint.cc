@@ -101,6 +101,20 @@ std::vector<std::string> CheckpointsOf(const std::string& directory, const std::
   return paths;
 }
 
+std::vector<std::string> PartialCheckpointsOf(const std::string& directory, const std::string& name) {
+  const std::string folder = Directory(directory);
+  std::vector<std::string> paths;
+  for (const std::string& file : FileNames(folder)) {
+    const size_t tmp = file.rfind(".tmp.");  // AtomicFile's temporary: the checkpoint's name, .tmp.<pid>
+    if (tmp == std::string::npos || file.find_first_not_of("0123456789", tmp + 5) != std::string::npos)
+      continue;
+    const std::string target = file.substr(0, tmp);
+    if (NumberInName(target, name, "") >= 0 || NumberInName(target, name, "iter") >= 0)
+      paths.push_back(folder + "/" + file);
+  }
+  return paths;
+}
+
 std::string LatestCheckpoint(const std::string& directory, const std::string& name,
                              std::vector<std::string>* skipped) {
   auto skip = [&](const std::string& why) {
@@ -142,7 +156,9 @@ std::vector<std::string> CheckpointsAfter(const std::string& directory, const st
   std::vector<std::string> later;
   for (const std::string& other : CheckpointsOf(directory, name)) {
     try {
-      if (RunPosition(ReadSafetensorsMetadata(other)) > start) later.push_back(other);
+      if (RunPosition(ReadSafetensorsMetadata(other)) <= start) continue;
+      VerifySafetensors(other);  // a corrupt one is no run's progress, as `latest` passes over it too
+      later.push_back(other);
     } catch (const Error&) {
       // Not a checkpoint that can be read: it tells nothing of where its run was.
     }

@@ -72,8 +72,13 @@ std::vector<std::pair<int64_t, std::string>> IterationCheckpoints(const std::str
 // when the directory does not exist. Throws IoError when it cannot be listed.
 std::vector<std::string> CheckpointsOf(const std::string& directory, const std::string& name);
 
+// The temporaries of checkpoints of `name` in `directory` that a process left when it was killed while
+// writing one (`{checkpoint}.tmp.{pid}`).
+std::vector<std::string> PartialCheckpointsOf(const std::string& directory, const std::string& name);
+
 // The checkpoints of `name` in `directory` taken later in the run than the checkpoint `path` (a larger
-// iteration, or the epoch's checkpoint of the same step): what a run resumed from `path` would write over.
+// iteration, or the epoch's checkpoint of the same step) whose checksums hold: what a run resumed from `path`
+// would write over.
 std::vector<std::string> CheckpointsAfter(const std::string& directory, const std::string& name,
                                           const std::string& path);
 

@@ -66,6 +66,11 @@ std::unique_ptr<CheckpointClaim> PrepareRunOutputs(const TrainerConfig& config) 
   std::error_code error;
   if (!std::filesystem::is_directory(store, error)) return nullptr;  // the rendezvous says so
   auto claim = std::make_unique<CheckpointClaim>(store, config.save_model_name);
+  // No process writes this name's checkpoints but this one now: a temporary of one is what a killed run left.
+  for (const std::string& partial : PartialCheckpointsOf(store, config.save_model_name)) {
+    if (std::filesystem::remove(partial, error))
+      fmt::print("removed {}, a checkpoint a stopped run was writing\n", partial);
+  }
   // A fresh run, or one resumed from another run's checkpoint or from an earlier point of this one, would
   // write over the checkpoints of the same name there, epoch by epoch. "latest" resumes this name's own.
   if (config.load_model_path == "latest") return claim;
