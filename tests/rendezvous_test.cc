@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <regex>
 #include <thread>
 
 #include "lockstep/core/enforce.h"
@@ -166,6 +167,24 @@ TEST_P(RendezvousTest, DifferentRunIdsNeverMeet) {
     const std::string& run = runs[thread % 2];
     EXPECT_EQ(gathered[thread], (std::vector<std::string>{run + "0", run + "1"})) << "run " << run;
   }
+}
+
+TEST_P(RendezvousTest, ShardsStartedWithDifferentCountsAreRefusedAtOnce) {
+  std::vector<std::string> errors(2);
+  OnShards(2, [&](int shard) {
+    try {
+      Rendezvous rendezvous(Options(shard == 0 ? 2 : 3, shard, "counts"));
+    } catch (const InvalidInput& e) {
+      errors[shard] = e.what();
+    }
+  });
+  EXPECT_TRUE(
+      std::regex_match(errors[0], std::regex("shard 0: shard 1 \\(pid [0-9]+ on host .*\\) was started with "
+                                             "--num_shards 3, this one with 2; start every shard of a "
+                                             "run with the same --num_shards")))
+      << errors[0];
+  EXPECT_NE(errors[1].find("was started with --num_shards 2, this one with 3"), std::string::npos)
+      << errors[1];
 }
 
 TEST_P(RendezvousTest, MissingShardDidNotJoin) {

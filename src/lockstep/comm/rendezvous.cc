@@ -36,16 +36,17 @@ struct Holder {
   std::string host;
   long pid = 0;
   long since = 0;
+  int num_shards = 0;  // the count it was started with, which every shard must share
 
-  static Holder Me() {
-    return {HostName(), static_cast<long>(getpid()), static_cast<long>(std::time(nullptr))};
+  static Holder Me(int num_shards) {
+    return {HostName(), static_cast<long>(getpid()), static_cast<long>(std::time(nullptr)), num_shards};
   }
   static Holder Parse(const std::string& text) {
     Holder h;
-    std::istringstream(text) >> h.host >> h.pid >> h.since;
+    std::istringstream(text) >> h.host >> h.pid >> h.since >> h.num_shards;
     return h;
   }
-  std::string ToString() const { return fmt::format("{} {} {}", host, pid, since); }
+  std::string ToString() const { return fmt::format("{} {} {} {}", host, pid, since, num_shards); }
   // True only when the holder ran on this host and has exited.
   bool DeadHere() const { return ExitedHere(host, pid); }
   std::string Describe() const {
@@ -170,14 +171,17 @@ void Rendezvous::Set(const std::string& key, const std::string& value) {
 }
 
 std::vector<int> Rendezvous::WaitForAll(const std::string& key, std::chrono::milliseconds timeout,
-                                        bool stoppable) {
+                                        bool stoppable, const std::function<void(int)>& arrived) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<int> missing;
   for (int i = 0; i < options_.num_shards; ++i) missing.push_back(i);
   while (true) {
     std::vector<int> still;
     for (int i : missing) {
-      if (Exists(fmt::format("{}/{}", key, i))) continue;
+      if (Exists(fmt::format("{}/{}", key, i))) {
+        if (arrived) arrived(i);
+        continue;
+      }
       // Shards that will never publish: those that stopped on an error, and those on this host that exited.
       if (auto failure = FailureOf(i))
         throw IoError(
@@ -216,13 +220,23 @@ void Rendezvous::Join() {
   };
   if (Exists(place)) throw taken();
   try {
-    Set(place, Holder::Me().ToString());
+    Set(place, Holder::Me(options_.num_shards).ToString());
   } catch (const IoError&) {
     if (Exists(place)) throw taken();  // another process claimed it between our check and our write
     throw;
   }
   // Shards may start minutes apart: a Ctrl-C meanwhile ends the wait. Later waits are for shards that joined.
-  std::vector<int> missing = WaitForAll("shard", options_.timeout, /*stoppable=*/true);
+  // Shards started with different counts would each wait for a different set: the larger count forever.
+  auto same_count = [&](int i) {
+    const Holder other = Holder::Parse(Get(fmt::format("shard/{}", i)));
+    // (A holder that has exited is reported after the wait; records of older versions carry no count.)
+    if (other.num_shards != 0 && other.num_shards != options_.num_shards && !other.DeadHere())
+      throw InvalidInput(
+          fmt::format("shard {}: shard {} ({}) was started with --num_shards {}, this one with {}; "
+                      "start every shard of a run with the same --num_shards",
+                      me, i, other.Describe(), other.num_shards, options_.num_shards));
+  };
+  std::vector<int> missing = WaitForAll("shard", options_.timeout, /*stoppable=*/true, same_count);
   if (!missing.empty())
     throw IoError(
         fmt::format("shard {}: {} of {} shards did not join {} within {} s: shard {}; start every shard "

@@ -77,9 +77,10 @@ class Rendezvous {
   std::string Get(const std::string& key);
   void Set(const std::string& key, const std::string& value);
   // Waits for `key`/i of every shard i; returns the shards still missing when the deadline passed. With
-  // `stoppable`, a stop request (core/stop_signals.h) ends the wait with Stopped.
+  // `stoppable`, a stop request (core/stop_signals.h) ends the wait with Stopped. `arrived` is called once
+  // for each shard whose key it finds.
   std::vector<int> WaitForAll(const std::string& key, std::chrono::milliseconds timeout,
-                              bool stoppable = false);
+                              bool stoppable = false, const std::function<void(int)>& arrived = nullptr);
   void Join();
 
   RendezvousOptions options_;
