@@ -321,6 +321,28 @@ TEST(Launch, JobWithEveryEpochCheckpointedIsComplete) {
   EXPECT_EQ(again.Output().find("started"), std::string::npos) << "no shard should run:\n" << again.Output();
 }
 
+// A finished job launched again under its --job_id with more epochs trains them from its newest checkpoint;
+// with as many, it is complete.
+TEST(Launch, FinishedJobLaunchedAgainWithMoreEpochsTrainsThem) {
+  TempDirectory dir;
+  const Args flags = {"--nproc_per_node", "2", "--job_id", "more"};
+  Process first(Launch(dir.path(), flags, NullTraining(dir.path(), 1)), dir / "first.out");
+  ASSERT_EQ(first.Wait(kJobLimit), std::optional<int>(0)) << first.Output();
+  Process more(Launch(dir.path(), flags, NullTraining(dir.path(), 2)), dir / "more.out");
+  ASSERT_EQ(more.Wait(kJobLimit), std::optional<int>(0)) << more.Output();
+  EXPECT_NE(more.Output().find("round 1: run id more_r1, 2 shards, batch 8 per shard, resuming from " +
+                               dir / "m_1.safetensors"),
+            std::string::npos)
+      << more.Output();
+  EXPECT_TRUE(fs::exists(dir / "m_2.safetensors")) << more.Output();
+  Process again(Launch(dir.path(), flags, NullTraining(dir.path(), 2)), dir / "again.out");
+  ASSERT_EQ(again.Wait(kJobLimit), std::optional<int>(0)) << again.Output();
+  EXPECT_NE(again.Output().find("round 2: " + dir / "m_2.safetensors" +
+                                " has all --num_epochs 2: the job is complete"),
+            std::string::npos)
+      << again.Output();
+}
+
 // Every line of a shard carries one prefix, the launcher's: the trainer leaves out its own "shard i: ".
 TEST(Launch, ShardLinesCarryOnePrefix) {
   TempDirectory dir;

@@ -65,6 +65,11 @@ std::string DoneKey(int round, const std::string& agent) {
 }
 std::string RunId(const std::string& job_id, int round) { return fmt::format("{}_r{}", job_id, round); }
 
+// "shard 2" or "shards 2-5".
+std::string ShardRange(int first, int count) {
+  return count == 1 ? fmt::format("shard {}", first) : fmt::format("shards {}-{}", first, first + count - 1);
+}
+
 int ParseCount(const std::string& text, const std::string& what) {
   char* end = nullptr;
   const long value = std::strtol(text.c_str(), &end, 10);
@@ -86,7 +91,7 @@ class Agent {
       history_.push_back(failure);
       if (store_->Get(FinalKey(round)))
         return GiveUp("would fail the same way on a restart, so none was tried", kExitNotRetryable);
-      if (round >= options_.max_restarts)
+      if (++failed_rounds_ > options_.max_restarts)
         return GiveUp(fmt::format("--max_restarts {} restarts are spent", options_.max_restarts),
                       kExitFailure);
       ++round;
@@ -94,20 +99,38 @@ class Agent {
   }
 
  private:
-  // The first round that has not failed: 0 for a new job, later ones for an agent that joins a job again.
+  // The first round that has not ended: 0 for a new job. An agent that joins a job again comes after the
+  // rounds that failed, and after those that finished: launched again with more --num_epochs, a finished job
+  // trains on from its newest checkpoint (with as many, the new round finds it complete).
   int FirstOpenRound() {
     int round = 0;
-    while (store_->Get(FailedKey(round))) {
-      if (store_->Get(FinalKey(round)))
-        throw InvalidInput(fmt::format("job '{}' in {} stopped in round {}: {}; pass a fresh --job_id",
-                                       options_.job_id, store_->description(), round,
-                                       store_->Get(FailedKey(round)).value_or("")));
+    while (true) {
+      if (store_->Get(FailedKey(round))) {
+        if (store_->Get(FinalKey(round)))
+          throw InvalidInput(fmt::format("job '{}' in {} stopped in round {}: {}; pass a fresh --job_id",
+                                         options_.job_id, store_->description(), round,
+                                         store_->Get(FailedKey(round)).value_or("")));
+        ++failed_rounds_;
+      } else if (!Ended(round)) {
+        break;
+      }
       ++round;
     }
-    if (round > options_.max_restarts)
-      throw InvalidInput(fmt::format("job '{}' in {} already failed {} times: pass a fresh --job_id",
-                                     options_.job_id, store_->description(), round));
+    if (failed_rounds_ > options_.max_restarts)
+      throw InvalidInput(fmt::format("job '{}' in {} already failed {} time{}: pass a fresh --job_id",
+                                     options_.job_id, store_->description(), failed_rounds_,
+                                     failed_rounds_ == 1 ? "" : "s"));
     return round;
+  }
+
+  // A round that found the job complete, or whose shards finished on some agent.
+  bool Ended(int round) {
+    const std::optional<std::string> text = store_->Get(RosterKey(round));
+    if (!text) return false;
+    const Roster roster = Roster::Parse(*text);
+    return roster.complete || std::any_of(roster.agents.begin(), roster.agents.end(), [&](const auto& agent) {
+             return store_->Get(DoneKey(round, agent.first)).has_value();
+           });
   }
 
   // Takes part in `round`: returns the exit code when the job ended (finished, complete or stopped), nothing
@@ -228,8 +251,8 @@ class Agent {
     std::string pids;
     for (size_t k = 0; k < ids.size(); ++k)
       pids += fmt::format("{}shard {} pid {}", k ? ", " : "", ids[k], shards.pids()[k]);
-    Say(fmt::format("round {}: run id {}, {} shards, batch {} per shard, {}; started {}", round,
-                    RunId(options_.job_id, round), roster.num_shards(),
+    Say(fmt::format("round {}: run id {}, {} shard{}, batch {} per shard, {}; started {}", round,
+                    RunId(options_.job_id, round), roster.num_shards(), roster.num_shards() == 1 ? "" : "s",
                     roster.global_batch / roster.num_shards(),
                     roster.checkpoint.empty() ? "fresh start" : "resuming from " + roster.checkpoint, pids));
     const auto interval = Milliseconds(options_.monitor_interval);
@@ -254,8 +277,7 @@ class Agent {
                                     bad->last_error.empty() ? "" : ": " + bad->last_error));
       } else if (shards.AllExited()) {
         store_->Create(DoneKey(round, options_.agent_id), "done");
-        Say(fmt::format("round {}: shards {}-{} finished", round, first,
-                        first + options_.nproc_per_node - 1));
+        Say(fmt::format("round {}: {} finished", round, ShardRange(first, options_.nproc_per_node)));
         return true;
       } else if (first_finished && SecondsSince(*first_finished) > options_.straggler_timeout) {
         // Its peers are done and wait for nothing from it: a stopped or hung shard would hold the job
@@ -276,17 +298,21 @@ class Agent {
       Fail(round, fmt::format("agent {} was stopped by signal {}", options_.agent_id,
                               static_cast<int>(stop_signal)));
     } else {
-      Say(fmt::format("{}; stopping shards {}-{}", *published, first, first + options_.nproc_per_node - 1));
+      Say(fmt::format("{}; stopping {}", *published, ShardRange(first, options_.nproc_per_node)));
     }
     // Stopped by a signal, here or at another agent, every shard lives: they agree on a step, finish it, and
     // shard 0 saves a checkpoint (train/stop_vote.h).
     const bool signalled = stop_signal || store_->Get(SignalledKey(round));
     const double grace = signalled ? options_.stop_grace : kFailureStopGrace;
-    if (signalled)
+    if (signalled && grace > 0)
+      Say(fmt::format("stopping {}: they finish the step{}; SIGKILL in {:g} s (--stop_grace){}",
+                      ShardRange(first, options_.nproc_per_node),
+                      options_.save_model_name.empty() ? "" : " and shard 0 saves a checkpoint", grace,
+                      stop_signal ? ", or at the next Ctrl-C" : ""));
+    else if (signalled)
       Say(fmt::format(
-          "stopping shards {}-{}: they finish the step and shard 0 saves a checkpoint; SIGKILL in "
-          "{:g} s (--stop_grace){}",
-          first, first + options_.nproc_per_node - 1, grace, stop_signal ? ", or at the next Ctrl-C" : ""));
+          "stopping {} with SIGKILL (--stop_grace 0): no step is finished and no checkpoint saved",
+          ShardRange(first, options_.nproc_per_node)));
     const int signals_seen = stop_signals;
     shards.Stop(Milliseconds(grace), [signals_seen] { return stop_signals > signals_seen; });
     if (published) *failure = *published;
@@ -340,17 +366,22 @@ class Agent {
   // `code`, kExitNotRetryable where a restart of the agent would fail the same way.
   int GiveUp(const std::string& why, int code) {
     for (size_t k = 0; k < history_.size(); ++k) Say(fmt::format("failure {}: {}", k + 1, history_[k]));
+    const bool has_checkpoint =
+        !options_.save_model_name.empty() &&
+        !CheckpointsOf(options_.checkpoint_directory, options_.save_model_name).empty();
     std::fprintf(
         stderr,
-        "lockstep: error: job '%s' failed %zu times and %s (the failures are listed above; the last: "
-        "%s); the newest checkpoint is kept for a later run\n",
-        options_.job_id.c_str(), history_.size(), why.c_str(), history_.back().c_str());
+        "lockstep: error: job '%s' failed %zu time%s and %s (the failures are listed above; the last: "
+        "%s)%s\n",
+        options_.job_id.c_str(), history_.size(), history_.size() == 1 ? "" : "s", why.c_str(),
+        history_.back().c_str(), has_checkpoint ? "; the newest checkpoint is kept for a later run" : "");
     return code;
   }
 
   const AgentOptions& options_;
   std::unique_ptr<AgentStore> store_;
-  std::vector<std::string> history_;  // one line per failed round
+  std::vector<std::string> history_;  // one line per failed round this agent took part in
+  int failed_rounds_ = 0;             // of the job, those before this agent came too
 };
 
 }  // namespace
