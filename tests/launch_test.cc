@@ -379,7 +379,8 @@ TEST(Launch, AgentStartedAgainRestartsTheJob) {
   EXPECT_TRUE(fs::exists(dir / "m_3.safetensors"));
 }
 
-// Redis killed and started again, empty, while the job runs: the agent connects again and the job ends well.
+// Redis killed and started again, empty, while the job runs: the agent and the shards connect again and the
+// job ends well.
 TEST(Launch, RedisRestartedMidRunDoesNotEndTheJob) {
   if (!RedisServer::Available()) GTEST_SKIP() << "redis-server is not installed";
   TempDirectory dir;
@@ -400,6 +401,9 @@ TEST(Launch, RedisRestartedMidRunDoesNotEndTheJob) {
   ASSERT_EQ(agent.Wait(kJobLimit), std::optional<int>(0)) << agent.Output();
   EXPECT_NE(agent.Output().find("failed ("), std::string::npos) << agent.Output();
   EXPECT_NE(agent.Output().find("; connecting again for up to 60 s"), std::string::npos) << agent.Output();
+  // The shards meet there too: they reconnect, end their run together and exit 0, with no restart.
+  EXPECT_NE(agent.Output().find("round 0: shards 0-1 finished"), std::string::npos) << agent.Output();
+  EXPECT_EQ(agent.Output().find("round 1"), std::string::npos) << agent.Output();
   EXPECT_TRUE(fs::exists(dir / "m_3.safetensors"));
 }
 

@@ -2,11 +2,9 @@
 // failure board, and Gloo's own connection keys.
 #include "lockstep/comm/rendezvous.h"
 
-#define HIREDIS_NESTED_INCLUDE
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
-#include <gloo/rendezvous/redis_store.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +15,7 @@
 #include <thread>
 
 #include "lockstep/comm/gloo_message.h"
+#include "lockstep/comm/redis_store.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/core/output_directory.h"
 #include "lockstep/core/stop_signals.h"
@@ -93,14 +92,11 @@ BackingStore OpenBackingStore(const RendezvousOptions& options) {
     backing.description =
         fmt::format("run '{}' on Redis {}:{}", options.run_id, options.redis_host, options.redis_port);
     try {
-      auto redis = std::make_unique<gloo::rendezvous::RedisStore>(options.redis_host, options.redis_port);
+      auto redis = std::make_unique<RedisStore>(options.redis_host, options.redis_port, "lockstep");
       backing.exists = [store = redis.get()](const std::string& key) { return store->check({key}); };
       backing.store = std::move(redis);
-    } catch (const std::exception& e) {
-      throw IoError(
-          fmt::format("cannot reach Redis at {}:{} ({}): start redis-server there or fix --redis_host "
-                      "/ --redis_port",
-                      options.redis_host, options.redis_port, GlooMessage(e.what())));
+    } catch (const IoError& e) {
+      throw IoError(fmt::format("{}: start redis-server there or fix --redis_host / --redis_port", e.what()));
     }
     return backing;
   }

@@ -3,21 +3,16 @@
 // RedisStore::set), which is exclusive too.
 #include "lockstep/launch/agent_store.h"
 
-#define HIREDIS_NESTED_INCLUDE
 #include <fcntl.h>
-#include <gloo/rendezvous/redis_store.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
-#include "lockstep/comm/gloo_message.h"
+#include "lockstep/comm/redis_store.h"
 #include "lockstep/core/atomic_file.h"
 #include "lockstep/core/enforce.h"
 
@@ -53,73 +48,30 @@ class DirectoryStore : public AgentStore {
 class RedisAgentStore : public AgentStore {
  public:
   RedisAgentStore(const AgentStoreAddress& address, const std::string& job_id)
-      : host_(address.redis_host),
-        port_(address.redis_port),
-        prefix_(fmt::format("lockstep_launch/{}/", job_id)),
+      : prefix_(fmt::format("lockstep_launch/{}/", job_id)),
         description_(fmt::format("Redis {}:{}, job '{}'", address.redis_host, address.redis_port, job_id)) {
     try {
-      redis_ = std::make_unique<gloo::rendezvous::RedisStore>(host_, port_);
-    } catch (const std::exception& e) {
-      throw IoError(
-          fmt::format("--rdzv: cannot reach Redis at {}:{} ({}): start redis-server there or fix the "
-                      "address",
-                      host_, port_, GlooMessage(e.what())));
+      redis_ = std::make_unique<RedisStore>(address.redis_host, address.redis_port, "lockstep launch");
+    } catch (const IoError& e) {
+      throw IoError(fmt::format("--rdzv: {}: start redis-server there or fix the address", e.what()));
     }
   }
 
   bool Create(const std::string& key, const std::string& value) override {
-    return Reconnecting(fmt::format("writing '{}'", key), [&] {
-      try {
-        redis_->set(prefix_ + key, std::vector<char>(value.begin(), value.end()));
-        return true;
-      } catch (const std::exception&) {
-        if (redis_->check({prefix_ + key})) return false;  // SETNX refused: another agent created it
-        throw;
-      }
-    });
+    return redis_->Create(prefix_ + key, std::vector<char>(value.begin(), value.end()));
   }
 
   std::optional<std::string> Get(const std::string& key) override {
-    return Reconnecting(fmt::format("reading '{}'", key), [&]() -> std::optional<std::string> {
-      if (!redis_->check({prefix_ + key})) return std::nullopt;
-      std::vector<char> value = redis_->get(prefix_ + key);
-      return std::string(value.begin(), value.end());
-    });
+    if (!redis_->check({prefix_ + key})) return std::nullopt;
+    std::vector<char> value = redis_->get(prefix_ + key);
+    return std::string(value.begin(), value.end());
   }
 
   std::string description() const override { return description_; }
 
  private:
-  // How long a job waits for its Redis server to come back (a restart, a network blip) before the agent
-  // gives up; the shards need it only to meet and to report failures, so the job runs on meanwhile.
-  static constexpr std::chrono::seconds kReconnectFor{60};
-
-  // Runs `operation`; when the connection fails, connects again and retries until kReconnectFor passed.
-  template <typename Operation>
-  auto Reconnecting(const std::string& what, Operation operation) -> decltype(operation()) {
-    const auto deadline = std::chrono::steady_clock::now() + kReconnectFor;
-    for (bool said = false;; std::this_thread::sleep_for(std::chrono::milliseconds(500))) {
-      try {
-        if (!redis_) redis_ = std::make_unique<gloo::rendezvous::RedisStore>(host_, port_);
-        return operation();
-      } catch (const std::exception& e) {
-        redis_.reset();  // a broken connection is not used again
-        if (std::chrono::steady_clock::now() >= deadline)
-          throw IoError(fmt::format("{}: {} failed for {} s: {}", description_, what, kReconnectFor.count(),
-                                    GlooMessage(e.what())));
-        if (!said)
-          std::fprintf(stderr, "lockstep launch: %s: %s failed (%s); connecting again for up to %lld s\n",
-                       description_.c_str(), what.c_str(), GlooMessage(e.what()).c_str(),
-                       static_cast<long long>(kReconnectFor.count()));
-        said = true;
-      }
-    }
-  }
-
-  std::string host_;
-  int port_;
   std::string prefix_, description_;
-  std::unique_ptr<gloo::rendezvous::RedisStore> redis_;
+  std::unique_ptr<RedisStore> redis_;
 };
 
 }  // namespace

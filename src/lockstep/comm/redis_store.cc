@@ -1,0 +1,99 @@
+#include "lockstep/comm/redis_store.h"
+
+#define HIREDIS_NESTED_INCLUDE
+#include <fmt/format.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/redis_store.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "lockstep/comm/gloo_message.h"
+#include "lockstep/core/enforce.h"
+
+namespace lockstep {
+namespace {
+
+// How long a job waits for its Redis server to come back before the operation fails: a restart takes
+// seconds; the shards need the store only to meet, to end and to report failures, so training runs on.
+constexpr std::chrono::seconds kReconnectFor{60};
+
+}  // namespace
+
+RedisStore::RedisStore(std::string host, int port, std::string who)
+    : host_(std::move(host)), port_(port), who_(std::move(who)) {
+  try {
+    redis_ = std::make_unique<gloo::rendezvous::RedisStore>(host_, port_);
+  } catch (const std::exception& e) {
+    throw IoError(fmt::format("cannot reach Redis at {}:{} ({})", host_, port_, GlooMessage(e.what())));
+  }
+}
+
+RedisStore::~RedisStore() = default;
+
+template <typename Operation>
+auto RedisStore::Reconnecting(const std::string& what, Operation operation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto deadline = std::chrono::steady_clock::now() + kReconnectFor;
+  for (bool retry = false;; retry = true, std::this_thread::sleep_for(std::chrono::milliseconds(500))) {
+    // Gloo reports a failed or lost connection as IoException and leaves the connection unusable; an answer
+    // of the server (a key that exists) is another exception, which `operation` sees or passes on.
+    try {
+      if (!redis_) redis_ = std::make_unique<gloo::rendezvous::RedisStore>(host_, port_);
+      return operation(*redis_, retry);
+    } catch (const gloo::IoException& e) {
+      redis_.reset();
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw IoError(fmt::format("Redis {}:{}: {} failed for {} s: {}", host_, port_, what,
+                                  kReconnectFor.count(), GlooMessage(e.what())));
+      if (!retry)
+        std::fprintf(stderr, "%s: Redis %s:%d: %s failed (%s); connecting again for up to %lld s\n",
+                     who_.c_str(), host_.c_str(), port_, what.c_str(), GlooMessage(e.what()).c_str(),
+                     static_cast<long long>(kReconnectFor.count()));
+    }
+  }
+}
+
+bool RedisStore::Create(const std::string& key, const std::vector<char>& data) {
+  return Reconnecting(fmt::format("writing '{}'", key), [&](gloo::rendezvous::RedisStore& redis, bool) {
+    if (redis.check({key})) return false;  // (also a write of an earlier try whose answer was lost)
+    try {
+      redis.set(key, data);
+      return true;
+    } catch (const std::exception&) {
+      if (redis.check({key})) return false;  // SETNX refused: another process created it just now
+      throw;
+    }
+  });
+}
+
+void RedisStore::set(const std::string& key, const std::vector<char>& data) {
+  Reconnecting(fmt::format("writing '{}'", key), [&](gloo::rendezvous::RedisStore& redis, bool retry) {
+    if (!retry || !redis.check({key})) redis.set(key, data);  // a retry finds the lost try's write
+    return true;
+  });
+}
+
+std::vector<char> RedisStore::get(const std::string& key) {
+  return Reconnecting(fmt::format("reading '{}'", key),
+                      [&](gloo::rendezvous::RedisStore& redis, bool) { return redis.get(key); });
+}
+
+void RedisStore::wait(const std::vector<std::string>& keys) { wait(keys, kDefaultTimeout); }
+
+void RedisStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
+  // Polled here rather than in Gloo's wait, so that a reconnect does not restart the timeout.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!check(keys)) {
+    if (std::chrono::steady_clock::now() >= deadline)
+      GLOO_THROW_IO_EXCEPTION("Wait timeout for key(s) on Redis ", host_, ":", port_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+bool RedisStore::check(const std::vector<std::string>& keys) {
+  return Reconnecting("looking up keys",
+                      [&](gloo::rendezvous::RedisStore& redis, bool) { return redis.check(keys); });
+}
+
+}  // namespace lockstep

@@ -1,0 +1,50 @@
+// A Redis key-value store that outlives a restart of its server (or a network blip): an operation whose
+// connection fails connects again and is retried for up to a minute, saying so once. The shards' rendezvous,
+// the Gloo contexts that connect through it and `lockstep launch`'s agents use it, so a job whose Redis
+// restarts runs on and ends as it would have.
+#pragma once
+
+#include <gloo/rendezvous/store.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gloo::rendezvous {
+class RedisStore;
+}
+
+namespace lockstep {
+
+class RedisStore : public gloo::rendezvous::Store {
+ public:
+  // Connects; throws IoError naming `host`:`port` when it cannot. `who` starts the line said on a reconnect
+  // ("lockstep launch", "shard 1").
+  RedisStore(std::string host, int port, std::string who);
+  ~RedisStore() override;
+
+  // Creates `key` (Gloo's set: a key that exists is an error).
+  void set(const std::string& key, const std::vector<char>& data) override;
+  std::vector<char> get(const std::string& key) override;
+  void wait(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+  // True when every key exists.
+  bool check(const std::vector<std::string>& keys);
+  // Creates `key` unless it exists; false when it did.
+  bool Create(const std::string& key, const std::vector<char>& data);
+
+ private:
+  // Runs operation(connection, retry); when the connection fails, connects again and retries (retry true).
+  template <typename Operation>
+  auto Reconnecting(const std::string& what, Operation operation);
+
+  std::string host_;
+  int port_;
+  std::string who_;
+  std::mutex mutex_;  // a connection serves one request at a time
+  std::unique_ptr<gloo::rendezvous::RedisStore> redis_;
+};
+
+}  // namespace lockstep
