@@ -12,7 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from lockstep import brew, core, data_parallel_model, mixed_precision, model_helper, optimizer, workspace
+from lockstep import (brew, checkpoint, core, data_parallel_model, mixed_precision, model_helper, optimizer,
+                      workspace)
 from lockstep._core import C, Error, InvalidInput
 
 
@@ -78,6 +79,8 @@ def test_a_name_that_is_no_operator_type_is_no_attribute():
     (lambda m: brew.fc(m, "x", "f", 4, -5), r"brew.fc: dim_out must be a whole number of at least 1, got -5"),
     (lambda m: brew.conv(m, "x", "c", 1, 2, 0), r"brew.conv: kernel must be a whole number of at least 1, got 0"),
     (lambda m: brew.fc(m, "x", "f", 4, 5, axiz=2), r"brew.fc: unknown argument 'axiz'; known: axis"),
+    (lambda m: brew.conv(m, "x", "c", 6, 4, 3, group=4), r"^conv 'c': group 4 must divide its channels, 6 in and 4 out$"),
+    (lambda m: brew.conv(m, "x", "c", 6, 4, 3, group=0), r"^conv 'c': group 0 must divide its channels"),
     (lambda m: brew.relu(m, "x", "r", inplace=True),
      r"brew.relu: unknown argument 'inplace'; it takes no other keyword arguments"),
     (lambda m: brew.fc(m, "x", "f", 4, 5, weight_init=("FooFill", {})),
@@ -428,3 +431,20 @@ def test_an_optimizer_before_the_gradients_says_what_to_call():
     assert len(model.net.Proto().op) == ops, "the refused call added nothing"
     with pytest.raises(AttributeError, match="lockstep does that with lockstep.checkpoint.save"):
         model.net.Save(["fc_w"], [])
+
+
+def test_a_checkpoint_of_other_shapes_says_it_is_another_models(tmp_path):
+    def mine(labels):
+        workspace.ResetWorkspace()
+        model = model_helper.ModelHelper(name="mine")
+        builders = fc_softmax_builders(0.5, 1, 8)
+        builders["forward_pass_builder_fun"] = lambda m, scale: [brew.fc(m, "data", "fc", 6, labels)]
+        builders["param_update_builder_fun"] = None
+        data_parallel_model.Parallelize_CPU(model, **builders)
+        workspace.RunNetOnce(model.param_init_net)
+        return model
+
+    checkpoint.save(tmp_path / "mine.safetensors", mine(3))
+    with pytest.raises(InvalidInput, match=r"'fc_w' is float32 \(3, 6\) but the model has float32 \(4, 6\): was it "
+                                           r"saved from another model\?$"):
+        checkpoint.load(tmp_path / "mine.safetensors", mine(4))

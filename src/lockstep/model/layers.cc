@@ -12,9 +12,9 @@ namespace layers {
 
 std::string Conv(ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
                  int kernel, const ConvOptions& options) {
-  LOCKSTEP_ENFORCE(dim_in % options.group == 0 && dim_out % options.group == 0,
-                   "conv '{}': channels {} -> {} not divisible by group {}", out, dim_in, dim_out,
-                   options.group);
+  if (options.group < 1 || dim_in % options.group != 0 || dim_out % options.group != 0)
+    throw InvalidInput(fmt::format("conv '{}': group {} must divide its channels, {} in and {} out", out,
+                                   options.group, dim_in, dim_out));
   std::string output = model.Scoped(out);
   std::vector<std::string> inputs = {
       in, model.CreateParam(out + "_w", {dim_out, dim_in / options.group, kernel, kernel},

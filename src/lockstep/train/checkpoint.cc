@@ -233,18 +233,22 @@ void LoadTensors(const std::string& path, const SafetensorsFile& file, Workspace
     Tensor* blob = ws->GetBlob(scope + name);
     LOCKSTEP_ENFORCE(blob != nullptr, "blob '{}' must exist before loading a checkpoint", scope + name);
     if (blob->shape() != it->second.shape() || blob->dtype() != it->second.dtype()) {
-      // A checkpoint that records its geometry had it checked before the model was built; one without it
-      // (an older version's, or one saved from Python without it) needs the flags it was trained with.
+      // A checkpoint that records its geometry had it checked before the model was built; one of a zoo model
+      // without it (an older version's, or one saved from Python without it) needs the flags it was trained
+      // with; any other was saved from another model.
       const bool has_geometry =
           std::any_of(std::begin(kModelGeometry), std::end(kModelGeometry),
                       [&](const GeometryField& entry) { return file.metadata.count(entry.name) > 0; });
-      throw InvalidInput(fmt::format(
-          "checkpoint {}: '{}' is {} {} but the model has {} {}{}", path, name,
-          DataTypeName(it->second.dtype()), ShapeToString(it->second.shape()), DataTypeName(blob->dtype()),
-          ShapeToString(blob->shape()),
-          has_geometry ? ""
-                       : "; the checkpoint records no geometry: pass the --num_channels, --image_size and "
-                         "--num_labels (or --test_data) it was trained with"));
+      const auto model = file.metadata.find("model");
+      const bool zoo_model = model != file.metadata.end() && IsKnownModel(model->second);
+      throw InvalidInput(fmt::format("checkpoint {}: '{}' is {} {} but the model has {} {}{}", path, name,
+                                     DataTypeName(it->second.dtype()), ShapeToString(it->second.shape()),
+                                     DataTypeName(blob->dtype()), ShapeToString(blob->shape()),
+                                     has_geometry || !zoo_model
+                                         ? ": was it saved from another model?"
+                                         : "; the checkpoint records no geometry: pass the --num_channels, "
+                                           "--image_size and --num_labels "
+                                           "(or --test_data) it was trained with"));
     }
   }
   for (const auto& name : names) ws->GetBlob(scope + name)->CopyFrom(file.tensors.at(name));
