@@ -183,6 +183,12 @@ TEST(TrainerOptionsCli, EveryNumericFlagOverflowGivesOneLine) {
       "1099511627776]\n");
   run = RunCliWithFiles(::testing::TempDir(), "train --use_cpu --model lenet --train_data null --threads -1");
   EXPECT_EQ(run.err, "lockstep: error: --threads must be >= 0, got -1; accepted range [0, 4096]\n");
+  // A missing flag or a bad value is named before the devices are looked for.
+  run = RunCliWithFiles(::testing::TempDir(), "train --model lenet --train_data null --batch_size 0");
+  EXPECT_EQ(run.err,
+            "lockstep: error: --batch_size must be at least 1, got 0; accepted range [1, 1048576]\n");
+  run = RunCliWithFiles(::testing::TempDir(), "train --model lenet");
+  EXPECT_NE(run.err.find("--train_data is required"), std::string::npos) << run.err;
 }
 
 // The help shows the default that applies: Caffe2's epoch size, one pass over fashion-mnist.

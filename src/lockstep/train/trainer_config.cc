@@ -25,13 +25,7 @@
 namespace lockstep {
 
 void ResolveDevices(const GivenOptions& given, TrainerConfig* c) {
-  if (!c->use_cpu) {
-    DeviceBackend* cuda = FindDeviceBackend(DeviceType::kCuda);
-    if (!cuda) throw InvalidInput("this build has no CUDA backend: pass --use_cpu to run on CPU devices");
-    if (cuda->DeviceCount() == 0)
-      throw InvalidInput("this machine has no CUDA GPU (or no driver): pass --use_cpu to run on CPU devices");
-    c->device_type = DeviceType::kCuda;
-  }
+  if (!c->use_cpu) c->device_type = DeviceType::kCuda;  // whether there are any is checked last
   if (given.count("gpus")) {
     std::vector<int> sorted = c->gpus;
     std::sort(sorted.begin(), sorted.end());
@@ -289,6 +283,13 @@ void ValidateTrainerConfig(const TrainerConfig& c) {
   CheckShards(c);
   CheckCheckpoints(c);
   CheckTensorBoard(c);
+  // Last, so that a command missing a flag or given a bad value hears of that first.
+  if (c.device_type == DeviceType::kCuda) {
+    DeviceBackend* cuda = FindDeviceBackend(DeviceType::kCuda);
+    if (!cuda) throw InvalidInput("this build has no CUDA backend: pass --use_cpu to run on CPU devices");
+    if (cuda->DeviceCount() == 0)
+      throw InvalidInput("this machine has no CUDA GPU (or no driver): pass --use_cpu to run on CPU devices");
+  }
 }
 
 }  // namespace lockstep
