@@ -32,12 +32,12 @@ fs::path PlotOnlyPackage(const fs::path& dir) {
 
 }  // namespace
 
-TEST(PlotCli, MissingLogGivesOneLineAndStatus1) {
+TEST(PlotCli, MissingLogGivesOneLineAndStatus2) {
   const fs::path dir = FreshDir("plot_missing_log");
   PythonDir python_dir(PlotOnlyPackage(dir / "python"));
   const std::string log = (dir / "missing.log").string();
   CliOutput run = RunCliWithFiles(dir, "plot " + log + " -o " + (dir / "curves.png").string());
-  EXPECT_EQ(run.code, 1);
+  EXPECT_EQ(run.code, kExitNotRetryable);  // running it again fails the same way
   EXPECT_EQ(run.out, "");
   EXPECT_EQ(run.err, "lockstep: error: " + log + ": cannot read it: No such file or directory\n");
   EXPECT_FALSE(fs::exists(dir / "curves.png"));
@@ -58,7 +58,7 @@ TEST(PlotCli, OutputDefaultsBesideTheFirstLogAndHelpDescribesIt) {
   const fs::path dir = FreshDir("plot_default_output");
   PythonDir python_dir(PlotOnlyPackage(dir / "python"));
   CliOutput missing = RunCliWithFiles(dir, "plot " + (dir / "missing.log").string());
-  EXPECT_EQ(missing.code, 1) << "the plot ran, and found no log";
+  EXPECT_EQ(missing.code, kExitNotRetryable) << "the plot ran, and found no log";
   EXPECT_NE(missing.err.find("missing.log: cannot read it"), std::string::npos) << missing.err;
   std::ofstream(dir / "run.png") << "an earlier plot";
   CliOutput taken = RunCliWithFiles(dir, "plot " + (dir / "run.log").string());

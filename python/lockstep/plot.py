@@ -8,6 +8,7 @@ Pure Python: numpy and matplotlib (Agg), nothing compiled from lockstep.
 """
 
 import argparse
+import errno
 import os
 import sys
 import tempfile
@@ -59,14 +60,14 @@ class Log(dict):
 
 
 def read_log(path):
-    """Reads an epoch or iteration log into a Log; raises ValueError naming the file and what is wrong."""
+    """Reads an epoch or iteration log into a Log; raises OSError (as open() does) for a file that cannot be
+    read, ValueError naming the file and what is wrong for one that is no log."""
     path = os.fspath(path)
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise ValueError(f"{path}: cannot read it: {reason}") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: cannot read it: {e}") from None
     # The epoch log opens with "# " and the trainer's arguments; the iteration log with its header.
     number = 0
     while number < len(lines) and (lines[number].startswith("#") or not lines[number].strip()):
@@ -171,6 +172,10 @@ def _labels(logs):
 
 def _write_atomically(figure, output):
     directory = os.path.dirname(os.path.abspath(output))
+    try:
+        os.makedirs(directory, exist_ok=True)  # as the trainer makes its output folders
+    except FileExistsError:  # a file stands where a folder of the path would be
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), directory) from None
     fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(output)}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -197,8 +202,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv=None):
-    """The command line; returns the exit status: 0, 1 when a log cannot be read or drawn or the PNG cannot be
-    written, 2 for bad arguments (0 after --help)."""
+    """The command line; returns the exit status: 0; 2 for bad arguments and for logs that cannot be read or
+    drawn (running it again fails the same way); 1 when the PNG cannot be written (0 after --help)."""
     # `lockstep plot` runs this module under its own name, so its lines read as the other commands' do.
     command = os.environ.get("LOCKSTEP_PLOT_COMMAND", "python3 -m lockstep.plot")
     speaker = "lockstep" if command.startswith("lockstep ") else "lockstep.plot"
@@ -225,7 +230,10 @@ def main(argv=None):
     except SystemExit as e:  # argparse exits; callers of main get the status instead
         return e.code
     try:
-        logs = [read_log(path) for path in args.logs]
+        try:
+            logs = [read_log(path) for path in args.logs]
+        except OSError as e:
+            raise ValueError(f"{e.filename}: cannot read it: {e.strerror or e}") from None
         # A run that failed or was stopped before its first row leaves a header: draw the others.
         empty = [log for log in logs if len(log.x()) == 0]
         if empty and len(empty) < len(logs):
@@ -238,7 +246,7 @@ def main(argv=None):
         titles = plot(logs, args.output, labels)
     except ValueError as e:
         print(f"{speaker}: error: {e}", file=sys.stderr)
-        return 1
+        return 2
     except OSError as e:
         print(f"{speaker}: error: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
         return 1

@@ -117,9 +117,10 @@ def test_bad_log_gives_one_line_naming_the_file(tmp_path, text, message):
     assert "\n" not in str(error.value)
 
 
-def test_missing_log_names_the_file(tmp_path):
-    with pytest.raises(ValueError, match=r"missing\.log: cannot read it: No such file or directory"):
+def test_missing_log_is_an_os_error_naming_the_file(tmp_path):
+    with pytest.raises(FileNotFoundError) as error:
         lsplot.read_log(tmp_path / "missing.log")
+    assert error.value.filename == str(tmp_path / "missing.log")
 
 
 def test_plots_epoch_logs_with_a_test_accuracy_panel_when_one_has_it(tmp_path):
@@ -168,6 +169,8 @@ def test_main_writes_and_reports(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out == f"wrote {output}: 1 log, training loss, training accuracy, images/s\n"
     expect_png(output, panels=3)
+    assert lsplot.main([str(log), "-o", str(tmp_path / "new" / "curves.png")]) == 0  # its folder is made
+    expect_png(tmp_path / "new" / "curves.png", panels=3)
 
 
 def test_main_leaves_out_logs_without_rows_when_others_have_some(tmp_path, capsys):
@@ -180,7 +183,7 @@ def test_main_leaves_out_logs_without_rows_when_others_have_some(tmp_path, capsy
     assert captured.err == f"lockstep.plot: warning: {empty}: no rows (the run wrote none); left out\n"
     assert captured.out.startswith(f"wrote {output}: 1 log, ")
     expect_png(output, panels=3)
-    assert lsplot.main([str(empty), "-o", str(output)]) == 1  # nothing to draw at all
+    assert lsplot.main([str(empty), "-o", str(output)]) == 2  # nothing to draw at all
     assert "b.log: no rows to plot" in capsys.readouterr().err
 
 
@@ -190,8 +193,8 @@ def test_main_leaves_out_logs_without_rows_when_others_have_some(tmp_path, capsy
         (["{log}"], 2, "the following arguments are required: -o/--output"),
         (["{log}", "-o", "{dir}/x.png", "--labels", "a,b"], 2, "--labels has 2 labels for 1 logs"),
         (["{log}", "-o", "{dir}/x.pdf"], 2, "-o {dir}/x.pdf: the output is a PNG"),
-        (["{dir}/missing.log", "-o", "{dir}/x.png"], 1, "{dir}/missing.log: cannot read it"),
-        (["{log}", "-o", "{dir}/no/such/folder/x.png"], 1, "cannot write {dir}/no/such/folder/x.png"),
+        (["{dir}/missing.log", "-o", "{dir}/x.png"], 2, "{dir}/missing.log: cannot read it"),
+        (["{log}", "-o", "{dir}/a.log/x.png"], 1, "cannot write {dir}/a.log/x.png: Not a directory"),
     ],
 )
 def test_main_errors_are_one_line_with_a_status(tmp_path, capsys, arguments, status, message):
@@ -258,10 +261,10 @@ def test_cli_subcommand_errors(tmp_path):
     need_cli()
     missing = tmp_path / "missing.log"
     run = run_cli(["plot", str(missing), "-o", str(tmp_path / "x.png")])
-    assert run.returncode == 1
+    assert run.returncode == 2
     assert run.stderr == f"lockstep: error: {missing}: cannot read it: No such file or directory\n"
     run = run_cli(["plot", str(missing)])  # the PNG would go beside the log: missing.png
-    assert run.returncode == 1
+    assert run.returncode == 2
     assert run.stderr == f"lockstep: error: {missing}: cannot read it: No such file or directory\n"
     (tmp_path / "missing.png").write_text("an earlier plot")
     run = run_cli(["plot", str(missing)])
