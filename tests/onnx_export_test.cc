@@ -13,6 +13,7 @@
 
 #include "lockstep/core/atomic_file.h"
 #include "lockstep/core/workspace.h"
+#include "lockstep/data/open_batch_source.h"
 #include "lockstep/model/layers.h"
 #include "lockstep/model/zoo.h"
 #include "lockstep/train/checkpoint.h"
@@ -193,6 +194,17 @@ TEST(OnnxExport, ResNet18HasInferenceBatchNormAndTheCheckpointsModel) {
   std::map<std::string, std::string> metadata = Metadata(model);
   EXPECT_EQ(metadata["model"], "resnet18");
   EXPECT_NE(metadata["input_normalization"].find("not recorded"), std::string::npos);
+}
+
+// Exported without --test_data, a model says how its training data was read where its checkpoint records it.
+TEST(OnnxExport, WithoutTestDataTheNormalizationIsTheCheckpointsRecord) {
+  TrainerConfig config;
+  EXPECT_EQ(InputNormalizationText(config, "", InputScaling("fashion-mnist")),
+            "x = pixel * (1/255) in float32, as its training data was read (the checkpoint records it)");
+  EXPECT_NE(
+      InputNormalizationText(config, "null", InputScaling("/data/train_lmdb")).find("(pixel[c] - 128) / 128"),
+      std::string::npos);
+  EXPECT_NE(InputNormalizationText(config, "", "").find("not recorded"), std::string::npos);
 }
 
 // A training net as built by hand: the reader's output is the input, Dropout and the loss are left out,

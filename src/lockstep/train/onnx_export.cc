@@ -23,6 +23,7 @@
 #include "lockstep/core/schema.h"
 #include "lockstep/core/version.h"
 #include "lockstep/core/workspace.h"
+#include "lockstep/data/open_batch_source.h"
 #include "lockstep/model/model_helper.h"
 #include "lockstep/model/zoo.h"
 #include "lockstep/ops/conv_pool_args.h"
@@ -531,11 +532,16 @@ OnnxExportSummary ExportOnnx(const NetDef& net, const Workspace& ws, const OnnxG
   return summary;
 }
 
-std::string InputNormalizationText(const TrainerConfig& config, const std::string& data) {
+std::string InputNormalizationText(const TrainerConfig& config, const std::string& data,
+                                   const std::string& trained_scaling) {
   if (data == "fashion-mnist")
     return "x = pixel * (1/255) in float32, pixel the 0..255 gray value of Fashion-MNIST's idx files (1 "
-           "channel, "
-           "28 x 28)";
+           "channel, 28 x 28)";
+  if ((data.empty() || data == "null") && trained_scaling == InputScaling("fashion-mnist"))
+    return "x = pixel * (1/255) in float32, as its training data was read (the checkpoint records it)";
+  if ((data.empty() || data == "null") && !trained_scaling.empty())
+    return "x[c] = (pixel[c] - 128) / 128 per channel, as its training data was read (the checkpoint records "
+           "it; export with --test_data for the channel order and resizing)";
   if (data.empty() || data == "null")
     return "not recorded (exported without --test_data): lockstep reads fashion-mnist as pixel * (1/255) and "
            "image databases as (pixel - 128) / 128 per channel";
@@ -574,7 +580,9 @@ OnnxExportSummary ExportCheckpointToOnnx(TrainerConfig config, const GivenOption
   spec.graph_name = model_name;
   spec.metadata = {{"model", model_name},
                    {"num_labels", std::to_string(config.num_labels)},
-                   {"input_normalization", InputNormalizationText(config, config.test_data)},
+                   {"input_normalization",
+                    InputNormalizationText(config, config.test_data,
+                                           ReadModelDescription(config.load_model_path).input_scaling)},
                    {"checkpoint", config.load_model_path},
                    {"checkpoint_epochs_done", std::to_string(state.epochs_done)},
                    {"checkpoint_iteration", std::to_string(state.iteration)}};

@@ -64,7 +64,10 @@ OnnxExportSummary ExportOnnx(const NetDef& net, const Workspace& ws, const OnnxG
 OnnxExportSummary ExportCheckpointToOnnx(TrainerConfig config, const GivenOptions& given,
                                          const std::string& path, bool softmax = false);
 
-// How lockstep's reader of `data` turns stored pixels into the network's input, for the model's metadata.
-std::string InputNormalizationText(const TrainerConfig& config, const std::string& data);
+// How lockstep's reader of `data` turns stored pixels into the network's input, for the model's metadata;
+// without data, as `trained_scaling` (the checkpoint's record, InputScaling()) says its training data was
+// read.
+std::string InputNormalizationText(const TrainerConfig& config, const std::string& data,
+                                   const std::string& trained_scaling);
 
 }  // namespace lockstep
