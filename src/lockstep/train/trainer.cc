@@ -392,9 +392,10 @@ void StopTraining(const TrainerConfig& config, int64_t iterations, Session* sess
       session->checkpoints->SaveNow(path, session->ws, session->models.parallel.scopes[0],
                                     session->models.parallel.state_blobs, state);
     // Under `lockstep launch` the agent chooses the checkpoint a new round resumes from.
-    saved = fmt::format(
-        "{}saved {}: resume with {}", session->checkpoints ? "" : "shard 0 ", path,
-        LinesPrefixedByLauncher() ? "the same lockstep launch command" : "--load_model_path latest");
+    saved = fmt::format("{}saved {}: resume with {}", session->checkpoints ? "" : "shard 0 ", path,
+                        LinesPrefixedByLauncher()
+                            ? "lockstep launch (its next round, or the same command run again)"
+                            : "--load_model_path latest");
   }
   result->stopped_by = session->stop_signal;
   const std::string where = mid_epoch ? fmt::format("step {} of {} in epoch {}", state.epoch_iteration,
