@@ -518,8 +518,8 @@ TEST(Launch, StoppedAgentStopsItsShards) {
   ASSERT_TRUE(std::regex_search(
       output, saved,
       std::regex("\\[shard 0\\] lockstep: stopped by SIGTERM (after step [0-9]+ of 100 "
-                 "in epoch [0-9]+ of 1000); saved ([^:]+): resume with the same lockstep launch "
-                 "command\n")))
+                 "in epoch [0-9]+ of 1000); saved ([^:]+): resume with lockstep launch \\(its next round, "
+                 "or the same command run again\\)\n")))
       << output;
   EXPECT_NE(output.find("[shard 1] lockstep: stopped by SIGTERM " + saved[1].str() + "; shard 0 saved " +
                         saved[2].str()),
