@@ -448,3 +448,22 @@ def test_a_checkpoint_of_other_shapes_says_it_is_another_models(tmp_path):
     with pytest.raises(InvalidInput, match=r"'fc_w' is float32 \(3, 6\) but the model has float32 \(4, 6\): was it "
                                            r"saved from another model\?$"):
         checkpoint.load(tmp_path / "mine.safetensors", mine(4))
+
+
+def test_an_op_with_shared_buffers_names_its_blobs_as_the_model_built_them():
+    def forward(model, loss_scale):
+        x = brew.fc(model, brew.fc(model, "data", "fc1", 6, 4), "fc2", 5, 3)  # fc2 reads 4 values, not 5
+        softmax, loss = brew.softmax_with_loss(model, [x, "label"], ["softmax", "loss"])
+        return [brew.scale(model, loss, "scaled_loss", scale=loss_scale)]
+
+    model = model_helper.ModelHelper(name="shared")
+    builders = fc_softmax_builders(0.5, 1, 8)
+    builders["forward_pass_builder_fun"] = forward
+    data_parallel_model.Parallelize_CPU(model, **builders)
+    assert any("__shared_" in blob for op in model.net.Proto().op for blob in op.output)
+    workspace.RunNetOnce(model.param_init_net)
+    workspace.FeedBlob("cpu_0/data", np.zeros((8, 6), np.float32))
+    workspace.FeedBlob("cpu_0/label", np.zeros(8, np.int32))
+    with pytest.raises(InvalidInput, match=r"^FC\(cpu_0/fc1, cpu_0/fc2_w, cpu_0/fc2_b\) -> cpu_0/fc2: W must be "
+                                           r"\(M, 4\)"):
+        workspace.RunNetOnce(model.net)

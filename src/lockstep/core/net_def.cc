@@ -144,6 +144,7 @@ void SetDevice(OperatorDef* def, const Device& device) {
 }
 
 std::string DescribeOperator(const OperatorDef& def) {
+  if (!def.debug_info().empty()) return def.debug_info();
   std::string out = def.type() + "(";
   for (int i = 0; i < def.input_size(); ++i) out += (i ? ", " : "") + def.input(i);
   out += ") -> ";

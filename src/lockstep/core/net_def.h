@@ -47,7 +47,8 @@ void SetArgument(NetDef* net, const Arg& arg);
 Device DeviceOf(const OperatorDef& def);
 void SetDevice(OperatorDef* def, const Device& device);
 
-// "Conv(data, conv1_w, conv1_b) -> conv1" for error messages.
+// "Conv(data, conv1_w, conv1_b) -> conv1" for error messages, with the blob names as the model built them
+// (debug_info, where the memory plan renamed them to shared buffers).
 std::string DescribeOperator(const OperatorDef& def);
 // Throws InvalidInput "<operator>: <what>".
 [[noreturn]] void FailOperator(const OperatorDef& def, const std::string& what);

@@ -37,7 +37,7 @@ void CheckKeptBlobs(const ModelHelper& model, const std::vector<std::string>& ke
       for (const auto& out : op.output())
         if (StartsWith(out, scopes[0])) written.insert(out.substr(scopes[0].size()));
   for (const auto& blob : keep) {
-    if (written.count(blob)) continue;
+    if (written.count(blob) || written.count(MicroBatchName(blob, 0))) continue;
     for (const auto& scope : scopes)
       if (StartsWith(blob, scope) && written.count(blob.substr(scope.size())))
         Fail(fmt::format(

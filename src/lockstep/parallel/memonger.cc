@@ -143,8 +143,11 @@ NetDef ShareBlobs(const NetDef& net, const MemongerOptions& options) {
     if (it != renamed.end()) *name = it->second;
   };
   for (auto& op : *result.mutable_op()) {
+    // An op's errors name its blobs as the model built them (core/net_def.h), not the shared buffers.
+    const std::string as_built = DescribeOperator(op);
     for (auto& name : *op.mutable_input()) rename(&name);
     for (auto& name : *op.mutable_output()) rename(&name);
+    if (op.debug_info().empty() && DescribeOperator(op) != as_built) op.set_debug_info(as_built);
   }
   return result;
 }
