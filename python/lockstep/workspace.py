@@ -54,7 +54,8 @@ def FeedBlob(name, arr, device_option=None):
 
 def FetchBlob(name, copy=True):
     """The blob's value as a numpy array. With ``copy=False`` a read-only view of a host blob's own buffer
-    (no copy): later runs of the net overwrite what it shows."""
+    (no copy): later runs of the net overwrite what it shows, and it keeps the shape and dtype it was fetched
+    with (fetch again after a write that changes them)."""
     return _current().fetch(str(name), copy)
 
 

@@ -86,6 +86,8 @@ py::array Fetch(const Workspace& ws, const std::string& name, bool copy) {
                       name));
   }
   std::shared_ptr<const Tensor> tensor = HostPlain(ws, name);
+  if (tensor->dtype() == DataType::kUndefined)
+    throw InvalidInput(fmt::format("blob '{}' holds no value yet; run the net that writes it first", name));
   const py::dtype dtype = NumpyType(tensor->dtype());
   const auto strides = Strides(tensor->shape(), ElementSize(tensor->dtype()));
   if (copy) {

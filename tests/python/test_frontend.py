@@ -148,6 +148,11 @@ def test_feed_and_fetch_keep_values_and_types():
         workspace.FeedBlob("d", np.zeros(2))
     with pytest.raises(InvalidInput, match="'missing'"):
         workspace.FetchBlob("missing")
+    net = core.Net("unrun")
+    net.Relu("x", "y")
+    workspace.CreateNet(net)  # makes its blobs, empty
+    with pytest.raises(InvalidInput, match=r"^blob 'y' holds no value yet; run the net that writes it first$"):
+        workspace.FetchBlob("y")
 
 
 def test_fetch_without_copy_is_a_read_only_view_of_the_blob():

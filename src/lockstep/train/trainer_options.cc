@@ -31,7 +31,7 @@ using C = TrainerConfig;  // keeps the table one row per option
 // are CheckSourceOptions' (source_options.h), which ValidateTrainerConfig calls too.
 const std::vector<TrainerOption>& Table() {
   static const std::string db_type_help =
-      fmt::format("Database type of --train_data / --test_data: {}", fmt::join(DbTypes(), " or "));
+      fmt::format("Database type of the image databases read: {}", fmt::join(DbTypes(), " or "));
   static const std::vector<TrainerOption> table = {
       // The model, its data and the devices: shared by `lockstep train` and `lockstep eval`.
       {"model", &C::model,
