@@ -38,13 +38,13 @@ install(TARGETS lockstep_cli resnet50_trainer RUNTIME DESTINATION ${CMAKE_INSTAL
 # The public headers, at their paths under src/ (`#include "lockstep/model/layers.h"`): everything but the
 # CUDA backend's headers, the operators' implementation headers (ops/ offers op_defs.h, the builders of
 # operator definitions, and gradient_buckets.h, which data_parallel.h includes), the agent behind `lockstep
-# launch` (launch/) and two internal helpers.
+# launch` (launch/) and three internal helpers.
 # Every installed header includes only installed headers, the standard library, protobuf and fmt
 # (tests/install_test.sh checks it).
 file(GLOB_RECURSE LOCKSTEP_PUBLIC_HEADERS RELATIVE ${PROJECT_SOURCE_DIR}/src CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/src/lockstep/*.h)
 list(FILTER LOCKSTEP_PUBLIC_HEADERS EXCLUDE
-     REGEX "/cuda/|^lockstep/ops/|^lockstep/launch/|^lockstep/comm/gloo_message.h$|^lockstep/core/caching_allocator.h$")
+     REGEX "/cuda/|^lockstep/ops/|^lockstep/launch/|^lockstep/comm/(gloo_message|redis_store).h$|^lockstep/core/caching_allocator.h$")
 list(APPEND LOCKSTEP_PUBLIC_HEADERS lockstep/ops/op_defs.h lockstep/ops/gradient_buckets.h)
 foreach(header ${LOCKSTEP_PUBLIC_HEADERS})
   get_filename_component(folder ${header} DIRECTORY)
