@@ -122,6 +122,7 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
             return []
         return [replica._scope_name(loss) for loss in ([losses] if isinstance(losses, str) else losses)]
 
+    model._sync_nets()
     model.parallel = C.parallelize(model._cpp, model, _in_replica_scopes(input_builder_fun),
                                    _in_replica_scopes(forward), update and _in_replica_scopes(update), options)
     model.shards = shards

@@ -17,41 +17,67 @@ class Net:
         self._model = model
         self._init = init
         self._next_name = 0
-        # The message Proto() handed out, kept in step with the C++ net (see _sync), and both sides'
-        # serializations as of the last sync.
+        # The message Proto() handed out, kept in step with the C++ net (see _sync): both sides'
+        # serializations as of the last sync, and the message's sizes then.
         self._proto = None
-        self._synced_cpp = self._synced_proto = None
+        self._synced_cpp = self._synced_proto = self._synced_sizes = None
 
     def Proto(self):
         """The NetDef as a protobuf message (lockstep_pb2.NetDef). It stays live, as Caffe2's did: edits to
-        it (``Proto().op.extend(...)``, ``external_input``) reach the model before it is next used, and ops
-        added since show in it."""
+        it (``Proto().op.extend(...)``, ``external_input``, an op's arguments) reach the model before it is
+        next used, and Proto() shows the ops added since."""
         from lockstep import lockstep_pb2
-        self._model._sync_nets()
         if self._proto is None:
             self._synced_cpp = self._cpp_bytes()
             self._proto = lockstep_pb2.NetDef.FromString(self._synced_cpp)
-            self._synced_proto = self._proto.SerializeToString()
+            self._synced_proto, self._synced_sizes = self._proto.SerializeToString(), self._sizes()
+        self._sync(full=True)
         return self._proto
 
     def _cpp_bytes(self):
         cpp = self._model._cpp_model
         return cpp.init_net_bytes() if self._init else cpp.net_bytes()
 
-    def _sync(self):
-        """Sends edits of the handed-out message to the C++ net, or brings the C++ net's changes into it."""
-        if self._proto is None:
+    def _sizes(self):
+        """What adding or removing ops or external blobs changes, read without walking the net."""
+        p = self._proto
+        return len(p.op), len(p.external_input), len(p.external_output), len(p.arg)
+
+    def _sync(self, full):
+        """Sends edits of the handed-out message to the C++ net and brings the C++ net's changes into it.
+        Every use of the C++ model sends ops added to or removed from the message (a check of its sizes);
+        a full sync (Proto(), running or creating the net, Parallelize, the gradients) compares the whole
+        nets, so that it also finds edits in place."""
+        if self._proto is None or (not full and self._sizes() == self._synced_sizes):
             return
         edited, current = self._proto.SerializeToString(), self._cpp_bytes()
         if edited != self._synced_proto:
             if current != self._synced_cpp:
-                raise InvalidInput(f"net '{self.Name()}': its Proto() was edited after ops were added to the "
-                                   "model; take Proto() again after adding ops, then edit it")
+                # Edits in place, then ops that the model added (each use of the model sends the message's
+                # added or removed ops first, so any found here came after the model's).
+                if self._sizes() != self._synced_sizes:
+                    raise InvalidInput(f"net '{self.Name()}': its Proto() was edited after ops were added to "
+                                       "the model; take Proto() again after adding ops, then edit it")
+                self._proto.op.extend(self._ops_added_since_sync(current))
+                edited = self._proto.SerializeToString()
             self._model._cpp_model.set_net_bytes(self._init, edited)
             current = self._cpp_bytes()
         elif current != self._synced_cpp:
             self._proto.ParseFromString(current)  # in place: references the caller holds see it
-        self._synced_cpp, self._synced_proto = current, self._proto.SerializeToString()
+        self._synced_cpp, self._synced_proto, self._synced_sizes = current, self._proto.SerializeToString(), \
+            self._sizes()
+
+    def _ops_added_since_sync(self, current):
+        """The ops the model appended since the last sync, which the message edited in place lacks; other
+        changes of the model's net cannot stand beside the edit."""
+        from lockstep import lockstep_pb2
+        before, now = lockstep_pb2.NetDef.FromString(self._synced_cpp), lockstep_pb2.NetDef.FromString(current)
+        added = list(now.op[len(before.op):])
+        del now.op[len(before.op):]
+        if before != now:
+            raise InvalidInput(f"net '{self.Name()}': its Proto() was edited while the model changed the ops it "
+                               "held; take Proto() again after adding ops, then edit it")
+        return added
 
     def Name(self):
         cpp = self._model._cpp_model
@@ -120,13 +146,13 @@ class ModelHelper:
 
     @property
     def _cpp(self):
-        """The C++ model, with the edits of the nets' Proto() messages applied."""
-        self._sync_nets()
+        """The C++ model, with the ops added to or removed from the nets' Proto() messages applied."""
+        self._sync_nets(full=False)
         return self._cpp_model
 
-    def _sync_nets(self):
-        self.net._sync()
-        self.param_init_net._sync()
+    def _sync_nets(self, full=True):
+        self.net._sync(full)
+        self.param_init_net._sync(full)
 
     @property
     def name(self):
@@ -157,6 +183,7 @@ class ModelHelper:
 
     def AddGradientOperators(self, losses):
         """Appends the backward pass of ``losses``; returns {parameter: gradient blob}."""
+        self._sync_nets()
         with self.scopes():
             grads = self._cpp.add_gradient_operators([self._scope_name(loss) for loss in _as_list(losses)])
         return {core.BlobReference(p): core.BlobReference(g) for p, g in grads.items()}

@@ -15,7 +15,8 @@ def _current():
 def _net_bytes(net):
     """A NetDef's bytes from a model_helper.Net, a lockstep_pb2.NetDef or serialized bytes."""
     if hasattr(net, "_model") and hasattr(net, "Proto"):
-        cpp = net._model._cpp
+        net._model._sync_nets()
+        cpp = net._model._cpp_model
         return cpp.init_net_bytes() if net._init else cpp.net_bytes()
     if isinstance(net, core.Net):
         return net.Proto().SerializeToString()

@@ -123,8 +123,13 @@ def test_a_nets_proto_stays_live_as_in_caffe2():
     assert [op.output[0] for op in model.net.Proto().op] == ["x", "z"]
     proto.op[0].arg.add(name="alpha", f=1.0)  # an argument ConstantFill does not declare
     with pytest.raises(InvalidInput, match="alpha"):
-        model.net.Relu("z", "w")
+        workspace.RunNetOnce(model.net)
     del proto.op[0].arg[-1]
+    # An edit in place, then an op the model adds: both stand.
+    next(arg for arg in proto.op[0].arg if arg.name == "value").f = 5.0
+    brew.relu(model, "z", "u")
+    workspace.RunNetOnce(model.net)
+    np.testing.assert_array_equal(workspace.FetchBlob("u"), [5.0, 5.0])
     stale = model.net.Proto()
     brew.relu(model, "z", "w")
     stale.op.extend([core.CreateOperator("Relu", ["w"], ["v"])])
