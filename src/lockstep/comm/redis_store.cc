@@ -75,6 +75,9 @@ void RedisStore::set(const std::string& key, const std::vector<char>& data) {
 }
 
 std::vector<char> RedisStore::get(const std::string& key) {
+  // Gloo's get waits for the key; waiting here instead leaves the connection to other threads meanwhile
+  // (a communicator's channels connect through one store at once).
+  wait({key});
   return Reconnecting(fmt::format("reading '{}'", key),
                       [&](gloo::rendezvous::RedisStore& redis, bool) { return redis.get(key); });
 }
