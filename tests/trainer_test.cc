@@ -425,9 +425,10 @@ TEST(TrainerCli, AMisspelledCommandOrFlagNamesTheNearest) {
 
 // A LMDB of `count` encoded 40x36 JPEGs (Caffe Datum records) with labels i % 10; `bad_label` makes record
 // 3's label that number.
-std::string WriteJpegLmdb(const fs::path& dir, int count, int bad_label = -1) {
-  std::string path = (dir / "jpegs_lmdb").string();
-  auto db = OpenDB("lmdb", path, DbMode::kNew);
+std::string WriteJpegDb(const fs::path& dir, int count, int bad_label = -1,
+                        const std::string& type = "lmdb") {
+  std::string path = (dir / ("jpegs_" + type)).string();
+  auto db = OpenDB(type, path, DbMode::kNew);
   auto transaction = db->NewTransaction();
   for (int i = 0; i < count; ++i) {
     Image image;
@@ -450,7 +451,7 @@ std::string WriteJpegLmdb(const fs::path& dir, int count, int bad_label = -1) {
 // The trainer on a database of JPEGs: 2 devices, test evaluation, the log and a checkpoint per epoch.
 TEST(TrainerCli, TrainsFromAnImageDatabase) {
   fs::path dir = FreshDir("jpeg_db");
-  std::string db = WriteJpegLmdb(dir, 32);
+  std::string db = WriteJpegDb(dir, 32);
   auto [code, err] = RunCli(
       fmt::format("train --use_cpu --model lenet --train_data {0} --test_data {0} --num_channels 3 "
                   "--image_size 28 --scale 32 "
@@ -471,6 +472,21 @@ TEST(TrainerCli, TrainsFromAnImageDatabase) {
   ASSERT_EQ(lines.size(), 4u);
   std::regex row(R"([\d.]+,[\d.]+,32,64,8,[\d.]+,[\d.]+,2,0\.1,[\d.]+,0\.\d+)");
   EXPECT_TRUE(std::regex_match(lines[3], row)) << lines[3];
+}
+
+// eval reads a LevelDB, which opens once at a time, as its only data.
+TEST(TrainerCli, EvalReadsALevelDb) {
+  fs::path dir = FreshDir("eval_leveldb");
+  const std::string db = WriteJpegDb(dir, 16, -1, "leveldb");
+  const std::string geometry =
+      " --db_type leveldb --num_channels 3 --image_size 28 --scale 36 --num_labels 10 --batch_size 8 ";
+  CliOutput trained = RunCliWithFiles(dir, "train --use_cpu --model lenet --train_data " + db + geometry +
+                                               "--epoch_size 16 --save_model_name m --log_dir .");
+  ASSERT_EQ(trained.code, 0) << trained.err;
+  CliOutput evaluated =
+      RunCliWithFiles(dir, "eval --use_cpu --load_model_path m_1.safetensors --test_data " + db + geometry);
+  ASSERT_EQ(evaluated.code, 0) << evaluated.err;
+  EXPECT_NE(evaluated.out.find("16 records: loss "), std::string::npos) << evaluated.out;
 }
 
 // Small images at the default --scale 256 would train on a small enlarged piece of each: a warning names the
@@ -495,7 +511,7 @@ void ExpectScaleWarning(const fs::path& dir, const std::string& db, const std::s
 
 TEST(TrainerCli, WarnsWhenScaleEnlargesEveryImage) {
   fs::path dir = FreshDir("scale_warning");
-  std::string db = WriteJpegLmdb(dir, 16);
+  std::string db = WriteJpegDb(dir, 16);
   ImageGeometry geometry;
   geometry.Add(36, 40, 3);  // what make-db would have recorded for these images
   WriteImageGeometry(db, geometry);
@@ -506,7 +522,7 @@ TEST(TrainerCli, WarnsWhenScaleEnlargesEveryImage) {
 // warning comes once, over two devices, two decoding threads and two epochs.
 TEST(TrainerCli, WarnsFromTheFirstBatchWhenNoSizesAreRecorded) {
   fs::path dir = FreshDir("scale_warning_first_batch");
-  std::string db = WriteJpegLmdb(dir, 16);
+  std::string db = WriteJpegDb(dir, 16);
   ExpectScaleWarning(dir, db, "--num_gpus 2 --num_epochs 2 --threads 2 --decode_threads 2",
                      "the images of the first batch of " + db);
 }
@@ -528,7 +544,7 @@ TEST(TrainerCli, AFolderOfImagesPointsToMakeDb) {
 
 TEST(TrainerCli, BadDatabaseInputNamesTheDatabaseAndKey) {
   fs::path dir = FreshDir("bad_db");
-  std::string db = WriteJpegLmdb(dir, 16, /*bad_label=*/12);
+  std::string db = WriteJpegDb(dir, 16, /*bad_label=*/12);
   const std::string flags =
       "--use_cpu --model lenet --num_channels 3 --image_size 28 --num_labels 10 --batch_size 8 --epoch_size "
       "16 "

@@ -510,6 +510,7 @@ EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::stri
                                    config.test_data.empty() ? "is required" : "null has no labels to score"));
   TrainerConfig as_training = config;  // evaluation needs of the flags what training on the test data needs
   as_training.train_data = config.test_data;
+  as_training.test_data.clear();  // that training would test on nothing else
   ValidateTrainerConfig(as_training);
   CheckModelAgainstCheckpoint(config, /*train=*/false);
   if (!predictions_path.empty()) PrepareOutputFile(predictions_path, "--predictions");
