@@ -86,6 +86,8 @@ TEST(SourceOptions, TheTrainerAndCreateDBRefuseTheSameValuesWithTheSameMessage) 
        "{}num_channels 3 does not match fashion-mnist (1); leave it out"},
       {{"num_labels", "1", true, "fashion-mnist"},
        "{}num_labels 1 does not match fashion-mnist (10); leave it out"},
+      {{"scale", "64", true, "fashion-mnist"},
+       "{}scale 64 does not apply to fashion-mnist, whose 28x28 images are used whole; leave it out"},
   };
   for (const Refused& refused : cases) {
     SCOPED_TRACE(fmt::format("{} {} on {}", refused.given.option, refused.given.value, refused.given.data));

@@ -474,19 +474,25 @@ TEST(TrainerCli, TrainsFromAnImageDatabase) {
   EXPECT_TRUE(std::regex_match(lines[3], row)) << lines[3];
 }
 
-// eval reads a LevelDB, which opens once at a time, as its only data.
-TEST(TrainerCli, EvalReadsALevelDb) {
+// eval reads a LevelDB, which opens once at a time, as its only data, resized as training resized it: a
+// --scale below --image_size resizes to --image_size, which the checkpoint records.
+TEST(TrainerCli, EvalReadsALevelDbAsTrainingResizedIt) {
   fs::path dir = FreshDir("eval_leveldb");
   const std::string db = WriteJpegDb(dir, 16, -1, "leveldb");
-  const std::string geometry =
-      " --db_type leveldb --num_channels 3 --image_size 28 --scale 36 --num_labels 10 --batch_size 8 ";
-  CliOutput trained = RunCliWithFiles(dir, "train --use_cpu --model lenet --train_data " + db + geometry +
-                                               "--epoch_size 16 --save_model_name m --log_dir .");
+  const std::string data =
+      " --db_type leveldb --num_channels 3 --image_size 28 --num_labels 10 --batch_size 8 ";
+  const std::string checkpoint = (dir / "m_1.safetensors").string();
+  CliOutput trained =
+      RunCliWithFiles(dir, "train --use_cpu --model lenet --train_data " + db + data +
+                               "--scale 0 --epoch_size 16 --save_model_name m --file_store_path " +
+                               dir.string() + " --log_dir " + dir.string());
   ASSERT_EQ(trained.code, 0) << trained.err;
+  EXPECT_EQ(ReadSafetensorsMetadata(checkpoint).at("scale"), "28");
   CliOutput evaluated =
-      RunCliWithFiles(dir, "eval --use_cpu --load_model_path m_1.safetensors --test_data " + db + geometry);
+      RunCliWithFiles(dir, "eval --use_cpu --load_model_path " + checkpoint + " --test_data " + db + data);
   ASSERT_EQ(evaluated.code, 0) << evaluated.err;
   EXPECT_NE(evaluated.out.find("16 records: loss "), std::string::npos) << evaluated.out;
+  EXPECT_EQ(evaluated.err, "");  // no warning of a --scale 256 that enlarges the images
 }
 
 // Small images at the default --scale 256 would train on a small enlarged piece of each: a warning names the

@@ -44,6 +44,11 @@ void CheckFashionMnistGeometry(const SourceSpec& spec, const std::set<std::strin
     if (given.count(option.name) && option.value != option.expected)
       throw InvalidInput(fmt::format("{}{} {} does not match fashion-mnist ({}); leave it out", prefix,
                                      option.name, option.value, option.expected));
+  // (Caffe2's programs pass the default to every reader.)
+  if (given.count("scale") && spec.scale != SourceSpec{}.scale)
+    throw InvalidInput(fmt::format(
+        "{}scale {} does not apply to fashion-mnist, whose 28x28 images are used whole; leave it out", prefix,
+        spec.scale));
 }
 
 }  // namespace

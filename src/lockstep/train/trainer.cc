@@ -205,7 +205,9 @@ void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicat
   ModelDescription& model = session->state.model;  // what its checkpoints record of it
   model.name = config.model;
   model.num_channels = config.num_channels, model.image_size = config.image_size;
-  model.num_labels = config.num_labels, model.scale = config.scale;
+  model.num_labels = config.num_labels;
+  // The shortest side its images were resized to: what eval and export must resize to (a database's only).
+  model.scale = IsDatabase(config.train_data) ? std::max(config.scale, config.image_size) : 0;
   model.input_scaling = InputScaling(config.train_data);
   session->state.seed = config.seed;
 }

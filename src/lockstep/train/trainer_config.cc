@@ -84,9 +84,12 @@ void ResolveModelFromCheckpoint(const GivenOptions& given, bool train, TrainerCo
                     train ? "--train_data" : "--test_data", data, scaling, path, saved.input_scaling));
   for (const auto& [name, field] : kModelGeometry) {
     const int recorded = saved.*field;
-    if (recorded == 0) continue;
+    if (recorded == 0 || (HasFixedGeometry(data) && std::string(name) == "scale")) continue;  // not resized
     int& value = c->*std::get<int TrainerConfig::*>(FindTrainerOption(name).member);
-    if (given.count(name) && value != recorded)
+    // A --scale below --image_size resizes to --image_size (after it, in kModelGeometry's order), as
+    // checkpoints record it.
+    const int effective = std::string(name) == "scale" ? std::max(value, c->image_size) : value;
+    if (given.count(name) && effective != recorded)
       throw InvalidInput(
           fmt::format("--{0} {1} contradicts the checkpoint {2}, which holds {3}; drop --{0} or load a "
                       "checkpoint of --{0} {1}",
