@@ -474,9 +474,9 @@ TEST(TrainerCli, TrainsFromAnImageDatabase) {
   EXPECT_TRUE(std::regex_match(lines[3], row)) << lines[3];
 }
 
-// eval reads a LevelDB, which opens once at a time, as its only data, resized as training resized it: a
-// --scale below --image_size resizes to --image_size, which the checkpoint records.
-TEST(TrainerCli, EvalReadsALevelDbAsTrainingResizedIt) {
+// eval reads a LevelDB, which opens once at a time, as its only data, as training read it: a --scale below
+// --image_size resizes to --image_size, which the checkpoint records with the color order.
+TEST(TrainerCli, EvalReadsALevelDbAsTrainingReadIt) {
   fs::path dir = FreshDir("eval_leveldb");
   const std::string db = WriteJpegDb(dir, 16, -1, "leveldb");
   const std::string data =
@@ -484,15 +484,21 @@ TEST(TrainerCli, EvalReadsALevelDbAsTrainingResizedIt) {
   const std::string checkpoint = (dir / "m_1.safetensors").string();
   CliOutput trained =
       RunCliWithFiles(dir, "train --use_cpu --model lenet --train_data " + db + data +
-                               "--scale 0 --epoch_size 16 --save_model_name m --file_store_path " +
+                               "--scale 0 --color_order rgb --epoch_size 16 --save_model_name m "
+                               "--file_store_path " +
                                dir.string() + " --log_dir " + dir.string());
   ASSERT_EQ(trained.code, 0) << trained.err;
   EXPECT_EQ(ReadSafetensorsMetadata(checkpoint).at("scale"), "28");
-  CliOutput evaluated =
-      RunCliWithFiles(dir, "eval --use_cpu --load_model_path " + checkpoint + " --test_data " + db + data);
+  EXPECT_EQ(ReadSafetensorsMetadata(checkpoint).at("color_order"), "rgb");
+  const std::string eval = "eval --use_cpu --load_model_path " + checkpoint + " --test_data " + db + data;
+  CliOutput evaluated = RunCliWithFiles(dir, eval);
   ASSERT_EQ(evaluated.code, 0) << evaluated.err;
   EXPECT_NE(evaluated.out.find("16 records: loss "), std::string::npos) << evaluated.out;
   EXPECT_EQ(evaluated.err, "");  // no warning of a --scale 256 that enlarges the images
+  CliOutput other_order = RunCliWithFiles(dir, eval + "--color_order bgr");
+  EXPECT_EQ(other_order.code, kExitNotRetryable);
+  EXPECT_EQ(other_order.err, "lockstep: error: --color_order bgr contradicts the checkpoint " + checkpoint +
+                                 ", trained on rgb images; drop --color_order or pass rgb\n");
 }
 
 // Small images at the default --scale 256 would train on a small enlarged piece of each: a warning names the

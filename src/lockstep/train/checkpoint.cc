@@ -193,6 +193,7 @@ void CheckpointSnapshot::Write(const std::string& path) const {
   for (const auto& [key, field] : kModelGeometry)
     if (state_.model.*field > 0) metadata[key] = std::to_string(state_.model.*field);
   if (!state_.model.input_scaling.empty()) metadata["input_scaling"] = state_.model.input_scaling;
+  if (!state_.model.color_order.empty()) metadata["color_order"] = state_.model.color_order;
   if (state_.global_batch > 0) metadata["global_batch"] = std::to_string(state_.global_batch);
   if (state_.epoch_steps > 0) metadata["epoch_steps"] = std::to_string(state_.epoch_steps);
   WriteSafetensors(path, tensors, metadata);
@@ -261,6 +262,8 @@ ModelDescription DescriptionOf(const std::string& path, const std::map<std::stri
   if (name != metadata.end()) model.name = name->second;
   auto scaling = metadata.find("input_scaling");
   if (scaling != metadata.end()) model.input_scaling = scaling->second;
+  auto color_order = metadata.find("color_order");
+  if (color_order != metadata.end()) model.color_order = color_order->second;
   for (const auto& [key, field] : kModelGeometry) {
     if (!metadata.count(key)) continue;
     const int64_t value = MetadataInt(path, metadata, key);

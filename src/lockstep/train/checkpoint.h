@@ -28,6 +28,7 @@ struct ModelDescription {
   int num_channels = 0, image_size = 0, num_labels = 0;
   int scale = 0;              // the shortest side database images were resized to before the crop
   std::string input_scaling;  // InputScaling() of its training data; "" where not recorded
+  std::string color_order;    // of its training database's color images (bgr, rgb); "" where not recorded
 };
 
 // The geometry of a ModelDescription by name: the metadata's keys, which are also the trainer's options.

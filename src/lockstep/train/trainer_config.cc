@@ -82,6 +82,15 @@ void ResolveModelFromCheckpoint(const GivenOptions& given, bool train, TrainerCo
         fmt::format("{} {} is read as {}, but the checkpoint {} was trained on images read as {}: give data "
                     "read the same way",
                     train ? "--train_data" : "--test_data", data, scaling, path, saved.input_scaling));
+  if (!saved.color_order.empty() && IsDatabase(data)) {
+    if (given.count("color_order") && c->color_order != saved.color_order)
+      throw InvalidInput(
+          fmt::format("--color_order {0} contradicts the checkpoint {1}, trained on {2} images; drop "
+                      "--color_order or pass "
+                      "{2}",
+                      c->color_order, path, saved.color_order));
+    c->color_order = saved.color_order;
+  }
   for (const auto& [name, field] : kModelGeometry) {
     const int recorded = saved.*field;
     if (recorded == 0 || (HasFixedGeometry(data) && std::string(name) == "scale")) continue;  // not resized
