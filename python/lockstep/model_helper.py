@@ -182,10 +182,16 @@ class ModelHelper:
         return [core.BlobReference(name) for name in self._cpp.get_params(namescope, tags)]
 
     def AddGradientOperators(self, losses):
-        """Appends the backward pass of ``losses``; returns {parameter: gradient blob}."""
+        """Appends the backward pass of ``losses``; returns Caffe2's gradient map {blob: gradient blob}: for
+        the parameters, for the blobs param_init_net makes that the net reads (parameters made with fills
+        rather than create_param or brew, as Caffe2 programs make them too) and for the losses.
+        ``param_to_grad`` keeps the parameters'."""
         self._sync_nets()
+        made = {out for op in self.param_init_net.Proto().op for out in op.output}
+        read = {blob for op in self.net.Proto().op for blob in op.input}
         with self.scopes():
-            grads = self._cpp.add_gradient_operators([self._scope_name(loss) for loss in _as_list(losses)])
+            grads = self._cpp.add_gradient_operators([self._scope_name(loss) for loss in _as_list(losses)],
+                                                     (made & read) - set(self._cpp.params))
         return {core.BlobReference(p): core.BlobReference(g) for p, g in grads.items()}
 
     def GetOptimizationParamInfo(self, params=None):

@@ -143,7 +143,8 @@ void BindModelHelper(py::module_& m) {
             return model.GetParams(scope, wanted);
           },
           "scope"_a = "", "tags"_a = std::vector<std::string>{})
-      .def("add_gradient_operators", &ModelHelper::AddGradientOperators)
+      .def("add_gradient_operators", &ModelHelper::AddGradientOperators, "losses"_a,
+           "also"_a = std::set<std::string>())
       .def_property_readonly("param_to_grad", &ModelHelper::param_to_grad)
       .def_property_readonly("replica", [](const ModelHelper& model) {
         const auto& r = model.replica();

@@ -195,12 +195,26 @@ def fc_softmax_builders(lr, devices, batch):
                 devices=list(range(devices)))
 
 
-def test_parallelize_matches_a_numpy_sgd_step_and_keeps_replicas_equal():
+def sgd_by_hand_with_weight_decay(model):
+    """Caffe2's own way: weight decay, then param = param - lr * grad by WeightedSum."""
+    optimizer.add_weight_decay(model, 0.1)
+    one = model.param_init_net.ConstantFill([], "one", shape=[1], value=1.0)
+    minus_lr = model.param_init_net.ConstantFill([], "minus_lr", shape=[1], value=-0.5)
+    for param in model.GetParams():
+        model.net.WeightedSum([param, one, model.param_to_grad[param], minus_lr], param)
+
+
+@pytest.mark.parametrize("update", ["build_sgd", "by_hand_with_weight_decay"])
+def test_parallelize_matches_a_numpy_sgd_step_and_keeps_replicas_equal(update):
     rng = np.random.default_rng(0)
     data = rng.standard_normal((8, 6)).astype(np.float32)
     label = rng.integers(0, 3, 8).astype(np.int32)
     model = model_helper.ModelHelper(name="fc_softmax")
-    parallel = data_parallel_model.Parallelize_CPU(model, **fc_softmax_builders(0.5, 2, 8))
+    builders = fc_softmax_builders(0.5, 2, 8)
+    decay = 0.0
+    if update == "by_hand_with_weight_decay":
+        builders["param_update_builder_fun"], decay = sgd_by_hand_with_weight_decay, 0.1
+    parallel = data_parallel_model.Parallelize_CPU(model, **builders)
     assert parallel.scopes == ["cpu_0/", "cpu_1/"]
     assert data_parallel_model.GetCheckpointParams(model)[:2] == ["cpu_0/fc_w", "cpu_0/fc_b"]
     workspace.RunNetOnce(model.param_init_net)
@@ -216,7 +230,7 @@ def test_parallelize_matches_a_numpy_sgd_step_and_keeps_replicas_equal():
     p = np.exp(logits - logits.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
     p[np.arange(8), label] -= 1
-    want_w = w - 0.5 * (p.T @ data) / 8
+    want_w = w - 0.5 * ((p.T @ data) / 8 + decay * w)
     for scope in parallel.scopes:
         np.testing.assert_allclose(workspace.FetchBlob(scope + "fc_w"), want_w, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(workspace.FetchBlob("cpu_1/fc_w"), workspace.FetchBlob("cpu_0/fc_w"))
@@ -477,3 +491,24 @@ def test_an_op_with_shared_buffers_names_its_blobs_as_the_model_built_them():
     with pytest.raises(InvalidInput, match=r"^FC\(cpu_0/fc1, cpu_0/fc2_w, cpu_0/fc2_b\) -> cpu_0/fc2: W must be "
                                            r"\(M, 4\)"):
         workspace.RunNetOnce(model.net)
+
+
+def test_gradients_reach_parameters_made_with_fills_as_in_caffe2():
+    model = model_helper.ModelHelper(name="fills")
+    w = model.param_init_net.XavierFill([], "w", shape=[3, 6])
+    b = model.param_init_net.ConstantFill([], "b", shape=[3], value=0.0)
+    softmax, loss = model.net.SoftmaxWithLoss([model.net.FC(["data", w, b], "fc"), "label"], ["softmax", "loss"])
+    grads = model.AddGradientOperators([loss])
+    assert {str(k): str(v) for k, v in grads.items()} == {"w": "w_grad", "b": "b_grad", "loss": "loss_grad"}
+    assert model.param_to_grad == {}  # no registered parameter
+    rng = np.random.default_rng(0)
+    data, label = rng.standard_normal((4, 6)).astype(np.float32), np.array([0, 1, 2, 1], np.int32)
+    workspace.FeedBlob("data", data)
+    workspace.FeedBlob("label", label)
+    workspace.RunNetOnce(model.param_init_net)
+    weights = workspace.FetchBlob("w")
+    workspace.RunNetOnce(model.net)
+    p = np.exp(data @ weights.T)
+    p /= p.sum(1, keepdims=True)
+    p[np.arange(4), label] -= 1
+    np.testing.assert_allclose(workspace.FetchBlob("w_grad"), p.T @ data / 4, rtol=1e-5, atol=1e-6)

@@ -93,12 +93,17 @@ void ModelHelper::SetParamDevice(const std::string& name, const Device& device) 
       if (output == name) SetDevice(&op, device);
 }
 
-const std::map<std::string, std::string>& ModelHelper::AddGradientOperators(
-    const std::vector<std::string>& losses) {
-  auto trainable = GetTrainableParams();
-  param_to_grad_ = lockstep::AddGradientOperators(&net_, losses,
-                                                  std::set<std::string>(trainable.begin(), trainable.end()));
-  return param_to_grad_;
+std::map<std::string, std::string> ModelHelper::AddGradientOperators(const std::vector<std::string>& losses,
+                                                                     const std::set<std::string>& also) {
+  const std::vector<std::string> trainable = GetTrainableParams();
+  std::set<std::string> wrt(trainable.begin(), trainable.end());
+  wrt.insert(also.begin(), also.end());
+  std::map<std::string, std::string> gradients = lockstep::AddGradientOperators(&net_, losses, wrt);
+  param_to_grad_.clear();
+  for (const auto& param : trainable)
+    if (gradients.count(param)) param_to_grad_[param] = gradients.at(param);
+  for (const auto& loss : losses) gradients[loss] = GradientName(loss);
+  return gradients;
 }
 
 }  // namespace lockstep

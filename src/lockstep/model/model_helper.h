@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,8 +93,11 @@ class ModelHelper {
   // Moves a parameter to `device`: its fill in param_init_net and its registry entry (model placement).
   void SetParamDevice(const std::string& name, const Device& device);
 
-  // Appends the backward pass for `losses` w.r.t. the trainable parameters; returns param -> gradient blob.
-  const std::map<std::string, std::string>& AddGradientOperators(const std::vector<std::string>& losses);
+  // Appends the backward pass for `losses` w.r.t. the trainable parameters and the blobs in `also` (blobs
+  // used as parameters without being registered, as Caffe2 programs make them); returns blob -> gradient
+  // blob for those of them the losses depend on, and for the losses. param_to_grad() keeps the parameters'.
+  std::map<std::string, std::string> AddGradientOperators(const std::vector<std::string>& losses,
+                                                          const std::set<std::string>& also = {});
   const std::map<std::string, std::string>& param_to_grad() const { return param_to_grad_; }
 
   const Device& device() const { return device_; }
