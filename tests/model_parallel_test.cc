@@ -177,7 +177,7 @@ TEST(ModelParallel, AResidualConnectionAcrossStagesSumsItsGradientWhereItIsRead)
     std::string y = layers::Add(model, layers::Conv(model, x, "conv2", 4, 4, 3, conv), x, "sum");
     std::string logits = layers::FC(model, y, "fc", 4 * 8 * 8, 5);
     auto [softmax, loss] = layers::SoftmaxWithLoss(model, logits, "label", "softmax", "loss");
-    auto grads = model.AddGradientOperators({loss});
+    model.AddGradientOperators({loss});
     InsertCopies(&model.net(), model.param_init_net());
     CheckPlacement(model.net(), model.param_init_net());
     Workspace ws;
@@ -187,7 +187,7 @@ TEST(ModelParallel, AResidualConnectionAcrossStagesSumsItsGradientWhereItIsRead)
     ws.RunNetOnce(model.net());
     *placed = model.net();
     std::map<std::string, std::vector<float>> values;
-    for (const auto& [param, grad] : grads) values[param] = Values(ws.Blob(grad));
+    for (const auto& [param, grad] : model.param_to_grad()) values[param] = Values(ws.Blob(grad));
     return values;
   };
   NetDef one_net, split_net;
