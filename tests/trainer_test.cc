@@ -425,8 +425,8 @@ TEST(TrainerCli, AMisspelledCommandOrFlagNamesTheNearest) {
 
 // A LMDB of `count` encoded 40x36 JPEGs (Caffe Datum records) with labels i % 10; `bad_label` makes record
 // 3's label that number.
-std::string WriteJpegDb(const fs::path& dir, int count, int bad_label = -1,
-                        const std::string& type = "lmdb") {
+std::string WriteJpegDb(const fs::path& dir, int count, int bad_label = -1, const std::string& type = "lmdb",
+                        bool garbage_record = false) {
   std::string path = (dir / ("jpegs_" + type)).string();
   auto db = OpenDB(type, path, DbMode::kNew);
   auto transaction = db->NewTransaction();
@@ -444,6 +444,7 @@ std::string WriteJpegDb(const fs::path& dir, int count, int bad_label = -1,
     record.bytes = EncodeJpeg(image, 90);
     transaction->Put(fmt::format("{:08d}", i), MakeDatum(record));
   }
+  if (garbage_record) transaction->Put("garbage", "not a Datum");
   transaction->Commit();
   return path;
 }
@@ -499,6 +500,34 @@ TEST(TrainerCli, EvalReadsALevelDbAsTrainingReadIt) {
   EXPECT_EQ(other_order.code, kExitNotRetryable);
   EXPECT_EQ(other_order.err, "lockstep: error: --color_order bgr contradicts the checkpoint " + checkpoint +
                                  ", trained on rgb images; drop --color_order or pass rgb\n");
+}
+
+// With --skip_bad_records, evaluation leaves a bad record out and counts every good one once; the trainer's
+// test pass and eval agree.
+TEST(TrainerCli, EvaluationLeavesBadRecordsOut) {
+  fs::path dir = FreshDir("eval_bad_records");
+  const std::string db = WriteJpegDb(dir, 8, -1, "lmdb", /*garbage_record=*/true);
+  const std::string data = " --num_channels 3 --image_size 28 --scale 36 --num_labels 10 --batch_size 4 ";
+  const std::string checkpoint = (dir / "m_1.safetensors").string();
+  CliOutput trained = RunCliWithFiles(dir, "train --use_cpu --model lenet --skip_bad_records --train_data " +
+                                               db + " --test_data " + db + data +
+                                               "--epoch_size 8 --save_model_name m --file_store_path " +
+                                               dir.string() + " --log_dir " + dir.string());
+  ASSERT_EQ(trained.code, 0) << trained.err;
+  std::smatch test_accuracy;
+  ASSERT_TRUE(std::regex_search(trained.out, test_accuracy, std::regex("test accuracy ([0-9.]+)")))
+      << trained.out;
+  const std::string eval = "eval --use_cpu --load_model_path " + checkpoint + " --test_data " + db + data;
+  CliOutput refused = RunCliWithFiles(dir, eval);
+  EXPECT_EQ(refused.code, kExitNotRetryable);
+  EXPECT_NE(refused.err.find("record 'garbage'"), std::string::npos) << refused.err;
+  CliOutput evaluated = RunCliWithFiles(dir, eval + "--skip_bad_records");
+  ASSERT_EQ(evaluated.code, 0) << evaluated.err;
+  std::smatch counted;
+  ASSERT_TRUE(
+      std::regex_search(evaluated.out, counted, std::regex("^8 records: .* top-1 accuracy ([0-9.]+) \\(")))
+      << evaluated.out;
+  EXPECT_NEAR(std::stod(counted[1]), std::stod(test_accuracy[1]), 1e-4);
 }
 
 // Small images at the default --scale 256 would train on a small enlarged piece of each: a warning names the

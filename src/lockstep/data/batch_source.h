@@ -14,6 +14,10 @@
 
 namespace lockstep {
 
+// The label of a record that an evaluation source leaves out (a bad record, with skip_bad_records): its
+// place in the batch holds zeros, and evaluation counts it nowhere.
+inline constexpr int32_t kLeftOutLabel = -1;
+
 class BatchSource {
  public:
   virtual ~BatchSource() = default;

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <optional>
@@ -152,9 +153,15 @@ void DbSource::Fill(int64_t first, int64_t count, Tensor* data, Tensor* label) {
   }
 
   // A bad record fails the step, or, with skip_bad_records, gives its place to the next good record after
-  // this batch (drawn with its own position, so the substitute is reproducible too).
+  // this batch (drawn with its own position, so the substitute is reproducible too), or is left out.
   int64_t spare = first + count;
   for (int64_t i = 0; i < count; ++i) {
+    if (errors[i] && options_.skip_bad_records && options_.leave_out_skipped) {
+      ++skipped_;
+      errors[i] = nullptr;
+      labels[i] = kLeftOutLabel;
+      std::fill_n(images + i * image_size, image_size, 0.0f);
+    }
     while (errors[i]) {
       if (!options_.skip_bad_records) std::rethrow_exception(errors[i]);
       ++skipped_;

@@ -29,8 +29,12 @@ struct DbSourceOptions {
   // colour channels, for raw and encoded records alike.
   ImageTransformOptions transform;
   int decode_threads = 1;
-  bool skip_bad_records = false;  // skip records that do not parse or decode (and count them) instead of failing
-  uint64_t seed = 1;              // of the random crops and mirrors: position p always gets the same draws
+  bool skip_bad_records =
+      false;  // skip records that do not parse or decode (and count them) instead of failing
+  // Training fills a skipped record's place with the next good record after the batch; evaluation leaves it
+  // out (kLeftOutLabel), so that every good record counts once.
+  bool leave_out_skipped = false;
+  uint64_t seed = 1;  // of the random crops and mirrors: position p always gets the same draws
   // Warn once on stderr when transform.scale enlarges every image before the crop (ScaleWarning): on opening,
   // from the sizes make-db recorded in the database, or else from the images of the first batch.
   bool warn_when_scale_enlarges = false;
@@ -47,7 +51,7 @@ class DbSource : public BatchSource {
   int64_t size() const override { return size_; }
   // The database key.
   std::string KeyAt(int64_t position) override;
-  int64_t skipped() const { return skipped_; }  // bad records skipped so far
+  int64_t skipped() const { return skipped_; }       // bad records skipped so far
   const std::string& name() const { return name_; }  // "lmdb /path/to/db"
 
  private:
@@ -61,9 +65,9 @@ class DbSource : public BatchSource {
   std::string name_;
   int64_t size_ = 0;
   std::vector<std::pair<std::unique_ptr<Cursor>, int64_t>> cursors_;  // each with the index it points at
-  std::vector<std::unique_ptr<ImageTransform>> transforms_;            // one per decoding thread
-  std::vector<ImageRecord> records_;                                   // one per decoding thread
-  std::vector<std::string> keys_, values_;                             // the records of one Fill
+  std::vector<std::unique_ptr<ImageTransform>> transforms_;           // one per decoding thread
+  std::vector<ImageRecord> records_;                                  // one per decoding thread
+  std::vector<std::string> keys_, values_;                            // the records of one Fill
   std::atomic<int64_t> skipped_{0};
   std::string path_;
   // While the first batch is decoded for warn_when_scale_enlarges: the sizes each decoding thread saw.

@@ -29,6 +29,7 @@ std::unique_ptr<BatchSource> OpenBatchSource(const SourceSpec& spec) {
   options.transform.color_order = ParseColorOrder(spec.color_order);
   options.decode_threads = spec.decode_threads;
   options.skip_bad_records = spec.skip_bad_records;
+  options.leave_out_skipped = !spec.train;
   options.seed = spec.seed;
   options.warn_when_scale_enlarges = true;
   return std::make_unique<DbSource>(spec.name, options);

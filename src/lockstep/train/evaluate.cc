@@ -72,6 +72,7 @@ EvaluationResult Evaluate(Workspace* ws, Net* test_net, const std::vector<TestRe
                        ShapeToString(logits.shape()), slice);
       const int64_t num_classes = logits.dim(1);
       for (int64_t i = 0; i < slice && first + r * slice + i < end; ++i) {
+        if (labels.data<int32_t>()[i] == kLeftOutLabel) continue;
         RecordPrediction prediction;
         prediction.position = first + r * slice + i;
         ScoreRecord(logits.data<float>() + i * num_classes, num_classes, labels.data<int32_t>()[i],

@@ -86,8 +86,9 @@ const std::vector<TrainerOption>& Table() {
       {"prefetch", &C::prefetch, "Batches each device's reader prepares ahead of the step",
        Between(0, kMaxPrefetch), kNone, false},
       {"skip_bad_records", &C::skip_bad_records,
-       "Skip database records that do not parse or decode (counted on the console) instead of stopping",
-       kNoRange, kNone, false},
+       "Skip database records that do not parse or decode (counted on the console) instead of stopping; "
+       "evaluation leaves them out",
+       kNoRange, kNone, true},
       {"dtype", &C::dtype,
        "Data type the network computes in: float, float16 (GPU) or bfloat16 (GPU, or CPU with AVX512_BF16 or "
        "AMX), with float32 master parameters",
