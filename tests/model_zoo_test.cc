@@ -41,6 +41,15 @@ TEST(ModelZoo, LeNetIsTheD2lNetwork) {
     if (!bias) EXPECT_FLOAT_EQ(GetFloatArgument(op, "std", 0), 0.01f);
   }
   EXPECT_EQ(LogitsShape("lenet", config, 3), (Shape{3, 10}));
+  // The smallest image its two valid convolutions and pools leave a pixel of: 14.
+  EXPECT_EQ(LogitsShape("lenet", {1, 14, 10, false}, 2), (Shape{2, 10}));
+  ModelHelper too_small("lenet13");
+  try {
+    BuildModel("lenet", too_small, "data", {1, 13, 10, false});
+    ADD_FAILURE() << "lenet built for 13x13 images";
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(), "lenet needs --image_size of at least 14, got 13");
+  }
 }
 
 TEST(ModelZoo, ResNetParameterCountsMatchTheReference) {

@@ -12,7 +12,7 @@ std::string BuildLeNet(ModelHelper& model, const std::string& data, const ModelC
   const int conv2_size = pool1_size - 4;  // 5x5, no padding
   const int pool2_size = conv2_size / 2;
   if (pool2_size < 1)
-    throw InvalidInput(fmt::format("lenet needs --image_size of at least 12, got {}", config.image_size));
+    throw InvalidInput(fmt::format("lenet needs --image_size of at least 14, got {}", config.image_size));
   layers::ConvOptions conv;
   conv.weight_init = weight;
   std::string x = layers::Conv(model, data, "conv1", config.num_channels, 20, 3, conv);
