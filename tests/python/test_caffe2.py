@@ -440,6 +440,17 @@ def test_image_input_reads_fashion_mnist_without_color():
     assert np.isfinite(workspace.FetchBlob("cpu_0/loss"))
 
 
+def test_image_input_reads_outside_parallelize_as_the_mnist_tutorial_does():
+    model = model_helper.ModelHelper(name="single")
+    reader = model.CreateDB("reader", db="fashion-mnist", db_type="lmdb")
+    data, label = brew.image_input(model, reader, ["data", "label"], batch_size=8, crop=28, mirror=1)
+    workspace.RunNetOnce(model.param_init_net)
+    workspace.RunNetOnce(model.net)
+    images = workspace.FetchBlob("data")
+    assert images.shape == (8, 1, 28, 28) and workspace.FetchBlob("label").shape == (8,)
+    assert images.min() >= 0 and images.max() <= 1  # fashion-mnist reads as pixel / 255
+
+
 def test_image_input_reads_a_lockstep_made_lmdb_as_the_trainer_does(tmp_path):
     db = make_lmdb(tmp_path)
     model = model_helper.ModelHelper(name="resnet50")

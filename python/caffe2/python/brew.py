@@ -114,7 +114,8 @@ def image_input(model, blob_in, blob_out, order="NCHW", use_gpu_transform=False,
     """Caffe2's ImageInput: this replica's slice of the next batch of the reader ``blob_in`` (from
     ModelHelper.CreateDB) into ``blob_out = [data, label]``: decoded, resized so the shortest side is
     ``scale``, cropped to ``crop`` (randomly and mirrored in training, centred with ``is_test``), normalized
-    as (pixel - 128) / 128. Decoding runs on CPU threads whatever ``use_gpu_transform`` says."""
+    as (pixel - 128) / 128 (Caffe2's mean and std of 128; fashion-mnist's images are read as pixel / 255, as
+    every lockstep reader reads them). Decoding runs on CPU threads whatever ``use_gpu_transform`` says."""
     kwargs = _arguments("image_input", kwargs)
     reader = getattr(model, "_readers", {}).get(str(blob_in))
     if reader is None:
@@ -126,15 +127,15 @@ def image_input(model, blob_in, blob_out, order="NCHW", use_gpu_transform=False,
     for name in ("mean", "std"):
         values = kwargs.pop(name, 128.0)
         if any(float(v) != 128.0 for v in (values if isinstance(values, (list, tuple)) else [values])):
-            refuse(f"brew.image_input: {name}={values} is not supported; lockstep normalizes as "
-                   "(pixel - 128) / 128")
+            refuse(f"brew.image_input: {name}={values} is not supported; lockstep normalizes image databases "
+                   "as (pixel - 128) / 128 and fashion-mnist as pixel / 255")
     is_test = bool(kwargs.pop("is_test", False))
     if not is_test and not kwargs.pop("mirror", 0):
         refuse("brew.image_input: training without mirror=1 is not supported; lockstep mirrors training "
                "images at random")
     kwargs.pop("mirror", None)
     args = dict(db=reader["db"], db_type=reader["db_type"], batch_size=int(kwargs.pop("batch_size")),
-                num_replicas=len(model._devices) * reader["num_shards"], train=0 if is_test else 1,
+                num_replicas=len(getattr(model, "_devices", [0])) * reader["num_shards"], train=0 if is_test else 1,
                 record_format="datum" if kwargs.pop("use_caffe_datum", False) else "tensorprotos")
     # color's default asks for 3 channels; fashion-mnist has 1, which it gives unless color is said.
     if "color" in kwargs or reader["db"] != "fashion-mnist":
