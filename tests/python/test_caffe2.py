@@ -579,3 +579,13 @@ def test_test_model_without_parameters_reads_the_training_models(tmp_path):
     workspace.CreateNet(test_model.net)
     workspace.RunNet(test_model.net.Proto().name)
     assert 0.0 <= float(workspace.FetchBlob("cpu_1/accuracy").reshape(-1)[0]) <= 1.0
+
+
+def test_model_helpers_caffe2_accessors_and_refusals():
+    model = model_helper.ModelHelper(name="accessors")
+    brew.fc(model, "data", "fc", 4, 2)
+    assert model.Proto() is model.net.Proto() and model.InitProto() is model.param_init_net.Proto()
+    assert model.get_name() == "accessors"
+    assert [str(w) for w in model.weights] == ["fc_w"] and [str(b) for b in model.biases] == ["fc_b"]
+    with pytest.raises(SystemExit, match=r"^caffe2 on lockstep: ModelHelper.Summarize is not supported$"):
+        model.Summarize()

@@ -41,6 +41,41 @@ class ModelHelper(_model_helper.ModelHelper):
                                             num_shards=int(kwargs.get("num_shards", 1)), created=None)
         return core.BlobReference(str(blob_out))
 
+    # Caffe2's accessors.
+    def Proto(self):
+        return self.net.Proto()
+
+    def InitProto(self):
+        return self.param_init_net.Proto()
+
+    def get_name(self):
+        return self.name
+
+    @property
+    def weights(self):
+        return self._params("", ["weight"])
+
+    @property
+    def biases(self):
+        return self._params("", ["bias"])
+
+    def AddWeightDecay(self, weight_decay):
+        from lockstep import optimizer
+        optimizer.add_weight_decay(self, weight_decay)
+
+    def __getattr__(self, name):
+        if name in _CAFFE2_METHODS_NOT_HERE:
+            refuse(f"ModelHelper.{name} is not supported")
+        return super().__getattr__(name)
+
+
+# Methods of Caffe2's ModelHelper this one lacks: a call stops the program with one line, not with an
+# AttributeError that takes the name for an operator type.
+_CAFFE2_METHODS_NOT_HERE = {
+    "AddParameter", "ConstructInitTrainNetfromNet", "GetCompleteNet", "GetDevices", "RunAllOnGPU", "Summarize",
+    "TensorProtosDBInput", "Validate", "add_param_DEPRECATED", "get_param_info", "get_param_to_grad",
+}
+
 
 # Caffe2 names this adapter lacks: one line naming them.
 __getattr__ = missing_names("caffe2.python.model_helper")
