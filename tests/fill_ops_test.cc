@@ -182,6 +182,19 @@ TEST(FillOps, RerunContinuesTheSequence) {
   EXPECT_NE(Values(ws.Blob("w")), first);
 }
 
+TEST(FillOps, GivenTensorFillGivesItsValuesInRowMajorOrder) {
+  Tensor out = Fill(
+      MakeOperatorDef("GivenTensorFill", {}, {"y"},
+                      {Arg("shape", std::vector<int>{2, 2}), Arg("values", std::vector<float>{1, 2, 3, 4})}));
+  EXPECT_EQ(out.shape(), (Shape{2, 2}));
+  EXPECT_EQ(Values(out), (std::vector<float>{1, 2, 3, 4}));
+  Workspace ws;
+  EXPECT_THROW(
+      RunOp(&ws, MakeOperatorDef("GivenTensorFill", {}, {"y"},
+                                 {Arg("shape", std::vector<int>{3}), Arg("values", std::vector<float>{1})})),
+      InvalidInput);
+}
+
 TEST(FillOps, RunOnceFillsAtTheFirstRunOnly) {
   Workspace ws;
   auto op =

@@ -52,7 +52,33 @@ class DeviceOption:
 
 class BlobReference(str):
     """A blob's full name (scopes included): used as given, never scoped again. Adding a string to it gives
-    a BlobReference, as in Caffe2 (``p + "_momentum"`` names the blob beside ``p``, in its scope)."""
+    a BlobReference, as in Caffe2 (``p + "_momentum"`` names the blob beside ``p``, in its scope). One that a
+    net's operator returned adds operators to that net, reading it first, as Caffe2's did:
+    ``x.FC([w, b], "y")`` is ``net.FC([x, w, b], "y")``."""
+
+    def __new__(cls, name, net=None):
+        ref = super().__new__(cls, name)
+        ref._from_net = net
+        return ref
+
+    def __getattr__(self, op_type):
+        net = self.__dict__.get("_from_net")
+        if op_type.startswith("_") or net is None:
+            raise AttributeError(f"BlobReference '{self}' has no attribute {op_type!r}")
+
+        def add(inputs=(), *args, **kwargs):
+            others = [inputs] if isinstance(inputs, str) else list(inputs)
+            return getattr(net, op_type)([self] + others, *args, **kwargs)
+        return add
+
+    def Net(self):
+        return self._from_net
+
+    def GetNameScope(self):
+        return self[:self.rfind("/") + 1]
+
+    def GetUnscopedName(self):
+        return self[self.rfind("/") + 1:]
 
     def __add__(self, other):
         return BlobReference(str.__add__(self, _name_part(other)))
@@ -255,8 +281,17 @@ class Net:
             outputs = [BlobReference(self._output_name(op_type)) for _ in range(outputs)]
         op = CreateOperator(op_type, _scoped(inputs), _scoped(outputs), **kwargs)
         self._net.op.extend([op])
-        refs = tuple(BlobReference(name) for name in op.output)
+        refs = tuple(BlobReference(name, self) for name in op.output)
         return refs[0] if len(refs) == 1 else refs
+
+    def AddGradientOperators(self, losses):
+        """Appends the backward pass of ``losses`` (each seeded with a gradient of 1); returns Caffe2's gradient
+        map {blob: gradient blob} for every blob the net's operators read that the losses depend on."""
+        losses = [str(loss) for loss in ([losses] if isinstance(losses, str) else losses)]
+        read = {blob for op in self._net.op for blob in op.input}
+        net, grads = C.add_gradient_operators_to_net(self._net.SerializeToString(), losses, read)
+        self._net.ParseFromString(net)
+        return {BlobReference(blob, self): BlobReference(grad, self) for blob, grad in grads.items()}
 
     def __getattr__(self, op_type):
         return OperatorMethod(self, op_type)

@@ -100,7 +100,7 @@ class Net:
                 outputs = [self._auto_name(op_type) for _ in range(outputs)]
             outputs = [model._scope_name(name) for name in _as_list(outputs)]
             model._cpp.add_op(self._init, op_type, inputs, outputs, args)
-        refs = tuple(core.BlobReference(name) for name in outputs)
+        refs = tuple(core.BlobReference(name, self) for name in outputs)
         return refs[0] if len(refs) == 1 else refs
 
     def _auto_name(self, op_type):

@@ -11,6 +11,8 @@
 #include "lockstep/core/cpu_isa.h"
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/enforce.h"
+#include "lockstep/core/gradient.h"
+#include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/model/layers.h"
 #include "lockstep/model/mixed_precision.h"
@@ -365,6 +367,15 @@ NetDef NetDefFromBytes(const py::bytes& bytes) {
 py::bytes NetDefToBytes(const NetDef& net) { return py::bytes(net.SerializeAsString()); }
 
 void BindGraph(py::module_& m) {
+  // core.Net.AddGradientOperators: the net with its backward pass, and Caffe2's gradient map.
+  m.def("add_gradient_operators_to_net",
+        [](const py::bytes& net_bytes, const std::vector<std::string>& losses,
+           const std::set<std::string>& wrt) {
+          NetDef net = NetDefFromBytes(net_bytes);
+          std::map<std::string, std::string> gradients = AddGradientOperators(&net, losses, wrt);
+          for (const auto& loss : losses) gradients[loss] = GradientName(loss);
+          return py::make_tuple(NetDefToBytes(net), gradients);
+        });
   BindModelHelper(m);
   BindLayers(m);
   BindParallelize(m);

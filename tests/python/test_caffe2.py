@@ -589,3 +589,33 @@ def test_model_helpers_caffe2_accessors_and_refusals():
     assert [str(w) for w in model.weights] == ["fc_w"] and [str(b) for b in model.biases] == ["fc_b"]
     with pytest.raises(SystemExit, match=r"^caffe2 on lockstep: ModelHelper.Summarize is not supported$"):
         model.Summarize()
+
+
+def test_the_toy_regression_tutorial_learns_its_weights():
+    """Caffe2's Toy_Regression tutorial as written: core.Net, BlobReference operators, GivenTensorFill and
+    Net.AddGradientOperators with an update by hand."""
+    init_net = core.Net("init")
+    W = init_net.UniformFill([], "W", shape=[1, 2], min=-1., max=1.)
+    B = init_net.ConstantFill([], "B", shape=[1], value=0.0)
+    W_gt = init_net.GivenTensorFill([], "W_gt", shape=[1, 2], values=[2.0, 1.5])
+    B_gt = init_net.GivenTensorFill([], "B_gt", shape=[1], values=[0.5])
+    ONE = init_net.ConstantFill([], "ONE", shape=[1], value=1.)
+    ITER = init_net.ConstantFill([], "ITER", shape=[1], value=0, dtype=core.DataType.INT64)
+    train_net = core.Net("train")
+    X = train_net.GaussianFill([], "X", shape=[64, 2], mean=0.0, std=1.0, run_once=0)
+    Y_gt = X.FC([W_gt, B_gt], "Y_gt")
+    noise = train_net.GaussianFill([], "noise", shape=[64, 1], mean=0.0, std=1.0, run_once=0)
+    Y_noise = Y_gt.Add(noise, "Y_noise").StopGradient([], "Y_noise")
+    Y_pred = X.FC([W, B], "Y_pred")
+    loss = train_net.SquaredL2Distance([Y_noise, Y_pred], "dist").AveragedLoss([], ["loss"])
+    gradient_map = train_net.AddGradientOperators([loss])
+    assert {str(blob) for blob in gradient_map} == {"W", "B", "loss"}
+    train_net.Iter(ITER, ITER)
+    LR = train_net.LearningRate(ITER, "LR", base_lr=-0.1, policy="step", stepsize=20, gamma=0.9)
+    train_net.WeightedSum([W, ONE, gradient_map[W], LR], W)
+    train_net.WeightedSum([B, ONE, gradient_map[B], LR], B)
+    workspace.RunNetOnce(init_net)
+    workspace.CreateNet(train_net)
+    workspace.RunNet(train_net.Proto().name, 100)
+    np.testing.assert_allclose(workspace.FetchBlob("W"), [[2.0, 1.5]], atol=0.15)
+    np.testing.assert_allclose(workspace.FetchBlob("B"), [0.5], atol=0.15)

@@ -1,4 +1,5 @@
-// Fill operators that initialise a blob: ConstantFill, GaussianFill, UniformFill, XavierFill and MSRAFill.
+// Fill operators that initialise a blob: ConstantFill, GivenTensorFill, GaussianFill, UniformFill, XavierFill
+// and MSRAFill.
 // The output takes the shape of the optional input, else the `shape` argument; random fills are seeded.
 #include <algorithm>
 #include <atomic>
@@ -83,6 +84,26 @@ class ConstantFillOp : public FillOp {
  private:
   float float_value_;
   int64_t int_value_;
+};
+
+// Caffe2's GivenTensorFill: the values given, in row-major order.
+class GivenTensorFillOp : public FillOp {
+ public:
+  GivenTensorFillOp(const OperatorDef& def, Workspace* ws) : FillOp(def, ws) {
+    if (dtype_ != DataType::kFloat) FailOperator(def, "GivenTensorFill gives float (dtype 1) values only");
+    const Argument* values = FindArgument(def, "values");
+    if (values) values_.assign(values->floats().begin(), values->floats().end());
+  }
+
+ protected:
+  void Fill(Tensor* out) override {
+    if (static_cast<int64_t>(values_.size()) != out->numel())
+      FailOperator(def_, fmt::format("{} values for a shape of {} elements", values_.size(), out->numel()));
+    std::copy(values_.begin(), values_.end(), out->data<float>());
+  }
+
+ private:
+  std::vector<float> values_;
 };
 
 // A fill given no seed (neither a random_seed in its device option nor a seed argument) takes the next of a
@@ -212,6 +233,10 @@ LOCKSTEP_OPERATOR_SCHEMA(ConstantFill)
     .Include(DeclareFill)
     .Arg("value", ArgType::kFloat, 0.0f, "the value; an int stays exact in int fills")
     .Role(OpRole::kGradientSeed);
+LOCKSTEP_OPERATOR_SCHEMA(GivenTensorFill)
+    .SetDoc("Y = the values given, in row-major order (Caffe2's GivenTensorFill).")
+    .Include(DeclareFill)
+    .Arg("values", ArgType::kFloats, "required: as many values as Y's shape holds");
 LOCKSTEP_OPERATOR_SCHEMA(GaussianFill)
     .SetDoc("Y drawn from a normal distribution N(mean, std^2).")
     .Include(DeclareRandomFill)
@@ -230,11 +255,13 @@ LOCKSTEP_OPERATOR_SCHEMA(MSRAFill)
     .SetDoc("Y normal with std sqrt(2 / fan_out), fan_out = size / shape[1] (Caffe2's MSRA).")
     .Include(DeclareRandomFill);
 LOCKSTEP_REGISTER_CPU_OPERATOR(ConstantFill, ConstantFillOp);
+LOCKSTEP_REGISTER_CPU_OPERATOR(GivenTensorFill, GivenTensorFillOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(GaussianFill, GaussianFillOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(UniformFill, UniformFillOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(XavierFill, XavierFillOp);
 LOCKSTEP_REGISTER_CPU_OPERATOR(MSRAFill, MSRAFillOp);
 LOCKSTEP_NO_GRADIENT(ConstantFill);
+LOCKSTEP_NO_GRADIENT(GivenTensorFill);
 LOCKSTEP_NO_GRADIENT(GaussianFill);
 LOCKSTEP_NO_GRADIENT(UniformFill);
 LOCKSTEP_NO_GRADIENT(XavierFill);

@@ -1,7 +1,7 @@
-// The fills (ConstantFill, GaussianFill, UniformFill, XavierFill, MSRAFill) on CUDA devices: each runs the
-// CPU fill into a host tensor and copies it to the device, so a model initialised on a GPU holds exactly the
-// values it would on a CPU with the same seeds. Fills run once, at initialisation, so the copy costs nothing
-// per step.
+// The fills (ConstantFill, GivenTensorFill, GaussianFill, UniformFill, XavierFill, MSRAFill) on CUDA
+// devices: each runs the CPU fill into a host tensor and copies it to the device, so a model initialised on a
+// GPU holds exactly the values it would on a CPU with the same seeds. Fills run once, at initialisation, so
+// the copy costs nothing per step.
 #include "lockstep/core/operator.h"
 
 namespace lockstep {
@@ -37,6 +37,7 @@ class CudaFillOp : public Operator {
 }  // namespace
 
 LOCKSTEP_REGISTER_CUDA_OPERATOR(ConstantFill, CudaFillOp);
+LOCKSTEP_REGISTER_CUDA_OPERATOR(GivenTensorFill, CudaFillOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(GaussianFill, CudaFillOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(UniformFill, CudaFillOp);
 LOCKSTEP_REGISTER_CUDA_OPERATOR(XavierFill, CudaFillOp);
