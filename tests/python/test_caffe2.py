@@ -619,3 +619,12 @@ def test_the_toy_regression_tutorial_learns_its_weights():
     workspace.RunNet(train_net.Proto().name, 100)
     np.testing.assert_allclose(workspace.FetchBlob("W"), [[2.0, 1.5]], atol=0.15)
     np.testing.assert_allclose(workspace.FetchBlob("B"), [0.5], atol=0.15)
+
+
+def test_brew_iter_counts_the_runs():
+    model = cnn.CNNModelHelper(name="iter")
+    counter = model.Iter("ITER")  # brew.iter, as CNNModelHelper offers it
+    workspace.RunNetOnce(model.param_init_net)
+    workspace.CreateNet(model.net)
+    workspace.RunNet(model.net.Proto().name, 3)
+    assert str(counter) == "ITER" and workspace.FetchBlob("ITER").tolist() == [3]

@@ -156,5 +156,13 @@ def image_input(model, blob_in, blob_out, order="NCHW", use_gpu_transform=False,
     return _brew.image_input(model, str(blob_in), blob_out)
 
 
+def iter(model, blob_out, **kwargs):  # noqa: A001 (Caffe2's name)
+    """Caffe2's iteration counter: ``blob_out`` an int64 0 from param_init_net, counted up by the net's Iter
+    op at every run."""
+    kwargs.pop("device_option", None)
+    model.param_init_net.ConstantFill([], blob_out, shape=[1], value=0, dtype=core.DataType.INT64, **kwargs)
+    return model.net.Iter(blob_out, blob_out, **kwargs)
+
+
 # Caffe2 names this adapter lacks: one line naming them.
 __getattr__ = missing_names("caffe2.python.brew")

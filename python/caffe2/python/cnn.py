@@ -27,7 +27,7 @@ def _layer_method(helper):
 for _name, _helper in (("Conv", brew.conv), ("FC", brew.fc), ("Relu", brew.relu), ("MaxPool", brew.max_pool),
                        ("AveragePool", brew.average_pool), ("SpatialBN", brew.spatial_bn),
                        ("Dropout", brew.dropout), ("Sum", brew.sum), ("Accuracy", brew.accuracy),
-                       ("Flatten", brew.flatten), ("ImageInput", brew.image_input)):
+                       ("Flatten", brew.flatten), ("ImageInput", brew.image_input), ("Iter", brew.iter)):
     setattr(CNNModelHelper, _name, _layer_method(_helper))
 
 
