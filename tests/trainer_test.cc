@@ -530,6 +530,21 @@ TEST(TrainerCli, EvaluationLeavesBadRecordsOut) {
   EXPECT_NEAR(std::stod(counted[1]), std::stod(test_accuracy[1]), 1e-4);
 }
 
+// One pass over a database smaller than the batch has no step: the message names the database, not a flag
+// value the user never gave.
+TEST(TrainerCli, OnePassSmallerThanTheBatchNamesTheDatabase) {
+  fs::path dir = FreshDir("one_pass_too_small");
+  const std::string db = WriteJpegDb(dir, 5);
+  CliOutput run = RunCliWithFiles(dir, "train --use_cpu --model lenet --train_data " + db +
+                                           " --num_channels 3 --image_size 28 --scale 36 --num_labels 10 "
+                                           "--batch_size 8 --epoch_size 0 --log_dir " +
+                                           dir.string());
+  EXPECT_EQ(run.code, kExitNotRetryable);
+  EXPECT_EQ(run.err, "lockstep: error: one pass over " + db +
+                         " (5 records, --epoch_size 0) is smaller than the global batch 8 (--batch_size x "
+                         "--num_shards): an epoch would have no step\n");
+}
+
 // Small images at the default --scale 256 would train on a small enlarged piece of each: a warning names the
 // scale to pass.
 // Trains on `db` (16 JPEGs of 36x40) with `flags`: stderr is exactly `warning` at the default --scale, and

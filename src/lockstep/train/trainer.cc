@@ -147,10 +147,12 @@ int64_t IterationsPerEpoch(const TrainerConfig& config, const BatchSource& train
   const int64_t epoch_size = config.epoch_size > 0 ? config.epoch_size : train.size();
   const int64_t iterations = epoch_size / GlobalBatch(config);
   if (iterations == 0)
-    throw InvalidInput(
-        fmt::format("--epoch_size {} is smaller than the global batch {} (--batch_size x --num_shards): an "
-                    "epoch would have no step",
-                    epoch_size, GlobalBatch(config)));
+    throw InvalidInput(fmt::format(
+        "{} is smaller than the global batch {} (--batch_size x --num_shards): an epoch would have no step",
+        config.epoch_size > 0
+            ? fmt::format("--epoch_size {}", epoch_size)
+            : fmt::format("one pass over {} ({} records, --epoch_size 0)", config.train_data, epoch_size),
+        GlobalBatch(config)));
   return LimitStepsPerEpoch(iterations);
 }
 
