@@ -186,8 +186,7 @@ class ModelHelper:
         the parameters, for the blobs param_init_net makes that the net reads (parameters made with fills
         rather than create_param or brew, as Caffe2 programs make them too) and for the losses.
         ``param_to_grad`` keeps the parameters'."""
-        self._sync_nets()
-        made = {out for op in self.param_init_net.Proto().op for out in op.output}
+        made = {out for op in self.param_init_net.Proto().op for out in op.output}  # (Proto() syncs)
         read = {blob for op in self.net.Proto().op for blob in op.input}
         with self.scopes():
             grads = self._cpp.add_gradient_operators([self._scope_name(loss) for loss in _as_list(losses)],
