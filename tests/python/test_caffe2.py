@@ -628,3 +628,16 @@ def test_brew_iter_counts_the_runs():
     workspace.CreateNet(model.net)
     workspace.RunNet(model.net.Proto().name, 3)
     assert str(counter) == "ITER" and workspace.FetchBlob("ITER").tolist() == [3]
+
+
+def test_workspace_takes_caffe2s_arguments(tmp_path):
+    assert workspace.ResetWorkspace(str(tmp_path / "root")) and (tmp_path / "root").is_dir()
+    net = core.Net("relu")
+    net.Relu("x", "y")
+    assert workspace.CreateNet(net, input_blobs=["x"]) == "relu" and workspace.HasBlob("x")
+    assert workspace.RunNet("relu", allow_fail=True) is False  # x holds no value yet
+    with pytest.raises(Exception, match="x"):
+        workspace.RunNet("relu")
+    fill = core.CreateOperator("ConstantFill", [], ["z"], shape=[2], value=2.0)
+    assert workspace.RunOperatorOnce(fill.SerializeToString())
+    np.testing.assert_array_equal(workspace.FetchBlob("z"), [2.0, 2.0])
