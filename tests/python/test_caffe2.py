@@ -380,6 +380,10 @@ def test_unsupported_features_stop_with_one_line_naming_them():
         (lambda: workspace.SwitchWorkspace("other"), "caffe2.python.workspace.SwitchWorkspace is not supported"),
         (lambda: brew.lrn, "caffe2.python.brew.lrn is not supported"),
         (lambda: __import__("caffe2.python.net_drawer"), "caffe2.python.net_drawer is not supported"),
+        (lambda: __import__("caffe2.python.models.resnet", fromlist=["_"]).create_resnet_32x32,
+         "caffe2.python.models.resnet.create_resnet_32x32 is not supported"),
+        (lambda: __import__("caffe2.python.modeling.initializers", fromlist=["_"]).ExternalInitializer,
+         "caffe2.python.modeling.initializers.ExternalInitializer is not supported"),
     ]
     for call, name in refusals:
         with pytest.raises(Unsupported) as refused:

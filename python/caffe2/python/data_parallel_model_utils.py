@@ -1,6 +1,6 @@
 """Caffe2's ``data_parallel_model_utils``: the activations of the first replica; moving them to other
 devices (model parallelism) is lockstep's ``devices_per_replica`` instead."""
-from caffe2.python._unsupported import refuse
+from caffe2.python._unsupported import missing_names, refuse
 from lockstep import data_parallel_model as _dpm
 
 
@@ -23,3 +23,7 @@ def GetActivationBlobs(model):
 def ShiftActivationDevices(model, activations, shifts):
     refuse("data_parallel_model_utils.ShiftActivationDevices is not supported; lockstep places a replica "
            "on several devices through Parallelize(devices_per_replica=...)")
+
+
+# Caffe2 names this adapter lacks: one line naming them.
+__getattr__ = missing_names("caffe2.python.data_parallel_model_utils")

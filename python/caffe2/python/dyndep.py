@@ -1,4 +1,5 @@
 """Caffe2's ``dyndep``: lockstep's operators are built into the library, so there is no library to load."""
+from caffe2.python._unsupported import missing_names
 
 
 def InitOpsLibrary(name):
@@ -7,3 +8,7 @@ def InitOpsLibrary(name):
 
 def GetOpsLibraries():
     return []
+
+
+# Caffe2 names this adapter lacks: one line naming them.
+__getattr__ = missing_names("caffe2.python.dyndep")

@@ -4,7 +4,7 @@ import datetime
 import socket
 import time
 
-from caffe2.python._unsupported import refuse
+from caffe2.python._unsupported import missing_names, refuse
 from lockstep._core import C
 
 # The columns after inputs_per_sec, which ``additional_values`` gives (Caffe2 writes its keys sorted).
@@ -67,3 +67,7 @@ class ModelTrainerLog:
         row.update((key, getattr(record, key)) for key in _VALUES)
         for logger in self.external_loggers:
             logger.log(row)
+
+
+# Caffe2 names this adapter lacks: one line naming them.
+__getattr__ = missing_names("caffe2.python.experiment_util")

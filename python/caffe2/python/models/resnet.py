@@ -1,7 +1,7 @@
 """Caffe2's ``models.resnet.create_resnet50`` over lockstep's ResNet-50 (the model zoo's, built in C++ in
 Caffe2's layout, pooled globally at the end as Caffe2's is)."""
 from caffe2.python import brew
-from caffe2.python._unsupported import refuse
+from caffe2.python._unsupported import missing_names, refuse
 from caffe2.python.modeling.initializers import Initializer
 from lockstep import models
 
@@ -33,3 +33,7 @@ def create_resnet50(model, data, num_input_channels, num_labels, label=None, is_
     if label is not None:
         return model.net.SoftmaxWithLoss([logits, label], ["softmax", "loss"])
     return model.net.Softmax(logits, "softmax")
+
+
+# Caffe2 names this adapter lacks: one line naming them.
+__getattr__ = missing_names("caffe2.python.models.resnet")
