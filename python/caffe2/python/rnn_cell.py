@@ -1,8 +1,4 @@
 """Caffe2's ``rnn_cell``: recurrent networks are not among lockstep's operators."""
-from caffe2.python._unsupported import missing_names, refuse
+from caffe2.python._unsupported import refuse
 
 refuse("RNN cells (caffe2.python.rnn_cell) are not supported; lockstep trains feed-forward networks")
-
-
-# Caffe2 names this adapter lacks: one line naming them.
-__getattr__ = missing_names("caffe2.python.rnn_cell")
