@@ -170,38 +170,44 @@ std::vector<std::pair<Device, size_t>> PlaceBlobs(NetDef* net, const MemongerOpt
 
   struct Spot {
     const std::string* name;
+    const Lifetime* life;
     int buffer;
     size_t begin, end;
   };
   std::vector<std::pair<Device, size_t>> buffers;
-  std::vector<Spot> spots;  // placed so far
+  std::vector<Spot> spots;  // placed so far, in order
+  std::vector<std::vector<size_t>>
+      in_buffer;  // each buffer's spots, in order: a device's blobs meet only theirs
   for (const std::string* name : blobs) {
     const Lifetime& life = lifetimes.at(*name);
     int buffer = 0;
     while (buffer < static_cast<int>(buffers.size()) && !(buffers[buffer].first == life.device)) ++buffer;
-    if (buffer == static_cast<int>(buffers.size())) buffers.push_back({life.device, 0});
+    if (buffer == static_cast<int>(buffers.size())) {
+      buffers.push_back({life.device, 0});
+      in_buffer.emplace_back();
+    }
     const size_t bytes = round_up(BytesOf(options, *name));
     std::vector<const Spot*> taken;
-    for (const Spot& spot : spots)
-      if (spot.buffer == buffer && live_together(life, lifetimes.at(*spot.name))) taken.push_back(&spot);
+    for (size_t index : in_buffer[buffer])
+      if (live_together(life, *spots[index].life)) taken.push_back(&spots[index]);
     std::sort(taken.begin(), taken.end(), [](const Spot* a, const Spot* b) { return a->begin < b->begin; });
     size_t offset = 0;
     for (const Spot* spot : taken) {
       if (offset + bytes <= spot->begin) break;
       offset = std::max(offset, spot->end);
     }
-    spots.push_back({name, buffer, offset, offset + bytes});
+    in_buffer[buffer].push_back(spots.size());
+    spots.push_back({name, &life, buffer, offset, offset + bytes});
     buffers[buffer].second = std::max(buffers[buffer].second, offset + bytes);
   }
 
   // A blob that reuses an earlier blob's bytes waits for that blob's uses.
   for (const Spot& later : spots) {
-    const Lifetime& life = lifetimes.at(*later.name);
-    OperatorDef* writer = net->mutable_op(life.first_write);
-    for (const Spot& earlier : spots) {
-      const bool overlap =
-          earlier.buffer == later.buffer && earlier.begin < later.end && later.begin < earlier.end;
-      if (overlap && lifetimes.at(*earlier.name).last_use < life.first_write &&
+    OperatorDef* writer = net->mutable_op(later.life->first_write);
+    for (size_t index : in_buffer[later.buffer]) {
+      const Spot& earlier = spots[index];
+      const bool overlap = earlier.begin < later.end && later.begin < earlier.end;
+      if (overlap && earlier.life->last_use < later.life->first_write &&
           std::find(writer->control_input().begin(), writer->control_input().end(), *earlier.name) ==
               writer->control_input().end())
         writer->add_control_input(*earlier.name);
