@@ -73,6 +73,17 @@ void ExpectSameTensors(const std::string& actual_path, const std::string& expect
     EXPECT_EQ(actual.metadata[key], expected.metadata[key]) << key;
 }
 
+// The one line Train refuses `config` with; a run that is not refused fails the test.
+std::string TrainRefusal(const TrainerConfig& config) {
+  try {
+    Train(config);
+  } catch (const InvalidInput& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "the run was not refused";
+  return "";
+}
+
 }  // namespace
 
 TEST(MidEpochCheckpoints, WrittenEveryNStepsWithTheNewestKept) {
@@ -166,17 +177,11 @@ TEST(MidEpochCheckpoints, ResumeNeedsTheBatchAndEpochSizeItWasSavedWith) {
   for (const Case& c : cases) {
     config.batch_size = c.batch_size;
     config.epoch_size = c.epoch_size;
-    try {
-      Train(config);
-      ADD_FAILURE() << "resumed step 10 with --batch_size " << c.batch_size << " --epoch_size "
-                    << c.epoch_size;
-    } catch (const InvalidInput& e) {
-      EXPECT_NE(std::string(e.what()).find("stopped after step 10 of epoch 1 (8 images a step, 12 steps an "
-                                           "epoch), but " +
-                                           c.says),
-                std::string::npos)
-          << e.what();
-    }
+    const std::string refusal = TrainRefusal(config);
+    EXPECT_NE(
+        refusal.find("stopped after step 10 of epoch 1 (8 images a step, 12 steps an epoch), but " + c.says),
+        std::string::npos)
+        << "--batch_size " << c.batch_size << " --epoch_size " << c.epoch_size << ": " << refusal;
   }
   // From an epoch's checkpoint the batch may change.
   for (const auto& entry : fs::directory_iterator(later))
@@ -348,17 +353,12 @@ TEST(CheckpointWriter, AFreshRunDoesNotOverwriteAnEarlierRunsCheckpoints) {
   const fs::path first = dir / "m_1.safetensors";
   const auto written = fs::last_write_time(first);
   const auto bytes = fs::file_size(first);
-  try {
-    Train(config);
-    FAIL() << "the second run was not refused";
-  } catch (const InvalidInput& e) {
-    EXPECT_EQ(
-        std::string(e.what()),
-        fmt::format("--save_model_name m: {} holds 1 checkpoint(s) of an earlier run ({}), which this run "
-                    "would overwrite; resume it with --load_model_path latest, or pass another "
-                    "--save_model_name or --file_store_path",
-                    dir.string(), (dir / "m_1.safetensors").string()));
-  }
+  EXPECT_EQ(
+      TrainRefusal(config),
+      fmt::format("--save_model_name m: {} holds 1 checkpoint(s) of an earlier run ({}), which this run "
+                  "would overwrite; resume it with --load_model_path latest, or pass another "
+                  "--save_model_name or --file_store_path",
+                  dir.string(), (dir / "m_1.safetensors").string()));
   EXPECT_EQ(fs::last_write_time(first), written);
   EXPECT_EQ(fs::file_size(first), bytes);
 
@@ -375,33 +375,23 @@ TEST(CheckpointWriter, AFreshRunDoesNotOverwriteAnEarlierRunsCheckpoints) {
   TrainerConfig crossed = resumed;
   crossed.num_epochs = 3;
   crossed.load_model_path = (dir / "n_1.safetensors").string();
-  try {
-    Train(crossed);
-    ADD_FAILURE() << "a run resumed from n_1 wrote over m's checkpoints";
-  } catch (const InvalidInput& e) {
-    EXPECT_EQ(std::string(e.what()),
-              fmt::format("--save_model_name m: {} holds 2 checkpoint(s) of an earlier run ({}), which this "
-                          "run, resumed from {}, would overwrite; pass another --save_model_name or "
-                          "--file_store_path",
-                          dir.string(), (dir / "m_2.safetensors").string(), crossed.load_model_path));
-  }
+  EXPECT_EQ(
+      TrainRefusal(crossed),
+      fmt::format("--save_model_name m: {} holds 2 checkpoint(s) of an earlier run ({}), which this run, "
+                  "resumed from {}, would overwrite; pass another --save_model_name or --file_store_path",
+                  dir.string(), (dir / "m_2.safetensors").string(), crossed.load_model_path));
   crossed.load_model_path = (dir / "m_2.safetensors").string();  // its own: it goes on
   EXPECT_FALSE(Train(crossed).complete);
 
   // Resumed from an earlier point of its own run, it would write over m_2 and m_3.
   TrainerConfig back = crossed;
   back.load_model_path = (dir / "m_1.safetensors").string();
-  try {
-    Train(back);
-    ADD_FAILURE() << "a run resumed from m_1 wrote over m_2 and m_3";
-  } catch (const InvalidInput& e) {
-    EXPECT_EQ(
-        std::string(e.what()),
-        fmt::format("--load_model_path {}: {} holds 2 checkpoint(s) of m taken later ({}), which this run "
-                    "would overwrite; resume from the newest (--load_model_path latest), or move the "
-                    "later ones away to go back",
-                    back.load_model_path, dir.string(), (dir / "m_3.safetensors").string()));
-  }
+  EXPECT_EQ(
+      TrainRefusal(back),
+      fmt::format("--load_model_path {}: {} holds 2 checkpoint(s) of m taken later ({}), which this run "
+                  "would overwrite; resume from the newest (--load_model_path latest), or move the later "
+                  "ones away to go back",
+                  back.load_model_path, dir.string(), (dir / "m_3.safetensors").string()));
   // A later checkpoint whose checksums fail is no progress to lose (`latest` passes over it): the run resumed
   // from the newest sound one goes on and writes the later one again.
   FlipBits(dir / "m_3.safetensors", 1, 0x04);
