@@ -20,7 +20,7 @@ std::unique_ptr<BatchSource> OpenBatchSource(const SourceSpec& spec) {
   options.format = ParseRecordFormat(spec.record_format);
   options.channels = spec.channels;
   options.num_labels = spec.num_labels;
-  options.transform.scale = std::max(spec.scale, spec.image_size);
+  options.transform.scale = ResizedSide(spec.scale, spec.image_size);
   options.transform.crop = spec.image_size;
   options.transform.random_crop = spec.train;
   options.transform.mirror = spec.train;

@@ -2,6 +2,7 @@
 // The trainer and the CreateDB operator both open their data here, so a name means the same stream to both.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -45,5 +46,8 @@ bool IsDatabase(const std::string& name);
 // database; "" for synthetic data (and no data), which stands in for either. A model trained on one reads the
 // other wrongly.
 std::string InputScaling(const std::string& name);
+
+// The shortest side a database's images are resized to before the crop: --scale, at least --image_size.
+inline int64_t ResizedSide(int64_t scale, int64_t image_size) { return std::max(scale, image_size); }
 
 }  // namespace lockstep

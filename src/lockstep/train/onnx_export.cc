@@ -548,7 +548,7 @@ std::string InputNormalizationText(const TrainerConfig& config, const std::strin
   return fmt::format(
       "x[c] = (pixel[c] - 128) / 128, channels in {} order, after resizing each image so its "
       "shortest side is {} and cropping its centre to {} x {}",
-      config.color_order == "rgb" ? "RGB" : "BGR", std::max(config.scale, config.image_size),
+      config.color_order == "rgb" ? "RGB" : "BGR", ResizedSide(config.scale, config.image_size),
       config.image_size, config.image_size);
 }
 

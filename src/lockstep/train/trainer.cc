@@ -209,7 +209,7 @@ void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicat
   model.num_channels = config.num_channels, model.image_size = config.image_size;
   model.num_labels = config.num_labels;
   // The shortest side its images were resized to: what eval and export must resize to (a database's only).
-  model.scale = IsDatabase(config.train_data) ? std::max(config.scale, config.image_size) : 0;
+  model.scale = IsDatabase(config.train_data) ? ResizedSide(config.scale, config.image_size) : 0;
   model.input_scaling = InputScaling(config.train_data);
   if (IsDatabase(config.train_data) && config.num_channels == 3) model.color_order = config.color_order;
   session->state.seed = config.seed;

@@ -97,7 +97,8 @@ void ResolveModelFromCheckpoint(const GivenOptions& given, bool train, TrainerCo
     int& value = c->*std::get<int TrainerConfig::*>(FindTrainerOption(name).member);
     // A --scale below --image_size resizes to --image_size (after it, in kModelGeometry's order), as
     // checkpoints record it.
-    const int effective = std::string(name) == "scale" ? std::max(value, c->image_size) : value;
+    const int effective =
+        std::string(name) == "scale" ? static_cast<int>(ResizedSide(value, c->image_size)) : value;
     if (given.count(name) && effective != recorded)
       throw InvalidInput(
           fmt::format("--{0} {1} contradicts the checkpoint {2}, which holds {3}; drop --{0} or load a "
