@@ -356,6 +356,11 @@ void AddFills(Table& t) {
        {}, 0);
   fill("ConstantFill_ShapeOfInput", MakeOperatorDef("ConstantFill", {"like"}, {"y"}, {Arg("value", -2.f)}),
        {{"like", RandomTensor({4, 5}, 60)}}, 0);
+  fill("GivenTensorFill",
+       MakeOperatorDef(
+           "GivenTensorFill", {}, {"y"},
+           {Arg("shape", Ints{2, 3}), Arg("values", std::vector<float>{1, -2, 3.5f, 0, 7, -0.25f})}),
+       {}, 0);
   fill("GaussianFill",
        MakeOperatorDef("GaussianFill", {}, {"y"},
                        {Arg("shape", Ints{64, 9}), Arg("mean", 1.f), Arg("std", 0.5f)}),
@@ -392,6 +397,13 @@ void AddTrainingState(Table& t) {
       {"Multistep",
        {Arg("base_lr", 1.f), Arg("policy", "multistep"), Arg("stepsizes", Ints{5, 10}), Arg("gamma", 0.1f)},
        {4, 5, 1000}},
+      {"Exp", {Arg("base_lr", 0.5f), Arg("policy", "exp"), Arg("gamma", 0.99f)}, {0, 37}},
+      {"Inv",
+       {Arg("base_lr", 0.1f), Arg("policy", "inv"), Arg("gamma", 1e-4f), Arg("power", 0.75f)},
+       {0, 12345}},
+      {"Poly",
+       {Arg("base_lr", 0.8f), Arg("policy", "poly"), Arg("max_iter", 100), Arg("power", 0.9f)},
+       {30, 150}},
       {"Cosine", {Arg("base_lr", 0.4f), Arg("policy", "cosine"), Arg("max_iter", 100)}, {0, 25, 150}},
       {"Warmup",
        {Arg("base_lr", 2.f), Arg("warmup_iter", 10), Arg("warmup_start_factor", 0.25f)},
