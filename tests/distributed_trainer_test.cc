@@ -408,6 +408,11 @@ TEST(DistributedTrainerInput, CtrlCWhileWaitingForTheOtherShardsEndsTheWait) {
                                  run_id + "' in file store " + dir.path() + ", before training\n"),
             std::string::npos)
       << run[0].Output();
+  // It gave its place back: the same command runs again, with shard 1 this time.
+  Processes again;
+  StartShards(&again, Concat(NullData(dir.path(), 16, 1), {"--first_iter_timeout", "30", "--run_id", run_id}),
+              2, dir / "again");
+  EXPECT_TRUE(ExpectAllSucceed(again, kRunLimit));
 }
 
 TEST(DistributedTrainer, MpirunShardsMatchHandStartedShards) {

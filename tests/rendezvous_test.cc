@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <ctime>
 #include <exception>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <thread>
 
 #include "lockstep/core/enforce.h"
+#include "lockstep/core/stop_signals.h"
 #include "processes.h"
 #include "shards.h"
 
@@ -200,6 +202,22 @@ TEST_P(RendezvousTest, MissingShardDidNotJoin) {
     EXPECT_NE(message.find("shard 1"), std::string::npos) << message;
   }
   EXPECT_GE(std::chrono::steady_clock::now() - start, options.timeout) << "gave up before the timeout";
+  // The shard gave its place back: the same command runs again once shard 1 comes.
+  EXPECT_EQ(JoinAll(2, "missing").size(), 2u);
+}
+
+TEST_P(RendezvousTest, ShardStoppedWhileWaitingGivesItsPlaceBack) {
+  {
+    StopOnSignals guard;
+    raise(SIGINT);  // Ctrl-C while shard 0 waits for shard 1
+    EXPECT_THROW(Rendezvous(Options(2, 0, "again")), Stopped);
+  }
+  StopOnSignals fresh;  // as in a new process: no stop requested
+  // Shard 1 meanwhile finds no shard 0.
+  RendezvousOptions alone = Options(2, 1, "again");
+  alone.timeout = seconds(1);
+  EXPECT_THROW(Rendezvous{alone}, IoError);
+  EXPECT_EQ(JoinAll(2, "again").size(), 2u);
 }
 
 TEST_P(RendezvousTest, FailureBoardNamesTheShardThatStopped) {

@@ -18,12 +18,26 @@ namespace {
 // seconds; the shards need the store only to meet, to end and to report failures, so training runs on.
 constexpr std::chrono::seconds kReconnectFor{60};
 
+// Gloo's store with the one command it lacks: the connections of RedisStore are all of this class.
+class GlooRedisStore : public gloo::rendezvous::RedisStore {
+ public:
+  using RedisStore::RedisStore;
+  void Delete(const std::string& key) {
+    auto* reply = static_cast<redisReply*>(redisCommand(redis_, "DEL %b", key.data(), key.size()));
+    if (reply == nullptr) GLOO_THROW_IO_EXCEPTION(redis_->errstr);  // the connection failed
+    const bool refused = reply->type == REDIS_REPLY_ERROR;
+    const std::string error = refused ? std::string(reply->str, reply->len) : "";
+    freeReplyObject(reply);
+    if (refused) throw IoError(fmt::format("Redis refused to remove '{}': {}", key, error));
+  }
+};
+
 }  // namespace
 
 RedisStore::RedisStore(std::string host, int port, std::string who)
     : host_(std::move(host)), port_(port), who_(std::move(who)) {
   try {
-    redis_ = std::make_unique<gloo::rendezvous::RedisStore>(host_, port_);
+    redis_ = std::make_unique<GlooRedisStore>(host_, port_);
   } catch (const std::exception& e) {
     throw IoError(fmt::format("cannot reach Redis at {}:{} ({})", host_, port_, GlooMessage(e.what())));
   }
@@ -39,7 +53,7 @@ auto RedisStore::Reconnecting(const std::string& what, Operation operation) {
     // Gloo reports a failed or lost connection as IoException and leaves the connection unusable; an answer
     // of the server (a key that exists) is another exception, which `operation` sees or passes on.
     try {
-      if (!redis_) redis_ = std::make_unique<gloo::rendezvous::RedisStore>(host_, port_);
+      if (!redis_) redis_ = std::make_unique<GlooRedisStore>(host_, port_);
       return operation(*redis_, retry);
     } catch (const gloo::IoException& e) {
       redis_.reset();
@@ -92,6 +106,13 @@ void RedisStore::wait(const std::vector<std::string>& keys, const std::chrono::m
       GLOO_THROW_IO_EXCEPTION("Wait timeout for key(s) on Redis ", host_, ":", port_);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
+
+void RedisStore::Remove(const std::string& key) {
+  Reconnecting(fmt::format("removing '{}'", key), [&](gloo::rendezvous::RedisStore& redis, bool) {
+    static_cast<GlooRedisStore&>(redis).Delete(key);
+    return true;
+  });
 }
 
 bool RedisStore::check(const std::vector<std::string>& keys) {

@@ -34,6 +34,8 @@ class RedisStore : public gloo::rendezvous::Store {
   bool check(const std::vector<std::string>& keys);
   // Creates `key` unless it exists; false when it did.
   bool Create(const std::string& key, const std::vector<char>& data);
+  // Removes `key` if it exists.
+  void Remove(const std::string& key);
 
  private:
   // Runs operation(connection, retry); when the connection fails, connects again and retries (retry true).

@@ -23,11 +23,12 @@
 namespace lockstep {
 namespace {
 
-// Gloo's FileStore tests for keys only internally; expose it.
+// Gloo's FileStore tests for keys only internally and never removes one; expose both.
 class CheckableFileStore : public gloo::rendezvous::FileStore {
  public:
   using FileStore::FileStore;
   bool Exists(const std::string& key) { return check({key}); }
+  void Remove(const std::string& key) { std::filesystem::remove(objectPath(key)); }
 };
 
 // Who holds a place: "host pid unix-time".
@@ -81,6 +82,7 @@ struct BackingStore {
   std::unique_ptr<gloo::rendezvous::Store> store;
   std::string description;
   std::function<bool(const std::string&)> exists;  // with the full key
+  std::function<void(const std::string&)> remove;  // likewise
 };
 
 BackingStore OpenBackingStore(const RendezvousOptions& options) {
@@ -94,6 +96,7 @@ BackingStore OpenBackingStore(const RendezvousOptions& options) {
     try {
       auto redis = std::make_unique<RedisStore>(options.redis_host, options.redis_port, "lockstep");
       backing.exists = [store = redis.get()](const std::string& key) { return store->check({key}); };
+      backing.remove = [store = redis.get()](const std::string& key) { store->Remove(key); };
       backing.store = std::move(redis);
     } catch (const IoError& e) {
       throw IoError(fmt::format("{}: start redis-server there or fix --redis_host / --redis_port", e.what()));
@@ -116,6 +119,7 @@ BackingStore OpenBackingStore(const RendezvousOptions& options) {
         fmt::format("--file_store_path {}: cannot create {} ({})", path, keys.string(), error.message()));
   auto files = std::make_unique<CheckableFileStore>(keys.string());
   backing.exists = [store = files.get()](const std::string& key) { return store->Exists(key); };
+  backing.remove = [store = files.get()](const std::string& key) { store->Remove(key); };
   backing.store = std::move(files);
   return backing;
 }
@@ -131,6 +135,7 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options) {
   BackingStore backing = OpenBackingStore(options);
   description_ = std::move(backing.description);
   exists_ = std::move(backing.exists);
+  remove_ = std::move(backing.remove);
   backing_ = std::move(backing.store);
   store_ = std::make_unique<gloo::rendezvous::PrefixStore>(options.run_id, *backing_);
   Join();
@@ -221,6 +226,25 @@ void Rendezvous::Join() {
     if (Exists(place)) throw taken();  // another process claimed it between our check and our write
     throw;
   }
+  try {
+    WaitForTheOthers();
+  } catch (const InvalidInput&) {
+    throw;  // shards started otherwise: the others learn it from this place (its count)
+  } catch (const Error&) {
+    // Stopped, or the others did not come: nobody trained with this run id yet, so the place goes back and
+    // the same command can be run again.
+    try {
+      std::lock_guard<std::mutex> lock(store_mutex_);
+      remove_(options_.run_id + "/" + place);  // PrefixStore's key
+    } catch (const std::exception&) {
+      // Best effort: the store may be what failed.
+    }
+    throw;
+  }
+}
+
+void Rendezvous::WaitForTheOthers() {
+  const int me = options_.shard_id;
   // Shards may start minutes apart: a Ctrl-C meanwhile ends the wait. Later waits are for shards that joined.
   // Shards started with different counts would each wait for a different set: the larger count forever.
   auto same_count = [&](int i) {

@@ -81,12 +81,15 @@ class Rendezvous {
   // for each shard whose key it finds.
   std::vector<int> WaitForAll(const std::string& key, std::chrono::milliseconds timeout,
                               bool stoppable = false, const std::function<void(int)>& arrived = nullptr);
+  // Takes this shard's place, then waits for the others; a wait stopped or timed out gives the place back.
   void Join();
+  void WaitForTheOthers();
 
   RendezvousOptions options_;
   std::string description_;
   std::unique_ptr<gloo::rendezvous::Store> backing_;
   std::function<bool(const std::string&)> exists_;  // on the backing store, with the full key
+  std::function<void(const std::string&)> remove_;  // likewise
   std::unique_ptr<gloo::rendezvous::Store> store_;
   std::vector<std::string> holders_;  // who holds each place, once every shard has joined
   // Exists, Get and Set take it: a job's communicator channels use the rendezvous from their own threads, and
