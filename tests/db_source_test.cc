@@ -101,6 +101,10 @@ TEST_P(DbSourceTest, BadRecordsNameTheDatabaseAndKeyOrAreSkippedWhenAsked) {
     EXPECT_EQ(Values(data),
               (std::vector<float>{4, 8, 6, 7}));  // record 8, the next after the batch, stands in
     EXPECT_EQ(skipping.skipped(), 1);
+    // Each pass meets record 5 again: it is still one bad record, and the good ones go on standing in.
+    for (int pass = 1; pass <= 30; ++pass) skipping.Fill(pass * 20, 20, &data, &label);
+    EXPECT_EQ(skipping.skipped(), 1);
+    EXPECT_EQ(Values(data)[5], 0.0f);  // record 0, the next after the batch
   }
   options = IndexOptions(GetParam());
   options.num_labels = 5;  // labels go up to 9
@@ -113,17 +117,25 @@ TEST_P(DbSourceTest, BadRecordsNameTheDatabaseAndKeyOrAreSkippedWhenAsked) {
       EXPECT_NE(std::string(e.what()).find("label 6"), std::string::npos) << e.what();
     }
   }
-  // Where no record can be used, skipping ends with why the last one could not.
+  // Records 0 and 10 (label 0) stand in for the 18 others.
   options.num_labels = 1;
   options.skip_bad_records = true;
-  DbSource none(path, options);
+  {
+    DbSource few(path, options);
+    few.Fill(0, 4, &data, &label);
+    EXPECT_EQ(Values(data), (std::vector<float>{0, 10, 0, 10}));
+    EXPECT_EQ(few.skipped(), 18);
+  }
+  // Where no record can be used, skipping ends with why the last one could not.
+  TempDirectory other;
+  DbSource none(MakeIndexDb(other, GetParam(), 3, {0, 1, 2}), options);
   try {
-    none.Fill(0, 4, &data, &label);
-    ADD_FAILURE() << "a batch was read where every label is outside --num_labels but one";
+    none.Fill(0, 2, &data, &label);
+    ADD_FAILURE() << "a batch was read where no record is one";
   } catch (const InvalidInput& e) {
     EXPECT_NE(std::string(e.what()).find(": no record can be used (the last: "), std::string::npos)
         << e.what();
-    EXPECT_NE(std::string(e.what()).find("label"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'00001'"), std::string::npos) << e.what();  // the last tried
   }
 }
 

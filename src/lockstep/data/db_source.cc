@@ -125,6 +125,10 @@ int32_t DbSource::Decode(const std::string& key, const std::string& value, int64
   return record.label;
 }
 
+void DbSource::CountBad(int64_t position) {
+  if (bad_records_.insert(position % size_).second) skipped_ = static_cast<int64_t>(bad_records_.size());
+}
+
 void DbSource::Fill(int64_t first, int64_t count, Tensor* data, Tensor* label) {
   const int crop = options_.transform.crop;
   data->Resize({count, options_.channels, crop, crop});
@@ -156,17 +160,16 @@ void DbSource::Fill(int64_t first, int64_t count, Tensor* data, Tensor* label) {
   // this batch (drawn with its own position, so the substitute is reproducible too), or is left out.
   int64_t spare = first + count;
   for (int64_t i = 0; i < count; ++i) {
+    if (errors[i] && options_.skip_bad_records) CountBad(first + i);
     if (errors[i] && options_.skip_bad_records && options_.leave_out_skipped) {
-      ++skipped_;
       errors[i] = nullptr;
       labels[i] = kLeftOutLabel;
       std::fill_n(images + i * image_size, image_size, 0.0f);
     }
-    while (errors[i]) {
+    for (int64_t tried = 1; errors[i]; ++tried) {
       if (!options_.skip_bad_records) std::rethrow_exception(errors[i]);
-      ++skipped_;
-      if (skipped_ > size_) {
-        std::string last;  // why the last one failed, which is likely why every one did
+      if (tried > size_) {  // every record of the database, one after the other
+        std::string last;   // why the last one failed, which is likely why every one did
         try {
           std::rethrow_exception(errors[i]);
         } catch (const std::exception& e) {
@@ -183,6 +186,7 @@ void DbSource::Fill(int64_t first, int64_t count, Tensor* data, Tensor* label) {
         labels[i] = Decode(key, value, spare, 0, images + i * image_size);
       } catch (...) {
         errors[i] = std::current_exception();
+        CountBad(spare);
       }
       ++spare;
     }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -51,7 +52,7 @@ class DbSource : public BatchSource {
   int64_t size() const override { return size_; }
   // The database key.
   std::string KeyAt(int64_t position) override;
-  int64_t skipped() const { return skipped_; }       // bad records skipped so far
+  int64_t skipped() const { return skipped_; }       // the bad records met so far, each counted once
   const std::string& name() const { return name_; }  // "lmdb /path/to/db"
 
  private:
@@ -59,6 +60,7 @@ class DbSource : public BatchSource {
   Cursor* CursorAt(int64_t index);
   // Parses and transforms one record into `out`; returns the label.
   int32_t Decode(const std::string& key, const std::string& value, int64_t position, int worker, float* out);
+  void CountBad(int64_t position);
 
   std::unique_ptr<DB> db_;
   DbSourceOptions options_;
@@ -68,7 +70,8 @@ class DbSource : public BatchSource {
   std::vector<std::unique_ptr<ImageTransform>> transforms_;           // one per decoding thread
   std::vector<ImageRecord> records_;                                  // one per decoding thread
   std::vector<std::string> keys_, values_;                            // the records of one Fill
-  std::atomic<int64_t> skipped_{0};
+  std::unordered_set<int64_t> bad_records_;  // their indices; a record met again in a later pass counts once
+  std::atomic<int64_t> skipped_{0};          // bad_records_.size(), read from other threads
   std::string path_;
   // While the first batch is decoded for warn_when_scale_enlarges: the sizes each decoding thread saw.
   bool check_first_batch_ = false;
