@@ -45,6 +45,23 @@ TEST(LearningRateOp, Multistep) {
   EXPECT_FLOAT_EQ(LearningRateAt(1000, args), 0.01f);
 }
 
+// Caffe2's exp, inv and poly schedules.
+TEST(LearningRateOp, ExpInvPoly) {
+  std::vector<Arg> exp{Arg("base_lr", 0.5f), Arg("policy", "exp"), Arg("gamma", 0.9f)};
+  EXPECT_FLOAT_EQ(LearningRateAt(0, exp), 0.5f);
+  EXPECT_FLOAT_EQ(LearningRateAt(3, exp), 0.5f * 0.729f);
+  std::vector<Arg> inv{Arg("base_lr", 0.1f), Arg("policy", "inv"), Arg("gamma", 0.5f), Arg("power", 2.0f)};
+  EXPECT_FLOAT_EQ(LearningRateAt(0, inv), 0.1f);
+  EXPECT_FLOAT_EQ(LearningRateAt(2, inv), 0.1f / 4);  // (1 + 0.5 * 2)^-2
+  EXPECT_FLOAT_EQ(LearningRateAt(6, inv), 0.1f / 16);
+  std::vector<Arg> poly{Arg("base_lr", 0.8f), Arg("policy", "poly"), Arg("max_iter", 100),
+                        Arg("power", 0.5f)};
+  EXPECT_FLOAT_EQ(LearningRateAt(0, poly), 0.8f);
+  EXPECT_FLOAT_EQ(LearningRateAt(75, poly), 0.4f);  // (1 - 0.75)^0.5
+  EXPECT_FLOAT_EQ(LearningRateAt(100, poly), 0.0f);
+  EXPECT_FLOAT_EQ(LearningRateAt(150, poly), 0.0f);  // held at 0 past max_iter
+}
+
 TEST(LearningRateOp, Cosine) {
   std::vector<Arg> args{Arg("base_lr", 0.4f), Arg("policy", "cosine"), Arg("max_iter", 100)};
   EXPECT_FLOAT_EQ(LearningRateAt(0, args), 0.4f);
@@ -77,13 +94,14 @@ TEST(LearningRateOp, WarmupMultipliesTheSchedule) {
 
 TEST(LearningRateOp, UnknownPolicyListsTheValidOnes) {
   Workspace ws;
-  auto def = MakeOperatorDef("LearningRate", {"iter"}, {"lr"}, {Arg("base_lr", 0.1f), Arg("policy", "exp")});
+  auto def = MakeOperatorDef("LearningRate", {"iter"}, {"lr"}, {Arg("base_lr", 0.1f), Arg("policy", "hill")});
   try {
     CreateOperator(def, &ws);
     FAIL() << "expected InvalidInput";
   } catch (const InvalidInput& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown policy 'exp'"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("fixed, step, multistep, cosine"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown policy 'hill'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fixed, step, multistep, exp, inv, poly, cosine"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -96,6 +114,9 @@ TEST(LearningRateOp, RejectsIncompleteArguments) {
   EXPECT_THROW(create({Arg("base_lr", 0.1f), Arg("policy", "step"), Arg("gamma", 0.1f)}), InvalidInput);
   EXPECT_THROW(create({Arg("base_lr", 0.1f), Arg("policy", "multistep"), Arg("gamma", 0.1f)}), InvalidInput);
   EXPECT_THROW(create({Arg("base_lr", 0.1f), Arg("policy", "cosine")}), InvalidInput);
+  EXPECT_THROW(create({Arg("base_lr", 0.1f), Arg("policy", "exp")}), InvalidInput);
+  EXPECT_THROW(create({Arg("base_lr", 0.1f), Arg("policy", "inv"), Arg("gamma", 0.1f)}), InvalidInput);
+  EXPECT_THROW(create({Arg("base_lr", 0.1f), Arg("policy", "poly"), Arg("power", 2.0f)}), InvalidInput);
 }
 
 TEST(LearningRateOp, RejectsFloatIter) {

@@ -1,4 +1,5 @@
-// LearningRate: lr = base_lr * multiplier(iter) for the fixed, step, multistep and cosine schedules, with an
+// LearningRate: lr = base_lr * multiplier(iter) for Caffe2's fixed, step, multistep, exp, inv and poly
+// schedules and a cosine one, with an
 // optional linear warm-up on top. The result is positive; updates subtract it (MomentumSGDUpdate).
 #include "lockstep/ops/learning_rate_op.h"
 
@@ -12,13 +13,14 @@
 namespace lockstep {
 
 LearningRateArgs ParseLearningRateArgs(const OperatorDef& def) {
-  constexpr const char* kPolicies = "fixed, step, multistep, cosine";
+  constexpr const char* kPolicies = "fixed, step, multistep, exp, inv, poly, cosine";
   LearningRateArgs args;
   if (!HasArgument(def, "base_lr")) FailOperator(def, "argument 'base_lr' is required");
   args.base_lr = FloatArg(def, "base_lr");
   args.gamma = FloatArg(def, "gamma");
   args.stepsize = IntArg(def, "stepsize");
   args.stepsizes = IntsArg(def, "stepsizes");
+  args.power = FloatArg(def, "power");
   args.max_iter = IntArg(def, "max_iter");
   args.warmup_iter = IntArg(def, "warmup_iter");
   args.warmup_start_factor = FloatArg(def, "warmup_start_factor");
@@ -35,6 +37,17 @@ LearningRateArgs ParseLearningRateArgs(const OperatorDef& def) {
     if (!HasArgument(def, "gamma")) FailOperator(def, "policy 'multistep' needs 'gamma'");
     if (!std::is_sorted(args.stepsizes.begin(), args.stepsizes.end()))
       FailOperator(def, "'stepsizes' must be ascending");
+  } else if (policy == "exp") {
+    args.policy = LearningRatePolicy::kExp;
+    if (!HasArgument(def, "gamma")) FailOperator(def, "policy 'exp' needs 'gamma'");
+  } else if (policy == "inv") {
+    args.policy = LearningRatePolicy::kInv;
+    if (!HasArgument(def, "gamma") || !HasArgument(def, "power"))
+      FailOperator(def, "policy 'inv' needs 'gamma' and 'power'");
+  } else if (policy == "poly") {
+    args.policy = LearningRatePolicy::kPoly;
+    if (args.max_iter <= 0) FailOperator(def, "policy 'poly' needs a positive 'max_iter'");
+    if (!HasArgument(def, "power")) FailOperator(def, "policy 'poly' needs 'power'");
   } else if (policy == "cosine") {
     args.policy = LearningRatePolicy::kCosine;
     if (args.max_iter <= 0) FailOperator(def, "policy 'cosine' needs a positive 'max_iter'");
@@ -81,6 +94,17 @@ class LearningRateOp : public Operator {
         multiplier = std::pow(args_.gamma, static_cast<double>(passed));
         break;
       }
+      case LearningRatePolicy::kExp:
+        multiplier = std::pow(args_.gamma, static_cast<double>(iter));
+        break;
+      case LearningRatePolicy::kInv:
+        multiplier = std::pow(1.0 + args_.gamma * static_cast<double>(iter), -args_.power);
+        break;
+      case LearningRatePolicy::kPoly:  // held at 0 past max_iter
+        multiplier = std::pow(
+            1.0 - static_cast<double>(std::min(iter, args_.max_iter)) / static_cast<double>(args_.max_iter),
+            args_.power);
+        break;
       case LearningRatePolicy::kCosine: {
         // Held at the final value past max_iter rather than rising again.
         double progress =
@@ -114,14 +138,16 @@ LOCKSTEP_OPERATOR_SCHEMA(LearningRate)
     .Output(0, "lr", "a float scalar")
     .Arg("base_lr", ArgType::kFloat, "required: the rate the policy multiplies")
     .Arg("policy", ArgType::kString, "fixed",
-         "fixed; step (gamma^(iter / stepsize)); multistep (gamma^(stepsizes passed)); cosine (half a cosine "
-         "from 1 to 0 over max_iter)")
-    .Arg("gamma", ArgType::kFloat, 1.0f, "step and multistep: the factor per step (they require it)")
+         "fixed; step (gamma^(iter / stepsize)); multistep (gamma^(stepsizes passed)); exp (gamma^iter); inv "
+         "((1 + gamma * iter)^-power); poly ((1 - iter / max_iter)^power); cosine (half a cosine from 1 to 0 "
+         "over max_iter)")
+    .Arg("gamma", ArgType::kFloat, 1.0f, "step, multistep, exp and inv: the factor (they require it)")
+    .Arg("power", ArgType::kFloat, 1.0f, "inv and poly: the exponent (they require it)")
     .Arg("stepsize", ArgType::kInt, 0, "step: iterations per step, positive")
     .Min(0)
     .Arg("stepsizes", ArgType::kInts, std::vector<int64_t>{},
          "multistep: the iterations where a step is taken, ascending")
-    .Arg("max_iter", ArgType::kInt, 0, "cosine: the iterations the schedule spans, positive")
+    .Arg("max_iter", ArgType::kInt, 0, "poly and cosine: the iterations the schedule spans, positive")
     .Min(0)
     .Arg("warmup_iter", ArgType::kInt, 0, "iterations of linear warm-up (0: none)")
     .Min(0)

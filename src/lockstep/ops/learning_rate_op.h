@@ -10,7 +10,7 @@
 
 namespace lockstep {
 
-enum class LearningRatePolicy { kFixed, kStep, kMultistep, kCosine };
+enum class LearningRatePolicy { kFixed, kStep, kMultistep, kExp, kInv, kPoly, kCosine };
 
 // lr = base_lr * multiplier(iter) under `policy`, times a linear warm-up from warmup_start_factor to 1 over
 // the first warmup_iter iterations.
@@ -20,7 +20,8 @@ struct LearningRateArgs {
   double gamma;
   int64_t stepsize;                // policy step
   std::vector<int64_t> stepsizes;  // policy multistep: ascending
-  int64_t max_iter;                // policy cosine
+  double power;                    // policies inv and poly
+  int64_t max_iter;                // policies poly and cosine
   int64_t warmup_iter;
   double warmup_start_factor;
 };

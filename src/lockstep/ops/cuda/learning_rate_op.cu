@@ -1,6 +1,6 @@
-// LearningRate on CUDA devices: the CPU op's schedules (fixed, step, multistep, cosine, linear warm-up)
-// evaluated by a one-thread kernel from the iteration counter in device memory, so that no step waits for
-// the host to read the counter.
+// LearningRate on CUDA devices: the CPU op's schedules (fixed, step, multistep, exp, inv, poly, cosine,
+// linear warm-up) evaluated by a one-thread kernel from the iteration counter in device memory, so that no
+// step waits for the host to read the counter.
 #include <algorithm>
 #include <cmath>
 
@@ -14,7 +14,7 @@ namespace {
 // The schedule's arguments as the kernel reads them; stepsizes is in device memory.
 struct Schedule {
   LearningRatePolicy policy;
-  double base_lr, gamma;
+  double base_lr, gamma, power;
   int64_t stepsize;
   const int64_t* stepsizes;  // (num_stepsizes), ascending
   int64_t num_stepsizes;
@@ -22,11 +22,12 @@ struct Schedule {
   double warmup_start_factor;
 };
 
-// iter is one int64, lr one float. The arithmetic is the CPU op's, in double, with the warm-up's multiply-add
-// kept as two rounded operations as the CPU build computes it; pow and cos are CUDA's (within 2 ulp of a
-// double result), so lr, rounded to float, equals the CPU's except when a double result lies within an ulp or
-// two of a float rounding boundary. A negative iter, which the CPU op reports, gives a NaN learning rate: the
-// device cannot throw, and checking on the host would make every step wait for the counter.
+// iter is one int64, lr one float. The arithmetic is the CPU op's, in double, with the multiply-adds of inv
+// and the warm-up kept as two rounded operations as the CPU build computes it; pow and cos are CUDA's (within
+// 2 ulp of a double result), so lr, rounded to float, equals the CPU's except when a double result lies
+// within an ulp or two of a float rounding boundary. A negative iter, which the CPU op reports, gives a NaN
+// learning rate: the device cannot throw, and checking on the host would make every step wait for the
+// counter.
 __global__ void LearningRateKernel(const int64_t* iter, float* lr, Schedule s) {
   const int64_t step = *iter;
   if (step < 0) {
@@ -46,6 +47,16 @@ __global__ void LearningRateKernel(const int64_t* iter, float* lr, Schedule s) {
       multiplier = pow(s.gamma, static_cast<double>(passed));
       break;
     }
+    case LearningRatePolicy::kExp:
+      multiplier = pow(s.gamma, static_cast<double>(step));
+      break;
+    case LearningRatePolicy::kInv:
+      multiplier = pow(__dadd_rn(1.0, __dmul_rn(s.gamma, static_cast<double>(step))), -s.power);
+      break;
+    case LearningRatePolicy::kPoly:
+      multiplier =
+          pow(1.0 - static_cast<double>(min(step, s.max_iter)) / static_cast<double>(s.max_iter), s.power);
+      break;
     case LearningRatePolicy::kCosine: {
       // Held at the final value past max_iter rather than rising again.
       double progress = static_cast<double>(min(step, s.max_iter)) / static_cast<double>(s.max_iter);
@@ -74,8 +85,8 @@ class CudaLearningRateOp : public Operator {
       stepsizes = stepsizes_.data<int64_t>();
       num_stepsizes = stepsizes_.numel();
     }
-    schedule_ = {args.policy,   args.base_lr,  args.gamma,       args.stepsize,           stepsizes,
-                 num_stepsizes, args.max_iter, args.warmup_iter, args.warmup_start_factor};
+    schedule_ = {args.policy, args.base_lr,  args.gamma,    args.power,       args.stepsize,
+                 stepsizes,   num_stepsizes, args.max_iter, args.warmup_iter, args.warmup_start_factor};
   }
 
   void Run() override {
