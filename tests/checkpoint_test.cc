@@ -104,6 +104,7 @@ TEST(MidEpochCheckpoints, WrittenEveryNStepsWithTheNewestKept) {
   EXPECT_EQ(metadata["epoch_iteration"], "3");
   EXPECT_EQ(metadata["reader_position"], "120");
   EXPECT_EQ(metadata["images_trained"], "120");
+  EXPECT_EQ(metadata["shard_images_trained"], "120");
   EXPECT_EQ(ReadSafetensors(IterationCheckpointPath(all_dir.string(), "m", 15)).tensors.size(),
             ReadSafetensors((all_dir / "m_2.safetensors").string()).tensors.size());
 

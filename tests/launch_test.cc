@@ -490,7 +490,14 @@ TEST(Launch, LaterAgentJoinsNextRoundWithSameGlobalBatch) {
     EXPECT_NE(p->Output().find("round 1: run id grow_r1, 4 shards, batch 4 per shard"), std::string::npos)
         << p->Output();
   }
-  EXPECT_EQ(ReadSafetensors(dir / "m_4.safetensors").metadata["images_trained"], "6400");
+  auto metadata = ReadSafetensors(dir / "m_4.safetensors").metadata;
+  EXPECT_EQ(metadata["images_trained"], "6400");
+  // A shard's own count goes on from round 0's: half the images up to the checkpoint, then a quarter.
+  std::smatch resumed;
+  const std::string output = first->Output();
+  ASSERT_TRUE(std::regex_search(output, resumed, std::regex("round 1: .*resuming from ([^ ;]+);"))) << output;
+  const int before = std::stoi(ReadSafetensors(resumed[1].str()).metadata["images_trained"]);
+  EXPECT_EQ(metadata["shard_images_trained"], std::to_string(before / 2 + (6400 - before) / 4));
 }
 
 TEST(Launch, StoppedAgentStopsItsShards) {

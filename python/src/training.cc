@@ -125,6 +125,7 @@ const std::map<std::string, int64_t TrainerState::*>& StateCounters() {
       {"epoch_iteration", &TrainerState::epoch_iteration},
       {"reader_position", &TrainerState::reader_position},
       {"images_trained", &TrainerState::images_trained},
+      {"shard_images_trained", &TrainerState::shard_images_trained},
       {"training_milliseconds", &TrainerState::training_milliseconds}};
   return counters;
 }

@@ -196,6 +196,8 @@ void CheckpointSnapshot::Write(const std::string& path) const {
   if (!state_.model.color_order.empty()) metadata["color_order"] = state_.model.color_order;
   if (state_.global_batch > 0) metadata["global_batch"] = std::to_string(state_.global_batch);
   if (state_.epoch_steps > 0) metadata["epoch_steps"] = std::to_string(state_.epoch_steps);
+  if (state_.shard_images_trained > 0)
+    metadata["shard_images_trained"] = std::to_string(state_.shard_images_trained);
   WriteSafetensors(path, tensors, metadata);
 }
 
@@ -288,7 +290,8 @@ TrainerState StateOf(const std::string& path, const SafetensorsFile& file) {
   state.images_trained = MetadataInt(path, file.metadata, "images_trained");
   state.training_milliseconds = MetadataInt(path, file.metadata, "training_milliseconds");
   for (auto [key, field] : {std::pair{"global_batch", &TrainerState::global_batch},
-                            std::pair{"epoch_steps", &TrainerState::epoch_steps}})
+                            std::pair{"epoch_steps", &TrainerState::epoch_steps},
+                            std::pair{"shard_images_trained", &TrainerState::shard_images_trained}})
     if (file.metadata.count(key)) state.*field = MetadataInt(path, file.metadata, key);
   return state;
 }

@@ -55,8 +55,9 @@ struct TrainerState {
   int64_t global_batch = 0;
   int64_t epoch_steps = 0;
   // The log's running totals continue from these. Images count the whole job (every shard); a machine's log
-  // counts its share.
+  // counts its share, which stays its own when a job resumes on another number of shards (0: not recorded).
   int64_t images_trained = 0;
+  int64_t shard_images_trained = 0;
   int64_t training_milliseconds = 0;
 };
 

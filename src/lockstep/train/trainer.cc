@@ -243,6 +243,7 @@ void RestoreCheckpoint(const TrainerConfig& config, int64_t iterations, Session*
             : "",
         built.global_batch, iterations));
   state.model = built.model;
+  if (state.shard_images_trained == 0) state.shard_images_trained = state.images_trained / config.num_shards;
   state.global_batch = built.global_batch;
   state.epoch_steps = built.epoch_steps;
   session->ws.RunNetOnce(session->models.parallel.broadcast_net);  // shard 0's device 0 is the reference
@@ -308,6 +309,7 @@ double RunEpoch(const TrainerConfig& config, int64_t epoch, int64_t first_step, 
     if (first_step_of && i == first_step) first_step_of->EndFirstIteration();
     state.reader_position += GlobalBatch(config);
     state.images_trained += GlobalBatch(config);
+    state.shard_images_trained += config.batch_size;
     ++state.iteration;
     state.epoch_iteration = i + 1;
     state.training_milliseconds = milliseconds_before + static_cast<int64_t>(seconds() * 1000);
@@ -378,7 +380,7 @@ void EndEpoch(const TrainerConfig& config, const EpochRecord& record, Session* s
 EpochRecord StartingTotals(const TrainerConfig& config, const TrainerState& state) {
   EpochRecord record;
   record.cumulative_batch_count = state.iteration;
-  record.cumulative_input_count = state.images_trained / config.num_shards;  // this machine's share
+  record.cumulative_input_count = state.shard_images_trained;
   record.cumulative_time_spent = state.training_milliseconds / 1000.0;
   return record;
 }
