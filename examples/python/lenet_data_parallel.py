@@ -115,9 +115,10 @@ def main():
         print(f"epoch {epoch}: {steps} steps, {steps * args.batch_size / seconds:.1f} img/s, loss {loss:.4f}, "
               f"test accuracy {test_accuracy():.4f}", flush=True)
     if args.save:
-        # The geometry lets `lockstep eval` and `lockstep export` rebuild the model from the file alone.
-        checkpoint.save(args.save, train_model, epochs_done=epoch, reader_position=steps_done * args.batch_size,
-                        num_channels=1, image_size=28, num_labels=10)
+        # The layers above are the zoo's LeNet: with its name and the geometry, `lockstep eval` and `lockstep
+        # export` rebuild the model from the file alone.
+        checkpoint.save(args.save, train_model, model_name="lenet", epochs_done=epoch,
+                        reader_position=steps_done * args.batch_size, num_channels=1, image_size=28, num_labels=10)
         print(f"saved checkpoint {args.save}")
 
 

@@ -6,6 +6,7 @@ from lockstep._core import C
 
 
 def build(name, model, data, num_channels=3, image_size=224, num_labels=1000, is_test=False):
+    model._zoo_model = name  # checkpoint.save records it, and lockstep eval builds it again from the name
     with model.scopes():
         return core.BlobReference(C.build_model(name, model._cpp, model._scope_name(data), int(num_channels),
                                                 int(image_size), int(num_labels), bool(is_test)))

@@ -12,7 +12,6 @@
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/core/gradient.h"
-#include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/model/layers.h"
 #include "lockstep/model/mixed_precision.h"
@@ -191,6 +190,7 @@ void BindLayers(py::module_& m) {
     return BuildModel(name, model, data, ModelConfig{num_channels, image_size, num_labels, is_test});
   });
   m.def("known_models", &KnownModelsText);
+  m.def("is_known_model", &IsKnownModel);
   m.def(
       "compute_in_low_precision",
       [](ModelHelper& model, int first_op, const std::string& input, const std::string& output,

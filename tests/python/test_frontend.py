@@ -474,6 +474,19 @@ def test_a_checkpoint_of_other_shapes_says_it_is_another_models(tmp_path):
         checkpoint.load(tmp_path / "mine.safetensors", mine(4))
 
 
+def test_a_model_named_like_a_zoo_model_but_built_otherwise_is_not_saved_as_it(tmp_path):
+    workspace.ResetWorkspace()
+    model = model_helper.ModelHelper(name="lenet")
+    builders = fc_softmax_builders(0.5, 1, 8)
+    builders["param_update_builder_fun"] = None
+    data_parallel_model.Parallelize_CPU(model, **builders)
+    workspace.RunNetOnce(model.param_init_net)
+    with pytest.raises(ValueError, match=r"named 'lenet' like a zoo model, .* did not build it; pass model_name="):
+        checkpoint.save(tmp_path / "lenet_1.safetensors", model)
+    assert not (tmp_path / "lenet_1.safetensors").exists()
+    assert checkpoint.save(tmp_path / "lenet_1.safetensors", model, model_name="my_fc")["model"] == "my_fc"
+
+
 def test_an_op_with_shared_buffers_names_its_blobs_as_the_model_built_them():
     def forward(model, loss_scale):
         x = brew.fc(model, brew.fc(model, "data", "fc1", 6, 4), "fc2", 5, 3)  # fc2 reads 4 values, not 5
