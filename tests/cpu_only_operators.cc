@@ -19,10 +19,11 @@ const std::map<std::string, std::string>& CpuOnlyOperators() {
     types["Print"] = "writes to stderr from host memory, CPU only: tests/print_op_test.cc";
     types["SpatialBNReluAgain"] =
         "the memory plan recomputes with it on CPUs only (parallel/recompute.h): tests/recompute_test.cc";
-    types["SumReluGradient"] =
+    types["SumReluGradient"] = types["AveragePoolReluGradient"] =
         "made by the ReLU fusion on CPUs only (parallel/fuse_relu.h): tests/fuse_relu_test.cc";
     types["Alias"] =
-        "shared_model's views, on CPU devices only (parallel/shared_parameters.h): tests/data_parallel_test.cc";
+        "shared_model's views, on CPU devices only (parallel/shared_parameters.h): "
+        "tests/data_parallel_test.cc";
     types["FileStoreHandlerCreate"] = types["RedisStoreHandlerCreate"] =
         "writes a store handler, not a tensor, on the host: tests/store_handler_ops_test.cc";
     return types;

@@ -1,6 +1,6 @@
 // Folding ReLUs into the ops beside them: the fused ops give the bits of the pairs they replace (in float32
-// and bfloat16, plain and blocked, in place or not), Conv and Add with relu=1 have correct gradients, and the
-// rewrite fuses only pairs whose intermediate blob no one else reads.
+// and bfloat16, plain, NHWC and blocked, in place or not), Conv and Add with relu=1 have correct gradients,
+// and the rewrite fuses only pairs whose intermediate blob no one else reads.
 #include "lockstep/parallel/fuse_relu.h"
 
 #include <cstring>
@@ -18,11 +18,15 @@ std::vector<DataType> ComputeTypes() {
   return dtypes;
 }
 
-// Feeds `name` as a random tensor in `dtype`, blocked (nChw16c) or plain.
+using LayOut = Tensor (*)(const Tensor&);  // Plain, Blocked or ChannelsLast
+
+LayOut Layout(bool blocked) { return blocked ? Blocked : Plain; }
+
+// Feeds `name` as a random tensor in `dtype` and the layout `lay_out` gives.
 void FeedRandom(Workspace* ws, const std::string& name, const Shape& shape, unsigned seed, DataType dtype,
-                bool blocked) {
+                LayOut lay_out) {
   const Tensor x = RandomTensor(shape, seed, -2.f, 2.f);
-  Feed(ws, name + "_f32", blocked ? Blocked(x) : x);
+  Feed(ws, name + "_f32", lay_out(x));
   RunOp(ws, MakeOperatorDef("Cast", {name + "_f32"}, {name}, {Arg("to", int(dtype))}));
 }
 
@@ -53,8 +57,8 @@ TEST(FuseRelu, AddWithReluIsAddThenRelu) {
         SCOPED_TRACE(fmt::format("{} {} {}", DataTypeName(dtype), blocked ? "blocked" : "plain",
                                  ShapeToString(shape)));
         Workspace ws;
-        FeedRandom(&ws, "a", shape, 1, dtype, blocked);
-        FeedRandom(&ws, "b", shape, 2, dtype, !blocked && shape[1] % 16 == 0);  // B in another layout
+        FeedRandom(&ws, "a", shape, 1, dtype, Layout(blocked));
+        FeedRandom(&ws, "b", shape, 2, dtype, Layout(!blocked && shape[1] % 16 == 0));  // B in another layout
         RunOp(&ws, MakeOperatorDef("Add", {"a", "b"}, {"sum"}));
         RunOp(&ws, MakeOperatorDef("Relu", {"sum"}, {"expected"}));
         RunOp(&ws, MakeOperatorDef("Add", {"a", "b"}, {"fused"}, {Arg("relu", 1)}));
@@ -69,7 +73,7 @@ TEST(FuseRelu, ConvWithReluIsConvThenRelu) {
     for (int64_t channels : {6, 16, 32}) {  // NHWC where they do not fill oneDNN's blocks
       SCOPED_TRACE(fmt::format("{} {} channels", DataTypeName(dtype), channels));
       Workspace ws;
-      FeedRandom(&ws, "x", {2, channels, 9, 9}, 1, dtype, /*blocked=*/false);
+      FeedRandom(&ws, "x", {2, channels, 9, 9}, 1, dtype, Plain);
       Feed(&ws, "w", RandomTensor({channels, channels, 3, 3}, 2, -0.3f, 0.3f));
       Feed(&ws, "b", RandomTensor({channels}, 3));
       RunOp(&ws, MakeOperatorDef("Conv", {"x", "w", "b"}, {"c"}, {Arg("kernel", 3), Arg("pad", 1)}));
@@ -106,12 +110,13 @@ TEST(FuseRelu, SumReluGradientIsSumThenReluGradient) {
         SCOPED_TRACE(
             fmt::format("{} {} {} parts", DataTypeName(dtype), blocked ? "blocked" : "plain", parts));
         Workspace ws;
-        FeedRandom(&ws, "y", shape, 1, dtype, blocked);
+        FeedRandom(&ws, "y", shape, 1, dtype, Layout(blocked));
         RunOp(&ws, MakeOperatorDef("Relu", {"y"}, {"y"}));  // zeros where Relu wrote them
         std::vector<std::string> dys;
         for (int k = 0; k < parts; ++k) {
           dys.push_back(fmt::format("dy{}", k));
-          FeedRandom(&ws, dys.back(), shape, 2 + k, dtype, k == 1 ? !blocked : blocked);  // mixed layouts
+          FeedRandom(&ws, dys.back(), shape, 2 + k, dtype,
+                     Layout(k == 1 ? !blocked : blocked));  // mixed layouts
         }
         RunOp(&ws, MakeOperatorDef("Sum", dys, {"g"}));
         RunOp(&ws, MakeOperatorDef("ReluGradient", {"y", "g"}, {"expected"}));
@@ -145,6 +150,52 @@ TEST(FuseRelu, AddWithReluGradient) {
                 {{"a", a}, {"b", TensorFromValues({2, 3}, {0.2f, 0.3f, -0.8f, 0.1f, 0.3f, -0.2f})}});
   CheckGradient(MakeOperatorDef("Add", {"a", "b"}, {"c"}, {Arg("relu", 1), Arg("broadcast", 1)}),
                 {{"a", a}, {"b", TensorFromValues({3}, {0.2f, 0.3f, -0.8f})}});
+}
+
+// X is a Relu's output (many exact zeros); dY comes plain, as from an FC's gradient, or in X's layout.
+TEST(FuseRelu, AveragePoolReluGradientIsPoolGradientThenReluGradient) {
+  const std::vector<std::pair<std::string, std::vector<Arg>>> windows{
+      {"2x2", {Arg("kernel", 2), Arg("stride", 2)}},
+      {"3x3", {Arg("kernel", 3), Arg("stride", 3)}},  // 1/9 is inexact: the division must be oneDNN's
+      {"global", {Arg("global_pooling", 1)}},
+  };
+  const std::vector<std::pair<std::string, LayOut>> layouts{
+      {"plain", Plain}, {"nhwc", ChannelsLast}, {"nChw16c", Blocked}};
+  for (DataType dtype : ComputeTypes())
+    for (const auto& [layout, lay_out] : layouts)
+      for (const auto& [window, args] : windows)
+        for (bool dy_in_x_layout : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} {} {} window, dY {}", DataTypeName(dtype), layout, window,
+                                   dy_in_x_layout ? "in X's layout" : "plain"));
+          Workspace ws;
+          FeedRandom(&ws, "pre", {2, 16, 9, 7}, 1, dtype,
+                     lay_out);  // 9 and 7: rows and columns past the last window
+          RunOp(&ws, MakeOperatorDef("Relu", {"pre"}, {"x"}));
+          RunOp(&ws, MakeOperatorDef("AveragePool", {"x"}, {"y"}, args));
+          FeedRandom(&ws, "dy", Plain(ws.Blob("y")).shape(), 2, dtype, dy_in_x_layout ? lay_out : Plain);
+          auto pooling_gradient = [&](const std::string& type, const std::vector<std::string>& inputs,
+                                      const std::string& output) {
+            OperatorDef op = GradientOp(type, inputs, {output});
+            for (const Arg& arg : args) SetArgument(&op, arg);
+            return op;
+          };
+          RunOp(&ws, pooling_gradient("AveragePoolGradient", {"x", "y", "dy"}, "g"));
+          RunOp(&ws, GradientOp("ReluGradient", {"x", "g"}, {"expected"}));
+          RunOp(&ws, pooling_gradient("AveragePoolReluGradient", {"x", "dy"}, "fused"));
+          ExpectSameBits(ws.Blob("fused"), ws.Blob("expected"));
+        }
+}
+
+TEST(FuseRelu, AveragePoolReluGradientNeedsWindowsThatTile) {
+  Workspace ws;
+  try {
+    CreateOperator(
+        MakeOperatorDef("AveragePoolReluGradient", {"x", "dy"}, {"dx"}, {Arg("kernel", 3), Arg("stride", 2)}),
+        &ws);
+    FAIL() << "overlapping windows were accepted";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("its windows must tile the plane"), std::string::npos) << e.what();
+  }
 }
 
 TEST(FuseRelu, FusesPairsWhoseIntermediateOnlyTheReluReads) {
@@ -181,22 +232,56 @@ TEST(FuseRelu, FusesPairsWhoseIntermediateOnlyTheReluReads) {
   *net.add_op() = GradientOp("Sum", {"d_c", "d_d"}, {"d_y3"});
   *net.add_op() = GradientOp("Scale", {"d_other"}, {"d_c"});
   *net.add_op() = GradientOp("ReluGradient", {"y3", "d_y3"}, {"d_s3"});
+  // A pool's gradient read by the ReluGradient of the pool's input, over windows that tile: fused.
+  auto pool_gradient = [](const std::string& x, const std::string& dx, int kernel, int stride) {
+    OperatorDef op = GradientOp("AveragePoolGradient", {x, "p_" + x, "d_p_" + x}, {dx});
+    SetArgument(&op, Arg("kernel", kernel));
+    SetArgument(&op, Arg("stride", stride));
+    return op;
+  };
+  *net.add_op() = pool_gradient("y4", "d_y4", 2, 2);
+  *net.add_op() = GradientOp("ReluGradient", {"y4", "d_y4"}, {"d_s4"});
+  // Windows that overlap: not fused.
+  *net.add_op() = pool_gradient("y5", "d_y5", 3, 2);
+  *net.add_op() = GradientOp("ReluGradient", {"y5", "d_y5"}, {"d_s5"});
 
-  EXPECT_EQ(FuseRelus(&net, {"kept"}), 3);
+  EXPECT_EQ(FuseRelus(&net, {"kept"}), 4);
   std::vector<std::string> types;  // "+relu" marks a producer with the ReLU folded in
   for (const auto& op : net.op()) {
     const bool producer = op.type() == "Add" || op.type() == "Conv";
     types.push_back(op.type() + (producer && IntArg(op, "relu") != 0 ? "+relu" : ""));
   }
-  EXPECT_EQ(types, (std::vector<std::string>{"Add+relu", "Conv+relu", "Add", "Relu", "Copy", "Add", "Copy",
-                                             "Relu", "Add", "Relu", "ConvGradient", "SumReluGradient", "Sum",
-                                             "ReluGradient", "Sum", "Scale", "ReluGradient"}));
+  EXPECT_EQ(types, (std::vector<std::string>{"Add+relu",
+                                             "Conv+relu",
+                                             "Add",
+                                             "Relu",
+                                             "Copy",
+                                             "Add",
+                                             "Copy",
+                                             "Relu",
+                                             "Add",
+                                             "Relu",
+                                             "ConvGradient",
+                                             "SumReluGradient",
+                                             "Sum",
+                                             "ReluGradient",
+                                             "Sum",
+                                             "Scale",
+                                             "ReluGradient",
+                                             "AveragePoolReluGradient",
+                                             "AveragePoolGradient",
+                                             "ReluGradient"}));
   EXPECT_EQ(net.op(0).output(0), "y1");
   EXPECT_EQ(net.op(1).output(0), "c");
   const OperatorDef& fused = net.op(11);
   EXPECT_TRUE(fused.is_gradient_op());
   EXPECT_EQ(Inputs(fused), (std::vector<std::string>{"y1", "d_branch", "d_shortcut"}));
   EXPECT_EQ(fused.output(0), "d_s1");
+  const OperatorDef& pool = net.op(17);
+  EXPECT_TRUE(pool.is_gradient_op());
+  EXPECT_EQ(Inputs(pool), (std::vector<std::string>{"y4", "d_p_y4"}));
+  EXPECT_EQ(pool.output(0), "d_s4");
+  EXPECT_EQ(IntArg(pool, "kernel"), 2);
 }
 
 }  // namespace lockstep::testing

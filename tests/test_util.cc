@@ -65,15 +65,22 @@ Tensor Plain(const Tensor& tensor) {
   return plain;
 }
 
-Tensor Blocked(const Tensor& plain) {
-  dnnl::memory::desc desc(ToDims(plain.shape()), dnnl::memory::data_type::f32,
-                          dnnl::memory::format_tag::nChw16c);
-  Tensor blocked;
-  dnnl::memory to = ResizeForDesc(&blocked, plain.shape(), desc);
+namespace {
+
+Tensor InLayout(const Tensor& plain, dnnl::memory::format_tag tag) {
+  dnnl::memory::desc desc(ToDims(plain.shape()), dnnl::memory::data_type::f32, tag);
+  Tensor laid_out;
+  dnnl::memory to = ResizeForDesc(&laid_out, plain.shape(), desc);
   dnnl::memory from = ToMemory(plain);
   Execute(dnnl::reorder(from, to), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
-  return blocked;
+  return laid_out;
 }
+
+}  // namespace
+
+Tensor Blocked(const Tensor& plain) { return InLayout(plain, dnnl::memory::format_tag::nChw16c); }
+
+Tensor ChannelsLast(const Tensor& plain) { return InLayout(plain, dnnl::memory::format_tag::nhwc); }
 
 std::vector<float> Values(const Tensor& tensor) {
   Tensor plain = Plain(tensor);

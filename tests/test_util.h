@@ -26,6 +26,8 @@ Tensor Plain(const Tensor& tensor);
 // plain is (N, C, H, W); returns it in oneDNN's nChw16c layout (channels in zero-padded blocks of 16), the
 // layout Conv leaves its outputs in.
 Tensor Blocked(const Tensor& plain);
+// Likewise in NHWC order (oneDNN's acdb), the layout of Conv's outputs whose channels do not fill its blocks.
+Tensor ChannelsLast(const Tensor& plain);
 // |a - b| <= tolerance * max(1, |a|, |b|) element-wise, with the first mismatch reported.
 void ExpectNear(const Tensor& actual, const Tensor& expected, float tolerance);
 void RunOp(Workspace* ws, const OperatorDef& def);

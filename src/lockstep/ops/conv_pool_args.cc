@@ -207,6 +207,12 @@ ConvPoolArgs PoolWindow(const OperatorDef& def, const ConvPoolArgs& args, const 
   return window;
 }
 
+bool PoolWindowsTile(const ConvPoolArgs& args) {
+  const bool unpadded = args.pad_t == 0 && args.pad_l == 0 && args.pad_b == 0 && args.pad_r == 0;
+  return args.global_pooling ||
+         (unpadded && args.kernel_h == args.stride_h && args.kernel_w == args.stride_w);
+}
+
 Shape PoolOutputShape(const OperatorDef& def, const ConvPoolArgs& window, const Shape& x) {
   auto [out_h, out_w] = ConvPoolOutputSize(def, window, x[2], x[3]);
   return {x[0], x[1], out_h, out_w};

@@ -51,6 +51,10 @@ ConvPoolArgs ParsePoolArgs(const OperatorDef& def);
 // naming the operator when x is not 4-D.
 ConvPoolArgs PoolWindow(const OperatorDef& def, const ConvPoolArgs& args, const Shape& x);
 
+// True when pooling's windows tile the plane: no two overlap and none reaches into padding (global pooling,
+// or a kernel equal to its stride without padding), so that each input element is in one window at most.
+bool PoolWindowsTile(const ConvPoolArgs& args);
+
 // Pooling's Y shape (N, C, OH, OW) for an x of (N, C, H, W) and the window PoolWindow gave.
 Shape PoolOutputShape(const OperatorDef& def, const ConvPoolArgs& window, const Shape& x);
 

@@ -1,11 +1,16 @@
 // MaxPool and AveragePool over NCHW windows (or the whole plane with `global_pooling`) and their gradients,
 // on oneDNN. They work in the layout x comes in (pooling reads blocked formats directly): Y has x's layout
 // and dX too. MaxPoolGradient reruns the forward pass to get oneDNN's argmax workspace, so the forward
-// operator stays an inference primitive with a single output, as in Caffe2.
+// operator stays an inference primitive with a single output, as in Caffe2. AveragePoolReluGradient is an
+// AveragePoolGradient and the ReluGradient that reads it, in one pass (parallel/fuse_relu.h makes it).
+#include <algorithm>
+#include <optional>
+
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/operator.h"
 #include "lockstep/ops/conv_pool_args.h"
 #include "lockstep/ops/dnnl_utils.h"
+#include "lockstep/ops/relu_mask.h"
 
 namespace lockstep {
 namespace {
@@ -139,6 +144,110 @@ class PoolGradientOp : public Operator {
   dnnl::pooling_backward backward_;
 };
 
+// Planes of pixels as the fused kernel walks them: `outer` planes of (height, width) pixels, each pixel
+// `inner` contiguous values, for X and dX; dY has (out_height, out_width) pixels a plane.
+struct Planes {
+  int64_t outer, height, width, inner, out_height, out_width;
+};
+
+// The 4-D layouts whose planes the kernel walks directly, with their geometry: NCHW, NHWC, and the blocked
+// nChw8c and nChw16c when the channels fill their blocks. Others are walked after a reorder to NCHW.
+std::optional<Planes> PlanesOf(const memory::desc& desc, int64_t out_height, int64_t out_width,
+                               memory::format_tag* tag) {
+  using Tag = memory::format_tag;
+  const memory::dims dims = desc.get_dims();  // N, C, H, W
+  const int64_t n = dims[0], c = dims[1];
+  const std::pair<Tag, int64_t> candidates[] = {
+      {Tag::nchw, 1}, {Tag::nhwc, c}, {Tag::nChw8c, 8}, {Tag::nChw16c, 16}};
+  for (const auto& [candidate, inner] : candidates) {
+    if (c % inner != 0 || desc != memory::desc(dims, desc.get_data_type(), candidate)) continue;
+    *tag = candidate;
+    return Planes{n * c / inner, dims[2], dims[3], inner, out_height, out_width};
+  }
+  return std::nullopt;
+}
+
+// dX = ReluGradient(X, AveragePoolGradient(dY)) over windows that tile the plane (PoolWindowsTile): each
+// element of a window gets its dY / (kernel_h * kernel_w) where X > 0, as oneDNN's pooling divides, and the
+// elements past the last window (the output size rounds down) get 0.
+template <typename T>
+void SpreadWherePositive(const T* x, const T* dy, T* dx, const Planes& p, int64_t kernel_h,
+                         int64_t kernel_w) {
+  const float area = static_cast<float>(kernel_h * kernel_w);
+  const int64_t row_values = p.width * p.inner;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t plane = 0; plane < p.outer; ++plane)
+    for (int64_t row = 0; row < p.height; ++row) {
+      const int64_t at = (plane * p.height + row) * row_values;
+      int64_t covered = 0;
+      if (row / kernel_h < p.out_height) {
+        const T* gradient = dy + (plane * p.out_height + row / kernel_h) * p.out_width * p.inner;
+        covered = p.out_width * kernel_w * p.inner;
+        for (int64_t column = 0; column < p.out_width * kernel_w; ++column) {
+          const T* window = gradient + column / kernel_w * p.inner;
+          const int64_t pixel = at + column * p.inner;
+          for (int64_t i = 0; i < p.inner; ++i)
+            dx[pixel + i] = Narrow<T>(WherePositive(Widen(x[pixel + i]), Widen(window[i]) / area));
+        }
+      }
+      std::fill(dx + at + covered, dx + at + row_values, Narrow<T>(0.f));
+    }
+}
+
+// (X, dY) -> dX: AveragePoolGradient(X, Y, dY) and then ReluGradient(X, ·), where X is a Relu's output, for
+// windows that tile the plane; the bits of the pair, in X's layout (NCHW for a layout PlanesOf lacks).
+class AveragePoolReluGradientOp : public Operator {
+ public:
+  AveragePoolReluGradientOp(const OperatorDef& def, Workspace* ws)
+      : Operator(def, ws), args_(ParsePoolArgs(def)) {
+    if (!PoolWindowsTile(args_))
+      FailOperator(def,
+                   "its windows must tile the plane: global_pooling, or a kernel equal to its stride "
+                   "without pad");
+    AcceptLayouts();
+  }
+
+  void Run() override {
+    const Tensor& x = Input(0);   // x is (N, C, H, W), any layout
+    const Tensor& dy = Input(1);  // dy is (N, C, OH, OW), any layout
+    if (x.dtype() != DataType::kFloat && x.dtype() != DataType::kBFloat16)
+      FailOperator(def_, fmt::format("X is {}; AveragePoolReluGradient computes in float32 or bfloat16",
+                                     DataTypeName(x.dtype())));
+    const ConvPoolArgs window = PoolWindow(def_, args_, x.shape());
+    const Shape y_shape = PoolOutputShape(def_, window, x.shape());
+    if (dy.shape() != y_shape)
+      FailOperator(def_, fmt::format("dY is {} but the pooling output is {}", ShapeToString(dy.shape()),
+                                     ShapeToString(y_shape)));
+    memory::desc desc = DescOf(x);
+    memory::format_tag tag;
+    std::optional<Planes> planes = PlanesOf(desc, y_shape[2], y_shape[3], &tag);
+    memory x_memory = AsMemory(x);
+    if (!planes) {
+      desc = memory::desc(desc.get_dims(), desc.get_data_type(), memory::format_tag::nchw);
+      x_memory = ReorderIfNeeded(x_memory, desc, 1);
+      planes = PlanesOf(desc, y_shape[2], y_shape[3], &tag);
+    }
+    const memory dy_memory =
+        ReorderIfNeeded(AsMemory(dy), memory::desc(ToDims(y_shape), desc.get_data_type(), tag), 0);
+    const memory dx_memory = ResizeForDesc(Output(0), x.shape(), desc);
+    if (x.numel() == 0) return;
+    auto run = [&](auto type) {
+      using T = decltype(type);
+      SpreadWherePositive(static_cast<const T*>(x_memory.get_data_handle()),
+                          static_cast<const T*>(dy_memory.get_data_handle()),
+                          static_cast<T*>(dx_memory.get_data_handle()), *planes, window.kernel_h,
+                          window.kernel_w);
+    };
+    if (x.dtype() == DataType::kFloat)
+      run(float{});
+    else
+      run(BFloat16{});
+  }
+
+ private:
+  const ConvPoolArgs args_;
+};
+
 std::vector<TensorShape> PoolShape(const OperatorDef& def, const std::vector<TensorShape>& in) {
   return {{PoolOutputShape(def, PoolWindow(def, ParsePoolArgs(def), in[0].dims), in[0].dims), in[0].dtype}};
 }
@@ -201,10 +310,22 @@ LOCKSTEP_OPERATOR_SCHEMA(MaxPoolGradient)
 LOCKSTEP_OPERATOR_SCHEMA(AveragePoolGradient)
     .SetDoc("AveragePool's gradient: dY spread evenly over each window.")
     .Include(DeclarePoolGradient<PoolKind::kAverage>);
+LOCKSTEP_OPERATOR_SCHEMA(AveragePoolReluGradient)
+    .SetDoc(
+        "dX = ReluGradient(X, AveragePoolGradient(X, Y, dY)) where X is a Relu's output, in one pass and "
+        "with "
+        "the same bits, for windows that tile the plane (global_pooling, or a kernel equal to its stride "
+        "without pad); in X's layout and dtype.")
+    .Input(0, "X", "AveragePool's input, a Relu's output: (N, C, H, W), any layout")
+    .Input(1, "dY", "the gradient of AveragePool's output, any layout")
+    .Output(0, "dX", "X's shape and layout")
+    .ArgsOf("AveragePool")
+    .ShapeFunction(PoolGradientShape);
 LOCKSTEP_REGISTER_CPU_OPERATOR(MaxPool, PoolOp<PoolKind::kMax>);
 LOCKSTEP_REGISTER_CPU_OPERATOR(AveragePool, PoolOp<PoolKind::kAverage>);
 LOCKSTEP_REGISTER_CPU_OPERATOR(MaxPoolGradient, PoolGradientOp<PoolKind::kMax>);
 LOCKSTEP_REGISTER_CPU_OPERATOR(AveragePoolGradient, PoolGradientOp<PoolKind::kAverage>);
+LOCKSTEP_REGISTER_CPU_OPERATOR(AveragePoolReluGradient, AveragePoolReluGradientOp);
 LOCKSTEP_REGISTER_GRADIENT(MaxPool, PoolGradientMaker("MaxPoolGradient"));
 LOCKSTEP_REGISTER_GRADIENT(AveragePool, PoolGradientMaker("AveragePoolGradient"));
 

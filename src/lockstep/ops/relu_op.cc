@@ -3,40 +3,17 @@
 // in place. All keep the layout their input comes in (eltwise_op.h). SumReluGradient is a Sum of partial
 // gradients and the ReluGradient that reads it, in one pass (parallel/fuse_relu.h makes it).
 #include <algorithm>
-#include <cstring>
 
 #include "lockstep/core/gradient.h"
-#include "lockstep/core/half.h"
 #include "lockstep/ops/eltwise_op.h"
+#include "lockstep/ops/relu_mask.h"
 
 namespace lockstep {
 
 namespace {
 
-inline float Widen(float value) { return value; }
-inline float Widen(BFloat16 value) { return ToFloat(value); }
-template <typename T>
-T Narrow(float value);
-template <>
-inline float Narrow<float>(float value) {
-  return value;
-}
-template <>
-inline BFloat16 Narrow<BFloat16>(float value) {
-  return ToBFloat16(value);
-}
-
-// Y > 0 as a mask of float32 bits: 0 < Y <= inf is one range of unsigned integers. Compared as integers, the
-// loop vectorizes; a float comparison may trap, which keeps the compiler from vectorizing it.
-inline uint32_t PositiveMask(float y) {
-  uint32_t bits;
-  std::memcpy(&bits, &y, sizeof bits);
-  return bits - 1u < 0x7f800000u ? ~0u : 0u;
-}
-
 // dx[i] = (parts[0][i] + parts[1][i] + ...) * (y[i] > 0 ? 1 : 0), each part an array of T, added left to
-// right in float32 and rounded once, as Sum and then ReluGradient compute it; where y <= 0 it is the sum
-// times 0, which keeps the sum's sign and NaNs as oneDNN's ReluGradient does. Blocks of a few KiB keep the
+// right in float32 and rounded once, as Sum and then ReluGradient compute it. Blocks of a few KiB keep the
 // partial sums in L1.
 template <typename T>
 void SumWherePositive(const T* y, const std::vector<const void*>& parts, T* dx, int64_t n) {
@@ -52,16 +29,7 @@ void SumWherePositive(const T* y, const std::vector<const void*>& parts, T* dx, 
       const T* part = static_cast<const T*>(parts[k]) + begin;
       for (int64_t i = 0; i < count; ++i) sum[i] += Widen(part[i]);
     }
-    for (int64_t i = 0; i < count; ++i) {
-      const float dropped = sum[i] * 0.f;
-      uint32_t kept_bits, dropped_bits;
-      std::memcpy(&kept_bits, &sum[i], sizeof kept_bits);
-      std::memcpy(&dropped_bits, &dropped, sizeof dropped_bits);
-      const uint32_t mask = PositiveMask(Widen(y[begin + i]));
-      const uint32_t bits = (kept_bits & mask) | (dropped_bits & ~mask);
-      std::memcpy(&sum[i], &bits, sizeof bits);
-    }
-    for (int64_t i = 0; i < count; ++i) dx[begin + i] = Narrow<T>(sum[i]);
+    for (int64_t i = 0; i < count; ++i) dx[begin + i] = Narrow<T>(WherePositive(Widen(y[begin + i]), sum[i]));
   }
 }
 

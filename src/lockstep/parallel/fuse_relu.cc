@@ -5,6 +5,7 @@
 
 #include "lockstep/core/net_def.h"
 #include "lockstep/core/schema.h"
+#include "lockstep/ops/conv_pool_args.h"
 
 namespace lockstep {
 namespace {
@@ -120,6 +121,30 @@ bool FuseSumReluGradient(Ops& ops, int i, const std::set<std::string>& keep) {
   return true;
 }
 
+// AveragePoolGradient(X, Y, dY) -> G, ReluGradient(X, G) -> dX  =>  AveragePoolReluGradient(X, dY) -> dX,
+// where the ReluGradient stood, for windows that tile the plane (X is the Relu's output the pool read).
+bool FuseAveragePoolReluGradient(Ops& ops, int i, const std::set<std::string>& keep) {
+  const OperatorDef& pool = ops[i];
+  if (pool.type() != "AveragePoolGradient" || !PoolWindowsTile(ParsePoolArgs(pool))) return false;
+  const std::string& x = pool.input(0);
+  const std::string& dy = pool.input(2);
+  const int j = ops.SoleConsumer(i, pool.output(0), "ReluGradient", 1, keep);
+  if (j < 0 || ops[j].input(0) != x) return false;
+  const std::string dx = ops[j].output(0);
+  // X and dY are read later now: nothing in between may change them, nor may dX be one of them.
+  if (ops.TouchedBetween(i, j, x, /*or_reads=*/false) || ops.TouchedBetween(i, j, dy, /*or_reads=*/false) ||
+      dx == x || dx == dy)
+    return false;
+  OperatorDef& gradient = ops[j];
+  gradient.set_type("AveragePoolReluGradient");
+  gradient.clear_input();
+  gradient.add_input(x);
+  gradient.add_input(dy);
+  *gradient.mutable_arg() = pool.arg();
+  ops.Remove(i);
+  return true;
+}
+
 }  // namespace
 
 int FuseRelus(NetDef* net, const std::set<std::string>& keep) {
@@ -127,7 +152,9 @@ int FuseRelus(NetDef* net, const std::set<std::string>& keep) {
   int fused = 0;
   for (int i = 0; i < ops.size(); ++i) {
     if (ops.removed(i) || !OnCpu(ops[i])) continue;
-    if (FuseReluIntoProducer(ops, i, keep) || FuseSumReluGradient(ops, i, keep)) ++fused;
+    if (FuseReluIntoProducer(ops, i, keep) || FuseSumReluGradient(ops, i, keep) ||
+        FuseAveragePoolReluGradient(ops, i, keep))
+      ++fused;
   }
   ops.Compact();
   return fused;

@@ -1,7 +1,9 @@
 // ReLUs folded into the op next to them on CPUs, once the backward pass is built. A Conv or Add then Relu
 // becomes one Conv or Add with relu=1 (a ResNet's residual block ends so, LeNet's convolutions too); at every
 // residual block's input, the Sum of the two partial gradients and the ReluGradient that reads it become one
-// SumReluGradient. Each saves a pass over an activation-sized tensor and gives the same bits.
+// SumReluGradient; where a Relu's output goes to an AveragePool whose windows tile the plane (LeNet's), the
+// pool's gradient and the ReluGradient that reads it become one AveragePoolReluGradient. Each saves a pass
+// over an activation-sized tensor and gives the same bits.
 #pragma once
 
 #include <set>
