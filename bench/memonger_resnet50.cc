@@ -67,7 +67,7 @@ Result Step(Sharing sharing) {
   NetDef net = m.helper.net();
   if (sharing == Sharing::kGradients) {  // Caffe2's memonger: gradient blobs only
     MemongerOptions options;
-    options.namescope = m.parallel.scopes[0];
+    options.namescopes = {m.parallel.scopes[0]};
     for (const auto& [param, grad] : m.helper.param_to_grad()) options.keep.insert(grad);
     options.keep.insert(m.parallel.losses.begin(), m.parallel.losses.end());
     options.keep.insert(m.loss);

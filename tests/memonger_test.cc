@@ -74,10 +74,10 @@ TEST(Memonger, GradientChainAlternatesTwoBuffers) {
 TEST(Memonger, RangesMustEndStrictlyBeforeTheNextBegins) {
   // a's last read is the op that writes b: sharing would make that op read and write one buffer.
   NetDef net = NetOf({GradientOp({"x"}, {"a"}), GradientOp({"a"}, {"b"}), GradientOp({"b", "x"}, {"y"})});
-  auto names = Share(net, {"", {"y"}});
+  auto names = Share(net, {{}, {"y"}});
   EXPECT_NE(names["a"], names["b"]);
   // Two outputs of one op are live together too.
-  auto pair = Share(NetOf({GradientOp({"x"}, {"p", "q"}), GradientOp({"p", "q"}, {"y"})}), {"", {"y"}});
+  auto pair = Share(NetOf({GradientOp({"x"}, {"p", "q"}), GradientOp({"p", "q"}, {"y"})}), {{}, {"y"}});
   EXPECT_NE(pair["p"], pair["q"]);
 }
 
@@ -86,7 +86,7 @@ TEST(Memonger, LongLivedBlobSharesWithNothingInsideItsRange) {
   // by the op that reads b, so they cannot share either.
   NetDef net = NetOf({GradientOp({"x"}, {"a"}), GradientOp({"x"}, {"b"}), GradientOp({"b"}, {"c"}),
                       GradientOp({"a", "c"}, {"y"})});
-  auto names = Share(net, {"", {"y"}});
+  auto names = Share(net, {{}, {"y"}});
   EXPECT_NE(names["b"], names["a"]);
   EXPECT_NE(names["c"], names["a"]);
   EXPECT_NE(names["c"], names["b"]);
@@ -97,7 +97,7 @@ TEST(Memonger, MostRecentlyFreedBufferIsReused) {
   // a dies at op 2 and b at op 3; c, written at op 4, takes b's buffer, the one freed last.
   NetDef net = NetOf({GradientOp({"x"}, {"a"}), GradientOp({"x"}, {"b"}), GradientOp({"a"}, {"y1"}),
                       GradientOp({"b"}, {"y2"}), GradientOp({"x"}, {"c"}), GradientOp({"c"}, {"y3"})});
-  auto names = Share(net, {"", {"y1", "y2", "y3"}});
+  auto names = Share(net, {{}, {"y1", "y2", "y3"}});
   EXPECT_EQ(names["c"], names["b"]);
   EXPECT_NE(names["c"], names["a"]);
 }
@@ -108,7 +108,7 @@ TEST(Memonger, WithSizesTheBestFittingBufferIsReused) {
   NetDef net =
       NetOf({GradientOp({"x"}, {"small"}), GradientOp({"x"}, {"big"}), GradientOp({"small"}, {"y1"}),
              GradientOp({"big"}, {"y2"}), GradientOp({"x"}, {"fresh"}), GradientOp({"fresh"}, {"y3"})});
-  MemongerOptions options{"", {"y1", "y2", "y3"}};
+  MemongerOptions options{{}, {"y1", "y2", "y3"}};
   EXPECT_EQ(Share(net, options)["fresh"], Share(net, options)["big"]);
   options.blob_bytes = {{"small", 40}, {"big", 400}, {"fresh", 40}};
   auto names = Share(net, options);
@@ -126,7 +126,7 @@ TEST(Memonger, WithSizesTheBestFittingBufferIsReused) {
 // read a recomputed one instead): then it shares like any other.
 TEST(Memonger, UnreadBlobsShareOnlyAsScratch) {
   NetDef net = NetOf({ForwardOp({"x"}, {"a", "mask"}), ForwardOp({"a"}, {"b"}), ForwardOp({"b"}, {"c"})});
-  MemongerOptions options{"", {"c"}, /*share_activations=*/true};
+  MemongerOptions options{{}, {"c"}, /*share_activations=*/true};
   EXPECT_EQ(Share(net, options)["mask"], "mask");
   options.scratch = {"mask"};
   auto names = Share(net, options);
@@ -138,14 +138,14 @@ TEST(Memonger, UnreadBlobsShareOnlyAsScratch) {
 TEST(Memonger, ActivationsShareOnlyWhenAsked) {
   NetDef net = NetOf({ForwardOp({"x"}, {"a"}), ForwardOp({"a"}, {"b"}), ForwardOp({"b"}, {"c"}),
                       GradientOp({"c"}, {"d"}), GradientOp({"d"}, {"e"}), GradientOp({"e"}, {"f"})});
-  auto names = Share(net, {"", {"f"}});
+  auto names = Share(net, {{}, {"f"}});
   EXPECT_EQ(names["a"], "a");
   EXPECT_EQ(names["b"], "b");
   EXPECT_EQ(names["c"], "c");
   EXPECT_EQ(names["d"], "__shared_0");
   EXPECT_EQ(names["e"], "__shared_1");
   EXPECT_EQ(names["f"], "f");
-  names = Share(net, {"", {"f"}, /*share_activations=*/true});
+  names = Share(net, {{}, {"f"}, /*share_activations=*/true});
   EXPECT_EQ(names["a"], "__shared_0");
   EXPECT_EQ(names["b"], "__shared_1");
   EXPECT_EQ(names["c"], "__shared_0");
@@ -158,7 +158,7 @@ TEST(Memonger, BlobsReadBeforeWrittenCarryStateAndStay) {
   NetDef net =
       NetOf({GradientOp({"iter"}, {"iter"}, "Iter"), GradientOp({"x", "running_mean"}, {"a"}),
              GradientOp({"a"}, {"running_mean"}), GradientOp({"x"}, {"b"}), GradientOp({"b"}, {"y"})});
-  auto names = Share(net, {"", {"y"}});
+  auto names = Share(net, {{}, {"y"}});
   EXPECT_EQ(names["iter"], "iter");
   EXPECT_EQ(names["running_mean"], "running_mean");
   EXPECT_NE(names["a"], "a");
@@ -169,7 +169,7 @@ TEST(Memonger, KeptAndExternalBlobsStay) {
   NetDef net = NetOf({GradientOp({"x"}, {"a"}), GradientOp({"a"}, {"b"}), GradientOp({"b"}, {"c"}),
                       GradientOp({"c"}, {"d"}), GradientOp({"d"}, {"e"})});
   net.add_external_output("c");
-  auto names = Share(net, {"", {"a"}});
+  auto names = Share(net, {{}, {"a"}});
   EXPECT_EQ(names["a"], "a");
   EXPECT_EQ(names["c"], "c");
   EXPECT_EQ(names["b"], "__shared_0");
@@ -180,10 +180,31 @@ TEST(Memonger, NamescopeLimitsTheBlobsAndNamesTheBuffers) {
   NetDef net = NetOf({GradientOp({"gpu_0/x"}, {"gpu_0/a"}), GradientOp({"gpu_0/a"}, {"gpu_0/b"}),
                       GradientOp({"gpu_0/b"}, {"gpu_0/c"}), GradientOp({"gpu_1/x"}, {"gpu_1/a"}),
                       GradientOp({"gpu_1/a"}, {"gpu_1/b"}), GradientOp({"gpu_1/b"}, {"gpu_1/c"})});
-  auto names = Share(net, {"gpu_0/", {"gpu_0/c"}});
+  auto names = Share(net, {{"gpu_0/"}, {"gpu_0/c"}});
   EXPECT_EQ(names["gpu_0/a"], "gpu_0/__shared_0");
   EXPECT_EQ(names["gpu_0/b"], "gpu_0/__shared_1");
   for (const char* blob : {"gpu_1/a", "gpu_1/b", "gpu_1/c"}) EXPECT_EQ(names[blob], blob);
+}
+
+// The memory plan shares every device's blobs in one call: each device's under its own scope.
+TEST(Memonger, SeveralNamescopesShareTheirDevicesBlobs) {
+  NetDef net;
+  for (int device : {0, 1}) {
+    const std::string scope = fmt::format("gpu_{}/", device);
+    for (const auto& [in, out] : {std::pair{"x", "a"}, {"a", "b"}, {"b", "c"}}) {
+      OperatorDef op = GradientOp({scope + in}, {scope + out});
+      SetDevice(&op, Device{DeviceType::kCpu, device});
+      *net.add_op() = op;
+    }
+  }
+  *net.add_op() = GradientOp({"x"}, {"unscoped"});
+  *net.add_op() = GradientOp({"unscoped"}, {"y"});
+  auto names = Share(net, {{"gpu_0/", "gpu_1/"}, {"gpu_0/c", "gpu_1/c", "y"}});
+  for (const char* scope : {"gpu_0/", "gpu_1/"}) {
+    EXPECT_EQ(names[fmt::format("{}a", scope)], fmt::format("{}__shared_0", scope));
+    EXPECT_EQ(names[fmt::format("{}b", scope)], fmt::format("{}__shared_1", scope));
+  }
+  EXPECT_EQ(names["unscoped"], "unscoped");
 }
 
 TEST(Memonger, DevicesNeverShareABuffer) {
@@ -194,7 +215,7 @@ TEST(Memonger, DevicesNeverShareABuffer) {
   // d1's a dies before d0's b is written, but they belong to different devices.
   NetDef net = NetOf({on(GradientOp({"x"}, {"a"}), 1), on(GradientOp({"a"}, {"y1"}), 1),
                       on(GradientOp({"x"}, {"b"}), 0), on(GradientOp({"b"}, {"y0"}), 0)});
-  auto names = Share(net, {"", {"y0", "y1"}});
+  auto names = Share(net, {{}, {"y0", "y1"}});
   EXPECT_NE(names["a"], names["b"]);
 }
 
@@ -203,7 +224,7 @@ TEST(Memonger, CollectiveOpsKeepTheirBlobs) {
   NetDef net = NetOf({GradientOp({"x"}, {"t"}), GradientOp({"t"}, {"g0"}), GradientOp({"x"}, {"g1"}),
                       GradientOp({"g0", "g1"}, {"g0", "g1"}, "Allreduce"), GradientOp({"x"}, {"c"}),
                       GradientOp({"c", "g0", "g1"}, {"y"})});
-  auto names = Share(net, {"", {"y"}});
+  auto names = Share(net, {{}, {"y"}});
   EXPECT_EQ(names["g0"], "g0");
   EXPECT_EQ(names["g1"], "g1");
   EXPECT_EQ(names["c"], names["t"]);
@@ -213,7 +234,7 @@ TEST(Memonger, InplaceOpsStayInplace) {
   // a is rewritten in place by op 1; its whole range [0, 2] is one buffer, which b then reuses.
   NetDef net = NetOf({GradientOp({"x"}, {"a"}), GradientOp({"a"}, {"a"}, "Relu"), GradientOp({"a"}, {"y"}),
                       GradientOp({"x"}, {"b"}), GradientOp({"b"}, {"z"})});
-  NetDef shared = ShareBlobs(net, {"", {"y", "z"}});
+  NetDef shared = ShareBlobs(net, {{}, {"y", "z"}});
   EXPECT_EQ(shared.op(1).input(0), shared.op(1).output(0));
   EXPECT_EQ(shared.op(0).output(0), shared.op(1).input(0));
   EXPECT_EQ(shared.op(2).input(0), shared.op(0).output(0));
@@ -222,7 +243,7 @@ TEST(Memonger, InplaceOpsStayInplace) {
 
 TEST(Memonger, SharedNamesAvoidExistingBlobs) {
   NetDef net = NetOf({GradientOp({"__shared_0"}, {"a"}), GradientOp({"a"}, {"y"})});
-  auto names = Share(net, {"", {"y"}});
+  auto names = Share(net, {{}, {"y"}});
   EXPECT_EQ(names["__shared_0"], "__shared_0");
   EXPECT_EQ(names["a"], "__shared_1");
 }

@@ -51,16 +51,15 @@ OperatorDef* ModelHelper::AddOp(OperatorDef op) {
 std::string ModelHelper::CreateParam(const std::string& name, const Shape& shape, const FillSpec& fill,
                                      ParamTag tag) {
   std::string scoped = Scoped(name);
-  for (const auto& param : params_)
-    if (param.name == scoped)
-      throw InvalidInput(
-          fmt::format("parameter '{}' is created twice in model '{}'; give each layer its own name", scoped,
-                      net_.name()));
+  if (param_index_.count(scoped))
+    throw InvalidInput(fmt::format(
+        "parameter '{}' is created twice in model '{}'; give each layer its own name", scoped, net_.name()));
   std::vector<Arg> args = fill.args;
   args.emplace_back("shape", std::vector<int64_t>(shape.begin(), shape.end()));
   OperatorDef op = MakeOperatorDef(fill.type, {}, {scoped}, args);
   // A misspelled fill or fill argument fails here, where the layer is built, not at the first run.
   SchemaRegistry::Of(op).Verify(op);
+  param_index_[scoped] = params_.size();
   params_.push_back({scoped, shape, tag, device_});
   if (init_params_) {
     SetDevice(&op, device_);
@@ -81,8 +80,8 @@ std::vector<std::string> ModelHelper::GetParams(const std::string& scope, std::v
 }
 
 const ParamInfo& ModelHelper::Param(const std::string& name) const {
-  for (const auto& param : params_)
-    if (param.name == name) return param;
+  auto it = param_index_.find(name);
+  if (it != param_index_.end()) return params_[it->second];
   throw InvalidInput(fmt::format("model '{}' has no parameter '{}'", net_.name(), name));
 }
 

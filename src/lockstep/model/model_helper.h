@@ -122,6 +122,7 @@ class ModelHelper {
   Device device_;
   Replica replica_;
   std::vector<ParamInfo> params_;
+  std::map<std::string, size_t> param_index_;  // name -> its place in params_: a net of many devices has many
   std::map<std::string, std::string> param_to_grad_;
 };
 

@@ -1,6 +1,7 @@
 #include "lockstep/parallel/fuse_relu.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <vector>
 
 #include "lockstep/core/net_def.h"
@@ -20,26 +21,38 @@ bool Writes(const OperatorDef& op, const std::string& blob) {
 
 bool OnCpu(const OperatorDef& op) { return DeviceOf(op).type == DeviceType::kCpu; }
 
-// The net's ops with those already fused away skipped.
+// The net's ops with those already fused away skipped, and for each blob the ops that use it: the nets of
+// many devices have tens of thousands of ops, too many to scan for every pair.
 class Ops {
  public:
-  explicit Ops(NetDef* net) : net_(net), removed_(net->op_size(), false) {}
+  explicit Ops(NetDef* net) : net_(net), removed_(net->op_size(), false) {
+    for (int i = 0; i < size(); ++i) Index(i);
+  }
 
   int size() const { return net_->op_size(); }
   OperatorDef& operator[](int i) { return *net_->mutable_op(i); }
   bool removed(int i) const { return removed_[i]; }
   void Remove(int i) { removed_[i] = true; }
+  // Records the blobs op i reads and writes, after it was rewritten.
+  void Index(int i) {
+    for (const auto* names : {&net_->op(i).input(), &net_->op(i).output()})
+      for (const auto& name : *names) {
+        std::vector<int>& ops = uses_[name];
+        auto at = std::lower_bound(ops.begin(), ops.end(), i);
+        if (at == ops.end() || *at != i) ops.insert(at, i);
+      }
+  }
 
   // The first op after `from` that reads or writes `blob`, or -1.
   int NextUse(int from, const std::string& blob) const {
-    for (int i = from + 1; i < size(); ++i)
+    for (int i : UsesAfter(from, blob))
       if (!removed_[i] && (Reads(net_->op(i), blob) || Writes(net_->op(i), blob))) return i;
     return -1;
   }
 
   // Whether an op after `from` reads the value `blob` holds there (before an op writes it again).
   bool ReadAfter(int from, const std::string& blob) const {
-    for (int i = from + 1; i < size(); ++i) {
+    for (int i : UsesAfter(from, blob)) {
       if (removed_[i]) continue;
       if (Reads(net_->op(i), blob)) return true;
       if (Writes(net_->op(i), blob)) return false;
@@ -49,8 +62,10 @@ class Ops {
 
   // Whether an op strictly between `from` and `to` writes `blob` (or, with `or_reads`, reads it).
   bool TouchedBetween(int from, int to, const std::string& blob, bool or_reads) const {
-    for (int i = from + 1; i < to; ++i)
+    for (int i : UsesAfter(from, blob)) {
+      if (i >= to) break;
       if (!removed_[i] && (Writes(net_->op(i), blob) || (or_reads && Reads(net_->op(i), blob)))) return true;
+    }
     return false;
   }
 
@@ -78,8 +93,16 @@ class Ops {
   }
 
  private:
+  // The ops after `from` that use or used `blob` (a rewritten op may no longer: callers check), in order.
+  std::vector<int> UsesAfter(int from, const std::string& blob) const {
+    auto it = uses_.find(blob);
+    if (it == uses_.end()) return {};
+    return {std::upper_bound(it->second.begin(), it->second.end(), from), it->second.end()};
+  }
+
   NetDef* net_;
   std::vector<bool> removed_;
+  std::unordered_map<std::string, std::vector<int>> uses_;
 };
 
 // Add(A, B) -> S, Relu(S) -> Y  =>  Add(A, B, relu=1) -> Y, where the Add stood; Conv likewise.
@@ -94,6 +117,7 @@ bool FuseReluIntoProducer(Ops& ops, int i, const std::set<std::string>& keep) {
   if (Reads(producer, y) || ops.TouchedBetween(i, j, y, /*or_reads=*/true)) return false;
   producer.set_output(0, y);
   SetArgument(&producer, Arg("relu", 1));
+  ops.Index(i);
   ops.Remove(j);
   return true;
 }
@@ -117,6 +141,7 @@ bool FuseSumReluGradient(Ops& ops, int i, const std::set<std::string>& keep) {
   gradient.clear_input();
   gradient.add_input(y);
   for (const auto& part : sum.input()) gradient.add_input(part);
+  ops.Index(j);
   ops.Remove(i);
   return true;
 }
@@ -141,6 +166,7 @@ bool FuseAveragePoolReluGradient(Ops& ops, int i, const std::set<std::string>& k
   gradient.add_input(x);
   gradient.add_input(dy);
   *gradient.mutable_arg() = pool.arg();
+  ops.Index(j);
   ops.Remove(i);
   return true;
 }

@@ -13,7 +13,8 @@
 namespace lockstep {
 
 struct MemongerOptions {
-  std::string namescope;           // only blobs whose names start with this ("" = all); devices never share
+  // Only blobs under one of these name scopes (none: every blob); a device's blobs share with its own only.
+  std::vector<std::string> namescopes;
   std::set<std::string> keep;      // never renamed: parameter gradients, losses, blobs other nets read, ...
   bool share_activations = false;  // also share forward-pass blobs; by default only gradient blobs
   // Bytes of every blob the net writes (e.g. the capacities after one step without sharing). When given, a
@@ -26,7 +27,7 @@ struct MemongerOptions {
 inline constexpr char kSharedBlobMarker[] = "__shared_";
 
 // Returns `net` with blobs renamed so that blobs with disjoint lifetimes share a name (and so a buffer).
-// A blob may be renamed when it is under the namescope, not kept, not an external input or output of the
+// A blob may be renamed when it is under a namescope, not kept, not an external input or output of the
 // net, written before it is read (a blob read first carries state across runs), read by some op (a blob
 // only written is a result the caller fetches) unless it is scratch, not touched by a collective
 // op, and not a workspace object (OpSchema::ObjectInputs). Two blobs share only if the last op using one

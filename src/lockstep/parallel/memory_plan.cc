@@ -127,28 +127,23 @@ MemoryPlan PlanMemory(NetDef* net, const NetDef& init_net, const MemoryPlanOptio
 
   std::vector<Arena> arenas;
   std::set<std::string> placed;
-  if (options.share) {
+  if (options.share && !options.scopes.empty()) {
+    MemongerOptions memonger;
+    memonger.namescopes = options.scopes;
+    memonger.keep = options.keep;
+    memonger.scratch = options.scratch;
+    memonger.share_activations = true;
+    if (!plan.unknown.empty()) {  // without sizes: shared names, most recently freed first
+      *net = ShareBlobs(*net, memonger);
+      return plan;
+    }
+    memonger.blob_bytes = bytes;
+    std::vector<PlacedBlob> blobs;
+    for (const auto& [device, size] : PlaceBlobs(net, memonger, &blobs)) arenas.push_back({device, size});
     std::vector<BufferPlacement> placements;
-    for (const auto& scope : options.scopes) {
-      MemongerOptions memonger;
-      memonger.namescope = scope;
-      memonger.keep = options.keep;
-      memonger.scratch = options.scratch;
-      memonger.share_activations = true;
-      if (!plan.unknown.empty()) {  // without sizes: shared names, most recently freed first
-        *net = ShareBlobs(*net, memonger);
-        continue;
-      }
-      for (const auto& [name, size] : bytes)
-        if (name.compare(0, scope.size(), scope) == 0) memonger.blob_bytes[name] = size;
-      std::vector<PlacedBlob> blobs;
-      const int first_arena = static_cast<int>(arenas.size());
-      for (const auto& [device, size] : PlaceBlobs(net, memonger, &blobs)) arenas.push_back({device, size});
-      for (const auto& blob : blobs) {
-        placements.push_back(
-            {PlacedName(*net, blob.name), first_arena + blob.buffer, blob.offset, blob.bytes});
-        placed.insert(blob.name);
-      }
+    for (const auto& blob : blobs) {
+      placements.push_back({PlacedName(*net, blob.name), blob.buffer, blob.offset, blob.bytes});
+      placed.insert(blob.name);
     }
     WriteBufferPlacement(net, arenas, placements);
   }
