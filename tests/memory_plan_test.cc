@@ -269,6 +269,25 @@ TEST(MemoryPlan, PlanMemoryTrainsNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir / "run"));
 }
 
+// A run that saves checkpoints writes each from a copy of one replica's state, which the host budget holds:
+// LeNet's 129,068 parameters and as many momentum values (and the iteration counter), 1008 KiB.
+TEST(MemoryPlan, ACheckpointCopyIsPlannedWhenCheckpointsAreSaved) {
+  TempDirectory dir;
+  for (int devices : {1, 2})
+    for (const char* save : {"", "m"}) {
+      SCOPED_TRACE(fmt::format("{} devices, --save_model_name '{}'", devices, save));
+      TrainerConfig config = NullLeNet(dir / "run");
+      config.plan_memory = true;
+      config.num_devices = devices;
+      config.save_model_name = save;
+      ::testing::internal::CaptureStdout();
+      lockstep::Train(config);
+      const std::string output = ::testing::internal::GetCapturedStdout();
+      ASSERT_NE(output.find("memory plan: peak "), std::string::npos) << output;
+      EXPECT_EQ(output.find(" + checkpoint copy 1008 KiB + ") != std::string::npos, *save != '\0') << output;
+    }
+}
+
 // The largest --batch_size that --plan_memory names for `config` (with a 16 GiB limit), or -1 for none.
 int64_t PlannedLargestBatch(TrainerConfig config) {
   config.plan_memory = true;

@@ -46,10 +46,19 @@ struct Budget {
   std::string limit_what;
 };
 
+// With --save_model_name, the copy of one replica's state (parameters, optimizer state, statistics) that a
+// checkpoint is written from while training goes on, in host memory whatever the devices.
+size_t CheckpointCopyBytes(const TrainerConfig& config, const MemoryPlan& plan) {
+  if (config.save_model_name.empty()) return 0;
+  size_t state = 0;
+  for (const auto& [device, use] : plan.devices) state += use.parameters + use.state;
+  return state / (config.num_devices / config.model_parallel);
+}
+
 std::vector<Budget> Budgets(const TrainerConfig& config, const MemoryPlan& plan, size_t in_use) {
   const bool given = config.memory_limit_gb > 0;
   const size_t given_bytes = static_cast<size_t>(config.memory_limit_gb * double(1 << 30));
-  Budget host{"host memory", in_use, given_bytes, "--memory_limit_gb"};
+  Budget host{"host memory", in_use + CheckpointCopyBytes(config, plan), given_bytes, "--memory_limit_gb"};
   if (!given) host.limit = MachineBytes(&host.limit_what);
   std::vector<Budget> budgets;
   for (const auto& [device, use] : plan.devices) {
@@ -88,9 +97,11 @@ void ReportMemoryPlan(const TrainerConfig& config, const MemoryPlan& plan,
   if (config.use_cpu) LoadKernelGenerators(ParseFloatType(config.dtype, "--dtype"));
   const size_t in_use = ResidentBytes();
   const std::vector<Budget> budgets = Budgets(config, plan, in_use);
-  fmt::print("memory plan: peak {} = tensors {} + {} in use before them; limit {} ({}){}\n",
-             FormatBytes(budgets[0].used), FormatBytes(budgets[0].used - in_use), FormatBytes(in_use),
-             FormatBytes(budgets[0].limit), budgets[0].limit_what,
+  const size_t checkpoint = CheckpointCopyBytes(config, plan);
+  fmt::print("memory plan: peak {} = tensors {}{} + {} in use before them; limit {} ({}){}\n",
+             FormatBytes(budgets[0].used), FormatBytes(budgets[0].used - in_use - checkpoint),
+             checkpoint ? fmt::format(" + checkpoint copy {}", FormatBytes(checkpoint)) : "",
+             FormatBytes(in_use), FormatBytes(budgets[0].limit), budgets[0].limit_what,
              config.share_buffers ? "" : "; buffers not shared (--share_buffers=false)");
   for (size_t i = 1; i < budgets.size(); ++i)
     fmt::print("memory plan: {} peak {}; limit {} ({})\n", budgets[i].memory, FormatBytes(budgets[i].used),
