@@ -281,6 +281,9 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
       {base + "--model lenet --epochs=3 --load_model x",
        "unknown flag --epochs; did you mean --num_epochs?; unknown flag --load_model; did you mean "
        "--load_model_path?"},
+      {base + "--num_layers 18",
+       "unknown flag --num_layers; the depth is in the model's name: --model resnet18, resnet34, resnet50 or "
+       "resnet101"},
       {base + "--model lenet stray",
        "unexpected argument(s) stray (`lockstep train --help` lists the flags)"},
       {"evl --use_cpu",
@@ -294,6 +297,7 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
        "does not match fashion-mnist"},
       {base + "--model lenet --num_gpus 3", "--batch_size 4 does not divide evenly among 3 replicas"},
       {base + "--model lenet --num_gpus 0", "--num_gpus must be at least 1"},
+      {base + "--model lenet --gpus 1,1", "--gpus takes distinct device ids, e.g. --gpus 0,1"},
       {base + "--model lenet --num_gpus 2 --model_parallel 3", "--num_gpus 2 does not divide into replicas"},
       {base + "--model lenet --micro_batches 3", "among 1 replica x 3 micro-batches; use a multiple of 3"},
       {"train --use_cpu --train_data null --image_size 32 --epoch_size 20 --batch_size 20 --model lenet "

@@ -125,6 +125,15 @@ std::string NearestFlag(const std::string& name, const std::vector<std::string>&
   return "";
 }
 
+// Flags of Caffe2's later trainer script (imagenet_trainer.py) that lockstep spells otherwise, with what to
+// pass instead: the nearest flag name would send the user the wrong way (--num_layers to --num_labels).
+std::string InsteadOfCaffe2Flag(const std::string& name) {
+  if (name == "num_layers")
+    return "the depth is in the model's name: --model resnet18, resnet34, resnet50 or resnet101";
+  if (name == "use_ideep") return "CPUs always run on oneDNN: pass --use_cpu";
+  return "";
+}
+
 std::string UnknownArguments(const CLI::App& app) {
   const CLI::App* command = GivenCommand(app);
   std::vector<std::string> flags;
@@ -135,9 +144,12 @@ std::string UnknownArguments(const CLI::App& app) {
   for (const std::string& extra : extras) {
     if (extra.rfind("--", 0) != 0) continue;
     const std::string name = extra.substr(2, extra.find('=') - 2);
+    const std::string instead = InsteadOfCaffe2Flag(name);
     const std::string meant = NearestFlag(name, flags);
     problems.push_back(fmt::format("unknown flag --{}{}", name,
-                                   meant.empty() ? "" : fmt::format("; did you mean --{}?", meant)));
+                                   !instead.empty() ? "; " + instead
+                                   : meant.empty()  ? ""
+                                                    : fmt::format("; did you mean --{}?", meant)));
   }
   if (problems.empty()) problems.push_back(fmt::format("unexpected argument(s) {}", fmt::join(extras, " ")));
   return fmt::format("{} (`{} --help` lists the flags)", fmt::join(problems, "; "),

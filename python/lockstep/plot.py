@@ -33,6 +33,7 @@ ITERATION_COLUMNS = (
 DPI = 100
 WIDTH_INCHES = 8.0
 PANEL_INCHES = 2.6
+LINE_STYLES = ("-", "--", ":", "-.")  # a log's runs, in order
 
 
 class Log(dict):
@@ -49,6 +50,14 @@ class Log(dict):
         if self.kind == EPOCH:
             return self["epoch"]
         return (self["epoch"] - 1) * self["iterations"] + self["iteration"]
+
+    def runs(self):
+        """The runs the log holds, as slices of its rows: an iteration log gets the rows of every run that
+        wrote it, and a fresh run starts over at a smaller x than the last row (a run resumed from its newest
+        checkpoint goes on above it)."""
+        x = self.x()
+        starts = [0] + [i for i in range(1, len(x)) if x[i] <= x[i - 1]] + [len(x)]
+        return [slice(begin, end) for begin, end in zip(starts, starts[1:])]
 
     def test_accuracy(self):
         """The test accuracy with NaN where there was none (the epoch log writes -1 without test data), or
@@ -113,15 +122,15 @@ def _kind(header):
 
 def plot(logs, output, labels=None):
     """Draws the logs (paths or Logs of one kind) into the PNG `output`: panels for the training loss,
-    training accuracy, test accuracy (when some log has it) and images/s, one line per log labelled by its
-    file name or by `labels`. Writes a temporary file beside `output` and renames it, so that `output` is
+    training accuracy, test accuracy (when some log has it) and images/s, one colour per log labelled by its
+    file name or by `labels`, one line per run it holds (dashed and dotted after the first). Writes a temporary file beside `output` and renames it, so that `output` is
     either the whole new PNG or what it was before. Returns the panel titles."""
     logs = [log if isinstance(log, Log) else read_log(log) for log in logs]
     if not logs:
         raise ValueError("no logs to plot")
     labels = _labels(logs) if labels is None else list(labels)
     if len(labels) != len(logs):
-        raise ValueError(f"{len(labels)} labels for {len(logs)} logs")
+        raise ValueError(f"{_count(len(labels), 'label')} for {_count(len(logs), 'log')}")
     kinds = {log.kind for log in logs}
     if len(kinds) > 1:
         raise ValueError(
@@ -151,9 +160,15 @@ def plot(logs, output, labels=None):
     for ax, (title, values) in zip(axes, panels):
         for number, (log, label) in enumerate(zip(logs, labels)):
             y = values(log)
-            if y is not None:  # the log's colour stays the same in every panel, with test accuracy or not
-                ax.plot(log.x(), y, color=f"C{number % 10}", marker="o" if len(y) < 30 else None,
-                        markersize=3, label=label)
+            if y is None:
+                continue
+            runs = log.runs()
+            for run_number, run in enumerate(runs):
+                # The log's colour stays the same in every panel, with test accuracy or not.
+                ax.plot(log.x()[run], y[run], color=f"C{number % 10}", linestyle=LINE_STYLES[run_number % 4],
+                        marker="o" if len(y) < 30 else None, markersize=3,
+                        label=(f"{label} ({len(runs)} runs)" if len(runs) > 1 else label) if run_number == 0
+                        else None)
         ax.set_ylabel(title)
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize="small")
@@ -162,6 +177,10 @@ def plot(logs, output, labels=None):
         axes[-1].xaxis.get_major_locator().set_params(integer=True)
     _write_atomically(figure, os.fspath(output))
     return [title for title, _ in panels]
+
+
+def _count(number, noun):
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _labels(logs):
@@ -195,10 +214,15 @@ def _write_atomically(figure, output):
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line: the usage is in --help."""
+    """An ArgumentParser whose errors are one line, said by `speaker` as the other errors are: the usage is
+    in --help."""
+
+    def __init__(self, speaker, **kwargs):
+        super().__init__(**kwargs)
+        self.speaker = speaker
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(2, f"{self.speaker}: error: {message} (see {self.prog} --help)\n")
 
 
 def main(argv=None):
@@ -208,6 +232,7 @@ def main(argv=None):
     command = os.environ.get("LOCKSTEP_PLOT_COMMAND", "python3 -m lockstep.plot")
     speaker = "lockstep" if command.startswith("lockstep ") else "lockstep.plot"
     parser = _Parser(
+        speaker,
         prog=command,
         description="Draw training curves from lockstep's CSV logs into one PNG: training loss, training "
         "accuracy, test accuracy (when a log has it) and images/s, one line per log. Takes the per-epoch "
@@ -224,7 +249,7 @@ def main(argv=None):
         if args.labels is not None:
             labels = args.labels.split(",")
             if len(labels) != len(args.logs):
-                parser.error(f"--labels has {len(labels)} labels for {len(args.logs)} logs")
+                parser.error(f"--labels has {_count(len(labels), 'label')} for {_count(len(args.logs), 'log')}")
         if not args.output.lower().endswith(".png"):
             parser.error(f"-o {args.output}: the output is a PNG; name it *.png")
     except SystemExit as e:  # argparse exits; callers of main get the status instead
@@ -250,7 +275,7 @@ def main(argv=None):
     except OSError as e:
         print(f"{speaker}: error: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
         return 1
-    print(f"wrote {args.output}: {len(logs)} log{'s' if len(logs) > 1 else ''}, "
+    print(f"wrote {args.output}: {_count(len(logs), 'log')}, "
           f"{', '.join(titles)}")
     return 0
 

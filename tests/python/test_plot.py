@@ -87,6 +87,22 @@ def test_reads_iteration_log_with_iterations_since_the_start(tmp_path):
     assert log.test_accuracy() is None
 
 
+def test_an_iteration_log_holds_each_run_that_wrote_it(tmp_path):
+    path = iteration_log(tmp_path / "iter.csv", iterations=4, epochs=2)
+    rows = path.read_text().splitlines()[1:]
+    with open(path, "a") as f:  # a fresh run appends its rows from iteration 1 again
+        f.write("\n".join(rows[:3]) + "\n")
+    log = lsplot.read_log(path)
+    assert log.runs() == [slice(0, 8), slice(8, 11)]
+    np.testing.assert_array_equal(log.x()[log.runs()[1]], [1, 2, 3])
+    # A run resumed from its newest checkpoint goes on above the last row: still one run.
+    resumed = lsplot.read_log(iteration_log(tmp_path / "resumed.csv", iterations=4, epochs=3))
+    assert resumed.runs() == [slice(0, 12)]
+    output = tmp_path / "runs.png"
+    lsplot.plot([log, resumed], output)
+    expect_png(output, panels=3)
+
+
 def test_header_only_log_reads_as_empty_columns(tmp_path):
     path = tmp_path / "iter.csv"
     path.write_text(ITERATION_HEADER + "\n")
@@ -191,7 +207,7 @@ def test_main_leaves_out_logs_without_rows_when_others_have_some(tmp_path, capsy
     "arguments, status, message",
     [
         (["{log}"], 2, "the following arguments are required: -o/--output"),
-        (["{log}", "-o", "{dir}/x.png", "--labels", "a,b"], 2, "--labels has 2 labels for 1 logs"),
+        (["{log}", "-o", "{dir}/x.png", "--labels", "a,b"], 2, "lockstep.plot: error: --labels has 2 labels for 1 log"),
         (["{log}", "-o", "{dir}/x.pdf"], 2, "-o {dir}/x.pdf: the output is a PNG"),
         (["{dir}/missing.log", "-o", "{dir}/x.png"], 2, "{dir}/missing.log: cannot read it"),
         (["{log}", "-o", "{dir}/a.log/x.png"], 1, "cannot write {dir}/a.log/x.png: Not a directory"),

@@ -29,7 +29,8 @@ void ResolveDevices(const GivenOptions& given, TrainerConfig* c) {
   if (given.count("gpus")) {
     std::vector<int> sorted = c->gpus;
     std::sort(sorted.begin(), sorted.end());
-    if (sorted.empty() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    if (sorted.empty()) throw InvalidInput("--gpus lists no device; name at least one, e.g. --gpus 0,1");
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
       throw InvalidInput("--gpus takes distinct device ids, e.g. --gpus 0,1");
     if (given.count("num_gpus") && c->num_devices != static_cast<int>(c->gpus.size()))
       throw InvalidInput(fmt::format("--gpus lists {} devices but --num_gpus is {}; give one of them",
