@@ -313,9 +313,8 @@ LOCKSTEP_OPERATOR_SCHEMA(AveragePoolGradient)
 LOCKSTEP_OPERATOR_SCHEMA(AveragePoolReluGradient)
     .SetDoc(
         "dX = ReluGradient(X, AveragePoolGradient(X, Y, dY)) where X is a Relu's output, in one pass and "
-        "with "
-        "the same bits, for windows that tile the plane (global_pooling, or a kernel equal to its stride "
-        "without pad); in X's layout and dtype.")
+        "with the same bits, for windows that tile the plane (global_pooling, or a kernel equal to its "
+        "stride without pad); in X's layout and dtype.")
     .Input(0, "X", "AveragePool's input, a Relu's output: (N, C, H, W), any layout")
     .Input(1, "dY", "the gradient of AveragePool's output, any layout")
     .Output(0, "dX", "X's shape and layout")

@@ -194,8 +194,8 @@ std::vector<std::pair<Device, size_t>> PlaceBlobs(NetDef* net, const MemongerOpt
   const NameScopes scopes(options.namescopes);
   const auto renamable = Renamable(*net, options, scopes);
   auto round_up = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
-  std::vector<std::pair<const std::string*, size_t>>
-      blobs;  // with their bytes: largest first, then by first write
+  // The blobs to place with their bytes: largest first, then by first write.
+  std::vector<std::pair<const std::string*, size_t>> blobs;
   for (const auto& name : order)
     if (renamable(name, lifetimes.at(name)))
       if (const size_t bytes = round_up(BytesOf(options, name)); bytes > 0) blobs.push_back({&name, bytes});
