@@ -45,6 +45,11 @@ OperatorDef GradientOp(const std::string& type, const std::vector<std::string>& 
   return op;
 }
 
+OperatorDef WithArgs(OperatorDef op, const std::vector<Arg>& args) {
+  for (const Arg& arg : args) SetArgument(&op, arg);
+  return op;
+}
+
 std::vector<std::string> Inputs(const OperatorDef& op) { return {op.input().begin(), op.input().end()}; }
 
 }  // namespace
@@ -168,20 +173,14 @@ TEST(FuseRelu, AveragePoolReluGradientIsPoolGradientThenReluGradient) {
           SCOPED_TRACE(fmt::format("{} {} {} window, dY {}", DataTypeName(dtype), layout, window,
                                    dy_in_x_layout ? "in X's layout" : "plain"));
           Workspace ws;
-          FeedRandom(&ws, "pre", {2, 16, 9, 7}, 1, dtype,
-                     lay_out);  // 9 and 7: rows and columns past the last window
+          // 9 x 7: rows and columns past the last window.
+          FeedRandom(&ws, "pre", {2, 16, 9, 7}, 1, dtype, lay_out);
           RunOp(&ws, MakeOperatorDef("Relu", {"pre"}, {"x"}));
           RunOp(&ws, MakeOperatorDef("AveragePool", {"x"}, {"y"}, args));
           FeedRandom(&ws, "dy", Plain(ws.Blob("y")).shape(), 2, dtype, dy_in_x_layout ? lay_out : Plain);
-          auto pooling_gradient = [&](const std::string& type, const std::vector<std::string>& inputs,
-                                      const std::string& output) {
-            OperatorDef op = GradientOp(type, inputs, {output});
-            for (const Arg& arg : args) SetArgument(&op, arg);
-            return op;
-          };
-          RunOp(&ws, pooling_gradient("AveragePoolGradient", {"x", "y", "dy"}, "g"));
+          RunOp(&ws, WithArgs(GradientOp("AveragePoolGradient", {"x", "y", "dy"}, {"g"}), args));
           RunOp(&ws, GradientOp("ReluGradient", {"x", "g"}, {"expected"}));
-          RunOp(&ws, pooling_gradient("AveragePoolReluGradient", {"x", "dy"}, "fused"));
+          RunOp(&ws, WithArgs(GradientOp("AveragePoolReluGradient", {"x", "dy"}, {"fused"}), args));
           ExpectSameBits(ws.Blob("fused"), ws.Blob("expected"));
         }
 }
@@ -234,10 +233,8 @@ TEST(FuseRelu, FusesPairsWhoseIntermediateOnlyTheReluReads) {
   *net.add_op() = GradientOp("ReluGradient", {"y3", "d_y3"}, {"d_s3"});
   // A pool's gradient read by the ReluGradient of the pool's input, over windows that tile: fused.
   auto pool_gradient = [](const std::string& x, const std::string& dx, int kernel, int stride) {
-    OperatorDef op = GradientOp("AveragePoolGradient", {x, "p_" + x, "d_p_" + x}, {dx});
-    SetArgument(&op, Arg("kernel", kernel));
-    SetArgument(&op, Arg("stride", stride));
-    return op;
+    return WithArgs(GradientOp("AveragePoolGradient", {x, "p_" + x, "d_p_" + x}, {dx}),
+                    {Arg("kernel", kernel), Arg("stride", stride)});
   };
   *net.add_op() = pool_gradient("y4", "d_y4", 2, 2);
   *net.add_op() = GradientOp("ReluGradient", {"y4", "d_y4"}, {"d_s4"});
