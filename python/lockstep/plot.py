@@ -123,8 +123,9 @@ def _kind(header):
 def plot(logs, output, labels=None):
     """Draws the logs (paths or Logs of one kind) into the PNG `output`: panels for the training loss,
     training accuracy, test accuracy (when some log has it) and images/s, one colour per log labelled by its
-    file name or by `labels`, one line per run it holds (dashed and dotted after the first). Writes a temporary file beside `output` and renames it, so that `output` is
-    either the whole new PNG or what it was before. Returns the panel titles."""
+    file name or by `labels`, one line per run it holds (dashed and dotted after the first). Writes a
+    temporary file beside `output` and renames it, so that `output` is either the whole new PNG or what it
+    was before. Returns the panel titles."""
     logs = [log if isinstance(log, Log) else read_log(log) for log in logs]
     if not logs:
         raise ValueError("no logs to plot")
