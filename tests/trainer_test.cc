@@ -326,14 +326,14 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
 }
 
 // Ctrl-C stops a one-process run between two steps (a second signal at once is the same request): it saves a
-// mid-epoch checkpoint of the last step (whose resumption MidEpochCheckpoints tests), says where it stopped,
-// and exits 130 as a shell reports SIGINT.
+// mid-epoch checkpoint of the last step (whose resumption MidEpochCheckpoints tests), which counts toward
+// --keep_checkpoints, says where it stopped, and exits 130 as a shell reports SIGINT.
 TEST(TrainerCli, SigintStopsBetweenStepsAndSavesWhereItStopped) {
   fs::path dir = FreshDir("sigint");
   const std::string flags =
       "train --use_cpu --model lenet --train_data null --num_channels 1 --image_size 28 --num_labels 10 "
       "--batch_size 8 --epoch_size 800000 --num_epochs 2 --threads 1 --log_every_iters 1 --save_model_name m "
-      "--file_store_path " +
+      "--checkpoint_every_iters 1 --keep_checkpoints 2 --file_store_path " +
       dir.string() + " --log_dir " + dir.string();
   const fs::path output = dir / "output.txt";
   const pid_t pid = fork();
@@ -370,6 +370,9 @@ TEST(TrainerCli, SigintStopsBetweenStepsAndSavesWhereItStopped) {
 
   EXPECT_EQ(LatestCheckpoint(dir.string(), "m"), std::string(match[2]))
       << "--load_model_path latest takes it";
+  const auto kept = IterationCheckpoints(dir.string(), "m");  // one a step, the newest 2 kept
+  ASSERT_EQ(kept.size(), std::min<size_t>(2, std::stoul(match[1].str())));
+  EXPECT_EQ(kept.back().second, std::string(match[2]));
 }
 
 // LOCKSTEP_MAX_STEPS caps every epoch, says so, and leaves the epochs and their files as they were.

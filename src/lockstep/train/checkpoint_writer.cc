@@ -43,6 +43,10 @@ void CheckpointWriter::SaveNow(const std::string& path, const Workspace& ws, con
   WaitForWrite(lock);
   snapshot_.Take(ws, scope, names, state);
   snapshot_.Write(path);
+  // A mid-epoch checkpoint written now (where a stopped run stopped) counts as those written in the
+  // background.
+  if (path == IterationCheckpointPath(directory_, name_, state.iteration))
+    RemoveOldCheckpoints(state.iteration);
 }
 
 void CheckpointWriter::ThrowIfFailed() {
