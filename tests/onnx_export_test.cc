@@ -317,6 +317,11 @@ TEST(OnnxExport, CommandLine) {
   EXPECT_EQ(folder.code, kExitNotRetryable);
   EXPECT_EQ(folder.err,
             "lockstep: error: --output '" + dir.string() + "' is a directory; name the file to write\n");
+  CliOutput text = RunCliWithFiles(
+      dir, "export --load_model_path " + checkpoint + " --output " + (dir / "m.txt").string());
+  EXPECT_EQ(text.err, "lockstep: error: --output '" + (dir / "m.txt").string() +
+                          "': the model is ONNX; name the file *.onnx\n");
+  EXPECT_FALSE(fs::exists(dir / "m.txt"));
   CliOutput nested = RunCliWithFiles(
       dir, "export --load_model_path " + checkpoint + " --output " + (dir / "new/m.onnx").string());
   EXPECT_EQ(nested.code, 0) << nested.err;

@@ -12,7 +12,7 @@ void AddExportFlags(CLI::App* app, ExportFlags* flags) {
   AddTrainerFlags(app, &flags->config, /*train=*/false);
   app->add_option(
       "--output", flags->output,
-      "The ONNX file to write (atomically, after ONNX's checker passes); default: the checkpoint's "
+      "The ONNX file to write, *.onnx (atomically, after ONNX's checker passes); default: the checkpoint's "
       "path with .onnx for .safetensors, which must not exist yet");
   app->add_flag("--softmax", flags->softmax,
                 "End the graph with a Softmax: its output is 'probabilities' instead of 'logits'");

@@ -13,6 +13,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -557,6 +558,8 @@ OnnxExportSummary ExportCheckpointToOnnx(TrainerConfig config, const GivenOption
   if (config.load_model_path.empty())
     throw InvalidInput("--load_model_path is required: the checkpoint to export");
   PrepareOutputFile(path, "--output");
+  if (std::filesystem::path(path).extension() != ".onnx")
+    throw InvalidInput(fmt::format("--output '{}': the model is ONNX; name the file *.onnx", path));
   ResolveDataDefaults(config.test_data, given, &config);
   ResolveModelFromCheckpoint(given, /*train=*/false, &config);  // the model and geometry it records
   const std::string& model_name = config.model;
