@@ -152,6 +152,11 @@ bool Rendezvous::Exists(const std::string& key) {
   }
 }
 
+void Rendezvous::Remove(const std::string& key) {
+  std::lock_guard<std::mutex> lock(store_mutex_);
+  remove_(options_.run_id + "/" + key);  // PrefixStore's key
+}
+
 std::string Rendezvous::Get(const std::string& key) {
   std::lock_guard<std::mutex> lock(store_mutex_);
   try {
@@ -234,8 +239,7 @@ void Rendezvous::Join() {
     // Stopped, or the others did not come: nobody trained with this run id yet, so the place goes back and
     // the same command can be run again.
     try {
-      std::lock_guard<std::mutex> lock(store_mutex_);
-      remove_(options_.run_id + "/" + place);  // PrefixStore's key
+      Remove(place);
     } catch (const std::exception&) {
       // Best effort: the store may be what failed.
     }

@@ -74,6 +74,7 @@ class Rendezvous {
 
  private:
   bool Exists(const std::string& key);
+  void Remove(const std::string& key);
   std::string Get(const std::string& key);
   void Set(const std::string& key, const std::string& value);
   // Waits for `key`/i of every shard i; returns the shards still missing when the deadline passed. With

@@ -43,10 +43,20 @@ void CheckpointWriter::SaveNow(const std::string& path, const Workspace& ws, con
   WaitForWrite(lock);
   snapshot_.Take(ws, scope, names, state);
   snapshot_.Write(path);
-  // A mid-epoch checkpoint written now (where a stopped run stopped) counts as those written in the
-  // background.
-  if (path == IterationCheckpointPath(directory_, name_, state.iteration))
-    RemoveOldCheckpoints(state.iteration);
+}
+
+void CheckpointWriter::SaveMidEpochNow(const Workspace& ws, const std::string& scope,
+                                       const std::vector<std::string>& names, const TrainerState& state) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  WaitForWrite(lock);
+  snapshot_.Take(ws, scope, names, state);
+  WriteMidEpoch();
+}
+
+void CheckpointWriter::WriteMidEpoch() {
+  const int64_t iteration = snapshot_.state().iteration;
+  snapshot_.Write(IterationCheckpointPath(directory_, name_, iteration));
+  RemoveOldCheckpoints(iteration);
 }
 
 void CheckpointWriter::ThrowIfFailed() {
@@ -68,9 +78,7 @@ void CheckpointWriter::Run() {
     lock.unlock();
     std::exception_ptr error;
     try {
-      const int64_t iteration = snapshot_.state().iteration;
-      snapshot_.Write(IterationCheckpointPath(directory_, name_, iteration));
-      RemoveOldCheckpoints(iteration);
+      WriteMidEpoch();
     } catch (...) {
       error = std::current_exception();
     }

@@ -33,6 +33,9 @@ class CheckpointWriter {
   // checkpoint, which the caller waits for).
   void SaveNow(const std::string& path, const Workspace& ws, const std::string& scope,
                const std::vector<std::string>& names, const TrainerState& state);
+  // SaveInBackground's mid-epoch checkpoint, written on this thread (where a stopped run stopped).
+  void SaveMidEpochNow(const Workspace& ws, const std::string& scope, const std::vector<std::string>& names,
+                       const TrainerState& state);
   // Throws the IoError of a background write that failed, without waiting: cheap enough after every step.
   void ThrowIfFailed();
   // Waits for the write in progress and throws its error.
@@ -41,6 +44,8 @@ class CheckpointWriter {
  private:
   void WaitForWrite(std::unique_lock<std::mutex>& lock);  // then throws a failed write's error
   void Run();                                             // the writer thread
+  // Writes the snapshot as its iteration's checkpoint, then removes the oldest beyond `keep`.
+  void WriteMidEpoch();
   void RemoveOldCheckpoints(int64_t written_iteration) const;
 
   const std::string directory_, name_;

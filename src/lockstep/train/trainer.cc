@@ -395,9 +395,9 @@ void StopTraining(const TrainerConfig& config, int64_t iterations, Session* sess
     const std::string path =
         mid_epoch ? IterationCheckpointPath(config.file_store_path, config.save_model_name, state.iteration)
                   : CheckpointPath(config.file_store_path, config.save_model_name, state.epochs_done);
-    if (mid_epoch && session->checkpoints)
-      session->checkpoints->SaveNow(path, session->ws, session->models.parallel.scopes[0],
-                                    session->models.parallel.state_blobs, state);
+    if (mid_epoch && session->checkpoints)  // at `path`
+      session->checkpoints->SaveMidEpochNow(session->ws, session->models.parallel.scopes[0],
+                                            session->models.parallel.state_blobs, state);
     // Under `lockstep launch` the agent chooses the checkpoint a new round resumes from.
     saved = fmt::format("{}saved {}: resume with {}", session->checkpoints ? "" : "shard 0 ", path,
                         LinesPrefixedByLauncher()
