@@ -138,7 +138,7 @@ TEST(DataParallel, DevicesTrainLikeOneDevice) { ExpectEquivalentToOneDevice({});
 
 // shared_model: the same bits as equal copies, from one copy of the parameters (conv_w, bn_s, bn_b, fc_w,
 // fc_b), of their momentum and of the iteration counter, which the second device names as views; BN's
-// running statistics stay each device's.
+// running statistics are each device's, the first's broadcast after each step.
 TEST(DataParallel, SharedModelTrainsLikeEqualCopiesFromOneCopy) {
   SmallNet net;
   net.bn = true;
@@ -165,6 +165,9 @@ TEST(DataParallel, PerDeviceBatchNormKeepsReplicasIdenticalButDiffers) {
   Trained one = TrainSmallNet(net, 1, 5);
   Trained two = TrainSmallNet(net, 2, 5);
   EXPECT_EQ(two.state[1].at("conv_w"), two.state[0].at("conv_w")) << "trained parameters stay identical";
+  // Caffe2's broadcast_computed_params: the running statistics are the first device's on every device.
+  EXPECT_EQ(two.state[1], two.state[0]);
+  EXPECT_NE(two.state[0].at("bn_rm"), one.state[0].at("bn_rm")) << "the first device's half of each batch";
   EXPECT_GT(RelativeDifference(two.state[0].at("conv_w"), one.state[0].at("conv_w")), 1e-5)
       << "per-device statistics normalise each half on its own";
 }

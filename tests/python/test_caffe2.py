@@ -543,13 +543,14 @@ def test_two_shards_through_a_file_store_equal_one_process_with_two_devices(tmp_
         assert run.returncode == 0, output
     one, shard0, shard1 = (np.load(tmp_path / name) for name in ("one.npz", "shard0.npz", "shard1.npz"))
     assert sorted(shard0.files) == sorted(shard1.files) and {"cpu_0/pred_w", "cpu_0/bn_rm"} <= set(shard0.files)
-    # Shard s holds global replica s, as device s of the one process does; batch-norm statistics stay per
-    # replica, everything else is equal everywhere.
+    # Shard s holds global replica s, as device s of the one process does; everything is equal everywhere,
+    # batch-norm statistics too: the first replica's, broadcast after each step (across the shards as well).
     for name in shard0.files:
         for shard, device in ((shard0, "cpu_0"), (shard1, "cpu_1")):
             np.testing.assert_allclose(shard[name], one[name.replace("cpu_0", device)], rtol=0, atol=1e-6)
     assert not np.array_equal(one["cpu_0/pred_w"], np.zeros_like(one["cpu_0/pred_w"]))
-    assert not np.array_equal(one["cpu_0/bn_rm"], one["cpu_1/bn_rm"])
+    assert not np.array_equal(one["cpu_0/bn_rm"], np.zeros_like(one["cpu_0/bn_rm"]))
+    np.testing.assert_array_equal(shard1["cpu_0/bn_rm"], shard0["cpu_0/bn_rm"])
 
 
 def test_programming_guide_example_runs_as_a_caffe2_program(tmp_path):

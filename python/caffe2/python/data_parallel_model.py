@@ -58,7 +58,7 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
                "the data-parallel net itself")
     if not broadcast_computed_params:
         refuse("data_parallel_model.Parallelize: broadcast_computed_params=False is not supported; lockstep "
-               "broadcasts batch-norm statistics with the parameters")
+               "broadcasts the first replica's batch-norm statistics to the others after each step")
     if devices is None:
         devices = list(range(workspace.NumCudaDevices())) if not cpu_device else [0]
     if max_concurrent_distributed_ops is not None:

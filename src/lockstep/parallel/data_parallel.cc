@@ -256,6 +256,16 @@ void AddBucketAllreduces(NetDef* net, const ModelHelper& model, const std::vecto
   *net = planned;
 }
 
+void AddComputedParamsBroadcast(NetDef* net, const ModelHelper& model, const std::vector<std::string>& scopes,
+                                const std::string& job_world, const Device& first_device) {
+  std::vector<std::string> blobs;
+  for (const auto& scope : scopes)
+    for (const auto& name : model.GetComputedParams(scopes[0]))
+      blobs.push_back(scope + name.substr(scopes[0].size()));
+  if (!blobs.empty())
+    *net->add_op() = OnDevice(BroadcastDef(job_world, blobs, static_cast<int>(scopes.size())), first_device);
+}
+
 // Appends to init the CreateCommonWorld of each world that a collective of `nets` reads: the job's and its
 // channels' (extending the shards' communicator when there is one), then the statistics' channel after them.
 void AddCommonWorlds(NetDef* init, const std::vector<const NetDef*>& nets, const std::string& job_world,
@@ -390,6 +400,11 @@ DataParallelModel BuildDataParallel(ModelHelper& model, const ParallelOptions& o
   if (training && !single)
     AddBucketAllreduces(&model.net(), model, dp.buckets, dp.scopes, job_world, o.allreduce_channels,
                         first_device);
+  // Caffe2's broadcast_computed_params: after each step every replica takes the first one's BN running
+  // statistics, so that an evaluation net on any device, or on any shard, reads the checkpoint's. Combined
+  // statistics are the same on every replica already.
+  if (training && !single && !o.combine_spatial_bn)
+    AddComputedParamsBroadcast(&model.net(), model, dp.scopes, job_world, first_device);
   if (shared) {
     std::vector<std::string> trainable;
     for (const auto& name : model.GetTrainableParams(dp.scopes[0]))
