@@ -288,6 +288,27 @@ TEST(Launch, RestartsSpentEndJobWithHistory) {
   EXPECT_EQ(output.find("round 1: run id"), std::string::npos) << output;
 }
 
+// A shard killed after the last epoch's checkpoint (here in the test pass) lost nothing: with no restart
+// left the job is still complete.
+TEST(Launch, FailureAfterTheLastCheckpointLeavesTheJobComplete) {
+  if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDirectory dir;
+  Process agent(Launch(dir.path(), {"--nproc_per_node", "2", "--max_restarts", "0"},
+                       LeNetShard(dir.path(), {"--train_data", "fashion-mnist", "--test_data", "fashion-mnist",
+                                               "--epoch_size", "800", "--num_epochs", "1"})),
+                dir / "agent.out");
+  std::optional<pid_t> victim = ShardPid(agent, 0, 1, kJobLimit);
+  ASSERT_TRUE(victim) << agent.Output();
+  ASSERT_TRUE(WaitForFile(dir / "m_1.safetensors", agent, kJobLimit)) << agent.Output();
+  kill(*victim, SIGKILL);
+  ASSERT_EQ(agent.Wait(kJobLimit), std::optional<int>(0)) << agent.Output();
+  EXPECT_TRUE(std::regex_search(agent.Output(),
+                                std::regex("round 0 \\(run id .*_r0\\): shard 1 was killed by SIGKILL after "
+                                           "[0-9.]+ s; .*m_1.safetensors has all --num_epochs 1: the job is "
+                                           "complete")))
+      << agent.Output();
+}
+
 // A failure that repeats on every restart (a flag the shards refuse) ends the job at once, its line last.
 TEST(Launch, FailureThatRepeatsStopsTheJobAtOnce) {
   TempDirectory dir;
