@@ -457,6 +457,24 @@ def test_an_optimizer_before_the_gradients_says_what_to_call():
         model.net.Save(["fc_w"], [])
 
 
+def test_a_second_backward_pass_or_optimizer_is_refused():
+    model = model_helper.ModelHelper(name="twice")
+    logits = brew.fc(model, "data", "fc", 4, 3)
+    _, loss = brew.softmax_with_loss(model, [logits, "label"], ["softmax", "loss"])
+    model.AddGradientOperators([loss])
+    ops = len(model.net.Proto().op)
+    with pytest.raises(InvalidInput, match=r"^model 'twice' has its backward pass already: call "
+                                           r"AddGradientOperators once, with every loss$"):
+        model.AddGradientOperators([loss])
+    assert len(model.net.Proto().op) == ops
+    optimizer.build_sgd(model, base_learning_rate=0.1)
+    ops = len(model.net.Proto().op)
+    with pytest.raises(InvalidInput, match=r"^model 'twice' has an optimizer already \('iter' counts its "
+                                           r"steps\); build one$"):
+        optimizer.build_sgd(model, base_learning_rate=0.1)
+    assert len(model.net.Proto().op) == ops, "the refused call added nothing"
+
+
 def test_a_checkpoint_of_other_shapes_says_it_is_another_models(tmp_path):
     def mine(labels):
         workspace.ResetWorkspace()

@@ -94,6 +94,10 @@ void ModelHelper::SetParamDevice(const std::string& name, const Device& device) 
 
 std::map<std::string, std::string> ModelHelper::AddGradientOperators(const std::vector<std::string>& losses,
                                                                      const std::set<std::string>& also) {
+  if (has_backward_pass_)
+    throw InvalidInput(fmt::format(
+        "model '{}' has its backward pass already: call AddGradientOperators once, with every loss",
+        net_.name()));
   const std::vector<std::string> trainable = GetTrainableParams();
   std::set<std::string> wrt(trainable.begin(), trainable.end());
   wrt.insert(also.begin(), also.end());
@@ -102,6 +106,7 @@ std::map<std::string, std::string> ModelHelper::AddGradientOperators(const std::
   for (const auto& param : trainable)
     if (gradients.count(param)) param_to_grad_[param] = gradients.at(param);
   for (const auto& loss : losses) gradients[loss] = GradientName(loss);
+  has_backward_pass_ = true;
   return gradients;
 }
 

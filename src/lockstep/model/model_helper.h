@@ -96,6 +96,7 @@ class ModelHelper {
   // Appends the backward pass for `losses` w.r.t. the trainable parameters and the blobs in `also` (blobs
   // used as parameters without being registered, as Caffe2 programs make them); returns blob -> gradient
   // blob for those of them the losses depend on, and for the losses. param_to_grad() keeps the parameters'.
+  // Runs once per model (a second backward pass would add its gradients to the first's): pass every loss.
   std::map<std::string, std::string> AddGradientOperators(const std::vector<std::string>& losses,
                                                           const std::set<std::string>& also = {});
   const std::map<std::string, std::string>& param_to_grad() const { return param_to_grad_; }
@@ -124,6 +125,7 @@ class ModelHelper {
   std::vector<ParamInfo> params_;
   std::map<std::string, size_t> param_index_;  // name -> its place in params_: a net of many devices has many
   std::map<std::string, std::string> param_to_grad_;
+  bool has_backward_pass_ = false;
 };
 
 }  // namespace lockstep

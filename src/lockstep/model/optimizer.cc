@@ -28,6 +28,11 @@ SgdBlobs AddMomentumSgd(ModelHelper& model, const SgdOptions& options) {
           fmt::format("parameter '{}' gets no gradient from the loss; remove it or connect it", param));
   SgdBlobs blobs;
   blobs.iter = model.Scoped("iter");
+  // A second optimizer would update every parameter twice a step, on a second iteration count.
+  for (const auto& op : model.net().op())
+    if (op.type() == "Iter" && op.output_size() > 0 && op.output(0) == blobs.iter)
+      throw InvalidInput(fmt::format("model '{}' has an optimizer already ('{}' counts its steps); build one",
+                                     model.net().name(), blobs.iter));
   blobs.lr = model.Scoped("lr");
   auto* init_iter = model.param_init_net().add_op();
   *init_iter = ConstantFillDef(blobs.iter, {}, 0.0f, DataType::kInt64);
