@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "bindings.h"
+#include "lockstep/core/closest_names.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/core/net.h"
 #include "lockstep/parallel/memonger.h"
@@ -42,9 +43,10 @@ DataType TensorType(const py::dtype& dtype) {
   if (dtype.is(py::dtype::of<uint8_t>())) return DataType::kUInt8;
   if (dtype.is(py::dtype::of<int64_t>())) return DataType::kInt64;
   if (dtype.is(py::dtype("float16"))) return DataType::kFloat16;
-  throw InvalidInput(fmt::format(
-      "arrays of {} cannot be fed; use float32, float16, int32, int64 or uint8 (e.g. array.astype(numpy.float32))",
-      py::str(py::handle(dtype)).cast<std::string>()));
+  throw InvalidInput(
+      fmt::format("arrays of {} cannot be fed; use float32, float16, int32, int64 or uint8 (e.g. "
+                  "array.astype(numpy.float32))",
+                  py::str(py::handle(dtype)).cast<std::string>()));
 }
 
 // The blob's values in host memory and plain layout: the blob itself when it already is, else a copy.
@@ -72,19 +74,50 @@ std::vector<py::ssize_t> Strides(const Shape& shape, size_t element) {
   return strides;
 }
 
+// Why `name` cannot be fetched: it names a workspace object, or a blob the memory plan placed in a shared
+// buffer, or nothing (then the plan's part when its replica's blobs were planned, and the names nearest to
+// it).
+std::string MissingBlob(const Workspace& ws, const std::string& name) {
+  if (ws.ObjectAddress(name))
+    return fmt::format("'{}' is a workspace object (a reader or a communicator), not a blob of tensor data",
+                       name);
+  const std::string keep_it =
+      "the memory plan gave the nets' intermediate blobs shared buffers; to fetch it, name it in "
+      "Parallelize's blobs_to_keep or pass share_buffers=False";
+  // Planned blobs are named "<scope>__shared_<k>" (shared names) or "<blob>__<net>" (placed in an arena).
+  const std::vector<std::string> nets = ws.NetNames();
+  auto placed_as = [&](const std::string& blob) {
+    for (const std::string& net : nets) {
+      const std::string suffix = "__" + net;
+      if (blob.size() > suffix.size() &&
+          blob.compare(blob.size() - suffix.size(), suffix.size(), suffix) == 0)
+        return blob.substr(0, blob.size() - suffix.size());
+    }
+    return std::string();
+  };
+  const std::string scope = name.substr(0, name.rfind('/') + 1);
+  bool planned_scope = false;
+  std::vector<std::string> candidates;
+  for (const std::string& blob : ws.BlobNames()) {
+    const std::string placed = placed_as(blob);
+    if (placed == name) return fmt::format("blob '{}' is not kept: {}", name, keep_it);
+    if (placed.empty() && blob.find(kSharedBlobMarker) == std::string::npos)
+      candidates.push_back(blob);
+    else if (blob.rfind(scope, 0) == 0 && blob.find('/', scope.size()) == std::string::npos)
+      planned_scope = true;
+  }
+  std::string message = fmt::format("blob '{}' does not exist in the workspace", name);
+  if (planned_scope) message += fmt::format(": if a net computes it, {}", keep_it);
+  const std::vector<std::string> closest = ClosestNames(name, candidates);
+  if (!closest.empty())
+    message += fmt::format("{}did you mean '{}'?", planned_scope ? "; if not, " : "; ", closest[0]);
+  return message;
+}
+
 // copy=true: an array of its own. copy=false: a read-only view of a host blob's buffer, which the array
 // keeps alive and which later runs overwrite (until the blob moves to a larger buffer).
 py::array Fetch(const Workspace& ws, const std::string& name, bool copy) {
-  if (!ws.HasBlob(name)) {
-    const std::vector<std::string> names = ws.BlobNames();
-    auto shared = [](const std::string& blob) { return blob.find(kSharedBlobMarker) != std::string::npos; };
-    if (std::any_of(names.begin(), names.end(), shared))
-      throw InvalidInput(
-          fmt::format("blob '{}' does not exist in the workspace: the memory plan gave the nets' "
-                      "intermediate blobs shared buffers; to fetch it, name it in Parallelize's "
-                      "blobs_to_keep or pass share_buffers=False",
-                      name));
-  }
+  if (!ws.HasBlob(name)) throw InvalidInput(MissingBlob(ws, name));
   std::shared_ptr<const Tensor> tensor = HostPlain(ws, name);
   if (tensor->dtype() == DataType::kUndefined)
     throw InvalidInput(fmt::format("blob '{}' holds no value yet; run the net that writes it first", name));

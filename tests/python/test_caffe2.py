@@ -484,10 +484,15 @@ def test_image_input_reads_a_lockstep_made_lmdb_as_the_trainer_does(tmp_path):
     data, label = workspace.FetchBlob("cpu_1/data"), workspace.FetchBlob("cpu_1/label")
     assert data.shape == (BATCH_PER_DEVICE, 3, IMAGE, IMAGE) and np.abs(data).max() <= 1.0
     assert label.shape == (BATCH_PER_DEVICE,) and set(label.tolist()) <= set(range(LABELS))
-    with pytest.raises(InvalidInput, match="blob 'cpu_1/conv1' does not exist in the workspace: the memory plan "
-                                           "gave the nets' intermediate blobs shared buffers; to fetch it, name "
-                                           "it in Parallelize's blobs_to_keep"):
+    with pytest.raises(InvalidInput, match="^blob 'cpu_1/conv1' does not exist in the workspace: if a net computes "
+                                           "it, the memory plan gave the nets' intermediate blobs shared buffers; to "
+                                           "fetch it, name it in Parallelize's blobs_to_keep or pass "
+                                           "share_buffers=False; if not, did you mean 'cpu_1/conv1_b'\\?$"):
         workspace.FetchBlob("cpu_1/conv1")
+    with pytest.raises(InvalidInput, match="^blob 'conv1_ww' does not exist in the workspace$"):
+        workspace.FetchBlob("conv1_ww")  # no replica's blobs share under that name: no word of the plan
+    with pytest.raises(InvalidInput, match="^'reader' is a workspace object"):
+        workspace.FetchBlob("reader")
     with pytest.raises(Unsupported, match="mean=100"):
         brew.image_input(model, reader, ["d", "l"], batch_size=4, mean=100.0)
 

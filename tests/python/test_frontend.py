@@ -236,6 +236,29 @@ def test_parallelize_matches_a_numpy_sgd_step_and_keeps_replicas_equal(update):
     np.testing.assert_array_equal(workspace.FetchBlob("cpu_1/fc_w"), workspace.FetchBlob("cpu_0/fc_w"))
 
 
+def test_fetching_a_blob_the_memory_plan_shared_says_how_to_keep_it():
+    def add_input(model):  # inputs of known shapes: the plan places every blob in one arena per device
+        model.net.GaussianFill([], "data", shape=[4, 6])
+        model.net.ConstantFill([], "label", shape=[4], value=1, dtype=core.DataType.INT32)
+
+    model = model_helper.ModelHelper(name="placed")
+    builders = fc_softmax_builders(0.5, 2, 8)
+    builders["input_builder_fun"] = add_input
+    data_parallel_model.Parallelize_CPU(model, **builders)
+    workspace.RunNetOnce(model.param_init_net)
+    workspace.CreateNet(model.net)
+    workspace.RunNet(model.net)
+    keep = ("the memory plan gave the nets' intermediate blobs shared buffers; to fetch it, name it in "
+            "Parallelize's blobs_to_keep or pass share_buffers=False")
+    with pytest.raises(InvalidInput, match=re.escape(f"blob 'cpu_1/fc' is not kept: {keep}")):
+        workspace.FetchBlob("cpu_1/fc")
+    with pytest.raises(InvalidInput, match=re.escape(f"blob 'cpu_0/fc_ww' does not exist in the workspace: if a "
+                                                     f"net computes it, {keep}; if not, did you mean 'cpu_0/fc_w'?")):
+        workspace.FetchBlob("cpu_0/fc_ww")
+    with pytest.raises(InvalidInput, match="^blob 'fc_w' does not exist in the workspace$"):
+        workspace.FetchBlob("fc_w")
+
+
 def test_parallelize_without_update_builds_the_forward_pass_only():
     model = model_helper.ModelHelper(name="forward")
     builders = fc_softmax_builders(0.5, 2, 8)

@@ -57,6 +57,12 @@ std::vector<std::string> Workspace::BlobNames() const {
   return names;
 }
 
+std::vector<std::string> Workspace::NetNames() const {
+  std::vector<std::string> names;
+  for (const auto& [name, net] : nets_) names.push_back(name);
+  return names;
+}
+
 Net* Workspace::CreateNet(const NetDef& def, bool overwrite) {
   LOCKSTEP_ENFORCE(!def.name().empty(), "a net needs a name to be created in a workspace");
   auto& slot = nets_[def.name()];

@@ -64,6 +64,7 @@ class Workspace {
   // Instantiates the net's operators once; RunNet then only runs them.
   Net* CreateNet(const NetDef& def, bool overwrite = false);
   Net* GetNet(const std::string& name);
+  std::vector<std::string> NetNames() const;
   void RunNet(const std::string& name);
   void RunNetOnce(const NetDef& def);
 
