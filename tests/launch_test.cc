@@ -582,6 +582,11 @@ TEST(LaunchInput, BadUsageGetsOneLine) {
        "in the training arguments after `-- train`: --batch_size must be at least 1, got 0"},
       {"launch --rdzv file://" + dir.path() + " --nnodes 2 -- " + training, "--job_id is required"},
       {"launch --rdzv file://" + dir / "missing" + " -- " + training, "no such directory"},
+      {"launch --nproc_per_node 0 --rdzv file://" + dir.path() + " -- " + training,
+       "--nproc_per_node: must be at least 1, got 0"},
+      {"launch --monitor_interval 0.001 --rdzv file://" + dir.path() + " -- " + training,
+       "--monitor_interval: must be at least 0.01, got 0.001"},
+      {"make-db --threads -1 --output " + dir / "db", "--threads: must be at least 0, got -1"},
   };
   for (const Case& c : cases) {
     CliOutput result = RunCliWithFiles(dir.path(), c.arguments);

@@ -320,7 +320,8 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
   unsetenv("LOCKSTEP_FASHION_MNIST_DIR");
   EXPECT_EQ(missing_code, 1);
   EXPECT_NE(missing_err.find("cannot open " + (empty / "train-images-idx3-ubyte.gz").string() +
-                             " ---> HINT: LOCKSTEP_FASHION_MNIST_DIR is set to '" + empty.string() + "'"),
+                             ": No such file or directory; LOCKSTEP_FASHION_MNIST_DIR is set to '" +
+                             empty.string() + "'"),
             std::string::npos)
       << missing_err;
 }

@@ -81,31 +81,31 @@ void AddLaunchFlags(CLI::App* app, LaunchFlags* flags) {
   app->allow_extras();  // RunLaunch names them: most likely a training command without `--`
   app->add_option("--nproc_per_node", flags->agent.nproc_per_node,
                   "Shard processes this agent runs on its machine")
-      ->check(CLI::Range(1, 4096))
+      ->check(InRange(1, 4096))
       ->capture_default_str();
   app->add_option("--nnodes", flags->nnodes,
                   "Agents (machines) in the job: N, or MIN:MAX to start with MIN when MAX do not come within "
                   "--join_grace (default 1, or mpirun's / srun's process count)");
   app->add_option("--max_restarts", flags->agent.max_restarts,
                   "Restarts of the job after failures; one more failure ends it with the list of failures")
-      ->check(CLI::Range(0, 1000000))
+      ->check(InRange(0, 1000000))
       ->capture_default_str();
   app->add_option("--monitor_interval", flags->agent.monitor_interval,
                   "Seconds between the agent's looks at its shards and at the other agents' failures")
-      ->check(CLI::Range(0.01, 3600.0))
+      ->check(InRange(0.01, 3600.0))
       ->capture_default_str();
   app->add_option("--join_grace", flags->agent.join_grace,
                   "Seconds a round waits for more agents once MIN have joined")
-      ->check(CLI::Range(0.0, 86400.0))
+      ->check(InRange(0.0, 86400.0))
       ->capture_default_str();
   app->add_option("--join_timeout", flags->agent.join_timeout, "Seconds a round waits for MIN agents to join")
-      ->check(CLI::Range(1.0, 1e6))
+      ->check(InRange(1.0, 1e6))
       ->capture_default_str();
   app->add_option(
          "--stop_grace", flags->agent.stop_grace,
          "Seconds the shards get, when Ctrl-C or SIGTERM stops the job, to finish their step and save "
          "a checkpoint before SIGKILL (a second Ctrl-C: at once); give your scheduler's kill wait")
-      ->check(CLI::Range(0.0, 86400.0))
+      ->check(InRange(0.0, 86400.0))
       ->capture_default_str();
   app->add_option(
       "--rdzv", flags->rdzv,

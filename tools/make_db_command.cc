@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "lockstep/data/db.h"
 #include "lockstep/train/progress.h"
+#include "train_command.h"
 
 namespace lockstep {
 
@@ -46,7 +48,7 @@ void AddMakeDbFlags(CLI::App* app, MakeDbFlags* flags) {
          "--resize", o.resize,
          "Resize each image so its shortest side is this many pixels (bilinear, antialiased); 0 keeps "
          "the size")
-      ->check(CLI::NonNegativeNumber)
+      ->check(InRange(0, HUGE_VAL))
       ->capture_default_str();
   app->add_option(
          "--channels", o.channels,
@@ -58,7 +60,7 @@ void AddMakeDbFlags(CLI::App* app, MakeDbFlags* flags) {
       ->capture_default_str();
   app->add_flag("--overwrite", o.overwrite, "Replace an existing database at --output");
   app->add_option("--threads", o.threads, "Threads that read, decode and encode images (0: one per core)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(InRange(0, HUGE_VAL))
       ->capture_default_str();
 }
 

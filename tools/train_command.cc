@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <utility>
@@ -205,6 +206,20 @@ std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv) {
     std::fprintf(stderr, "lockstep: error: %s\n", e.what());
     return kExitNotRetryable;
   }
+}
+
+CLI::Validator InRange(double min, double max) {
+  const std::string range =
+      std::isinf(max) ? fmt::format("at least {}", min) : fmt::format("in [{}, {}]", min, max);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return fmt::format("must be a number, got {}", text);
+        if (!(value >= min)) return fmt::format("must be at least {}, got {}", min, text);
+        if (value > max) return fmt::format("must be at most {}, got {}", max, text);
+        return "";
+      },
+      range);
 }
 
 std::string OutputBeside(const std::string& input, const std::string& extension) {

@@ -28,6 +28,9 @@ std::string UnknownArguments(const CLI::App& app);
 // Parses the command line. Returns the exit code when the program is done: 0 after --help or --version, else
 // kExitNotRetryable after one line on stderr that names the flag at fault.
 std::optional<int> ParseCommandLine(CLI::App* app, int argc, char** argv);
+// A CLI11 check of a number's range, worded as the trainer words its own: "must be at least 1, got 0".
+// `max` may be infinite.
+CLI::Validator InRange(double min, double max);
 // A command's default output: `input` with `extension` for its own (checkpoints/m_10.safetensors ->
 // checkpoints/m_10.onnx). Throws InvalidInput when that file exists: only an output the user named replaces
 // a file.

@@ -73,6 +73,9 @@ def test_standalone_net_scopes_names_and_runs_created():
     workspace.CreateNet(step)
     workspace.RunNet("step", 2)
     np.testing.assert_array_equal(workspace.FetchBlob("cpu_0/twice"), [18.0, 18.0])
+    relu = core.BlobReference("cpu_0/twice", step).Relu([], "cpu_0/relu")  # adds to the net it is given
+    assert relu == "cpu_0/relu" and step.Proto().op[-1].type == "Relu"
+    assert list(step.Proto().op[-1].input) == ["cpu_0/twice"]
     step.RunAllOnGPU()  # no GPU here: the operators stay on CPU, as Parallelize_GPU's replicas do
     assert workspace.NumCudaDevices() > 0 or not step.Proto().op[0].HasField("device_option")
 

@@ -362,6 +362,13 @@ def test_core_errors_keep_their_one_line_message():
         model.net.Relu(["a", "b"], "c")
         workspace.RunNetOnce(model.net)
     assert "\n" not in str(raised.value) and "Relu" in str(raised.value)
+    # An error from a helper the operator calls names the operator too.
+    workspace.FeedBlob("ints", np.ones((1, 1, 4, 4), np.int32))
+    net = core.Net("dtypes")
+    net.Relu("ints", "out")
+    with pytest.raises(InvalidInput, match=r"^Relu\(ints\) -> out: CPU operators compute in float32 or bfloat16, "
+                                           r"not int32$"):
+        workspace.RunNetOnce(net)
 
 
 def test_scopes_nest_and_place_ops_on_devices():

@@ -5,9 +5,8 @@
 from caffe2.proto import caffe2_pb2
 from caffe2.python._unsupported import missing_names
 from caffe2.python.workspace import GlobalInit  # noqa: F401 (Caffe2's core has it too)
-from lockstep import core as _core
 from lockstep.core import (  # noqa: F401 (Caffe2's names, re-exported)
-    CreateOperator, CurrentDeviceScope, CurrentNameScope, DataType, DeviceScope, MakeArgument, NameScope, Net,
+    BlobReference, CreateOperator, CurrentDeviceScope, CurrentNameScope, DataType, DeviceScope, MakeArgument, NameScope, Net,
     ScopedBlobReference, ScopedName)
 
 CPU = caffe2_pb2.CPU
@@ -25,19 +24,6 @@ def DeviceOption(device_type, cuda_gpu_id=0, random_seed=None, node_name=None, d
     if node_name is not None:
         option.node_name = node_name
     return option
-
-
-class BlobReference(_core.BlobReference):
-    """A blob's full name, used as given (Caffe2's ``BlobReference(name, net=None)``)."""
-
-    def __new__(cls, name, net=None):
-        return super().__new__(cls, name)
-
-    def GetNameScope(self):
-        return self[:self.rfind("/") + 1]
-
-    def GetUnscopedName(self):
-        return self[self.rfind("/") + 1:]
 
 
 # Caffe2 names this adapter lacks: one line naming them.

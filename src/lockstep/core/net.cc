@@ -104,8 +104,8 @@ void Net::RunOperatorAt(size_t i) {
 void RunOperator(Operator* op) {
   try {
     op->Run();
-  } catch (const InvalidInput&) {
-    throw;
+  } catch (const InvalidInput& e) {
+    ThrowNamingOperator(op->def(), e);
   } catch (const IoError&) {
     throw;
   } catch (const std::exception& e) {

@@ -82,7 +82,17 @@ std::unique_ptr<Operator> CreateOperator(const OperatorDef& def, Workspace* ws) 
         "e.g. the CPU",
         DescribeOperator(def), def.type(), cuda ? "CUDA" : "CPU"));
   }
-  return it->second(def, ws);
+  try {
+    return it->second(def, ws);
+  } catch (const InvalidInput& e) {
+    ThrowNamingOperator(def, e);
+  }
+}
+
+void ThrowNamingOperator(const OperatorDef& def, const InvalidInput& e) {
+  const std::string operator_name = DescribeOperator(def);
+  if (std::string(e.what()).find(operator_name) != std::string::npos) throw;
+  throw InvalidInput(fmt::format("{}: {}", operator_name, e.what()));
 }
 
 }  // namespace lockstep

@@ -82,6 +82,10 @@ class OperatorRegistry {
 // An unknown type is an error that lists the known ones.
 std::unique_ptr<Operator> CreateOperator(const OperatorDef& def, Workspace* ws);
 
+// From the handler of `e`, thrown while def's operator was created or run: rethrows it, naming the operator
+// first where its message does not name it (most do; a helper the operator calls may not).
+[[noreturn]] void ThrowNamingOperator(const OperatorDef& def, const InvalidInput& e);
+
 template <class OperatorClass>
 struct OperatorRegisterer {
   OperatorRegisterer(const char* type, DeviceType device, const char* engine) {

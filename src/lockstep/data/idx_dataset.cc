@@ -3,7 +3,9 @@
 
 #include <zlib.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "lockstep/core/enforce.h"
@@ -19,7 +21,7 @@ std::vector<uint8_t> ReadWholeFile(const std::string& path) {
   if (!file) {
     const char* folder = std::getenv("LOCKSTEP_FASHION_MNIST_DIR");
     throw IoError(
-        fmt::format("cannot open {} ---> HINT: {}", path,
+        fmt::format("cannot open {}: {}; {}", path, std::strerror(errno),
                     folder && *folder
                         ? fmt::format("LOCKSTEP_FASHION_MNIST_DIR is set to '{}'; point it at the folder of "
                                       "Fashion-MNIST's idx files, or unset it",
