@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
@@ -113,6 +114,40 @@ TEST(Trainer, WritesLogAndCheckpointsAndResumesExactlyOnOneAndTwoDevices) {
   ASSERT_EQ(two.tensors.size(), one.tensors.size()) << "device 0's state, name scope stripped";
   for (const auto& [name, tensor] : one.tensors)
     if (tensor.dtype() == DataType::kFloat) ExpectNear(two.tensors.at(name), tensor, 1e-4f);
+}
+
+// --lr_step_epochs: the rate drops by --lr_gamma every that many epochs, counted in the job's steps (as
+// Caffe2's, whose step counter starts at 1, so an epoch's last step already has the next rate); a resumed run
+// goes on with the schedule.
+TEST(Trainer, LearningRateStepsEveryLrStepEpochs) {
+  fs::path dir = FreshDir("lr_steps");
+  TrainerConfig config = SmallLeNet(dir);
+  config.train_data = "null";
+  config.num_epochs = 3;
+  config.lr_step_epochs = 1;
+  config.lr_gamma = 0.5f;
+  config.iter_log = (dir / "steps.csv").string();
+  config.log_every_iters = 5;
+  Train(config);
+  std::vector<std::string> rates;  // the iteration log's learning_rate column: every 5 steps of 10
+  for (const std::string& line : Lines(config.iter_log))
+    if (line.find("unix_time") == std::string::npos) {
+      std::vector<std::string> fields;
+      std::stringstream in(line);
+      for (std::string field; std::getline(in, field, ',');) fields.push_back(field);
+      rates.push_back(fields.at(8));
+    }
+  EXPECT_EQ(rates, (std::vector<std::string>{"0.1", "0.05", "0.05", "0.025", "0.025", "0.0125"}));
+
+  fs::path resumed_dir = FreshDir("lr_steps_resumed");
+  TrainerConfig resumed = config;
+  resumed.log_dir = resumed.file_store_path = resumed_dir.string();
+  resumed.iter_log.clear();
+  resumed.load_model_path = (dir / "lenet_1.safetensors").string();
+  const std::vector<std::string> rows = Lines(Train(resumed).log_path);
+  ASSERT_EQ(rows.size(), 4u) << "epochs 2 and 3";
+  EXPECT_NE(rows[2].find(",2,0.025,"), std::string::npos) << rows[2];
+  EXPECT_NE(rows[3].find(",3,0.0125,"), std::string::npos) << rows[3];
 }
 
 // LeNet on synthetic data, batch 16, with one oneDNN thread per device (see below); the final checkpoint.

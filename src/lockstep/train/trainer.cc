@@ -188,10 +188,11 @@ void ReportMemoryPlan(const TrainerConfig& config, const TrainingModels& models)
 // Builds the models, checks that every shard built the same, puts the shards' communicator and the training
 // reader into the workspace and initialises the parameters.
 void BuildAndInstall(const TrainerConfig& config, std::shared_ptr<GlooCommunicator> gloo,
-                     Rendezvous* rendezvous, const Sources& sources, Session* session) {
+                     Rendezvous* rendezvous, const Sources& sources, int64_t steps_per_epoch,
+                     Session* session) {
   TrainingModels& models = session->models;
   Workspace& ws = session->ws;
-  BuildTrainingModels(config, gloo ? kShardCommunicator : "", &models);
+  BuildTrainingModels(config, gloo ? kShardCommunicator : "", &models, steps_per_epoch);
   ReportMemoryPlan(config, models);
   if (rendezvous) AgreeOnModel(rendezvous, TrainingFingerprint(config, models));
   if (gloo) {
@@ -418,7 +419,7 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
   const int64_t iterations = IterationsPerEpoch(config, *sources.train);
   Session session;
   session.stop_vote.emplace(gloo.get(), kStopVoteChannel);
-  BuildAndInstall(config, gloo, rendezvous, sources, &session);
+  BuildAndInstall(config, gloo, rendezvous, sources, iterations, &session);
   session.state.global_batch = GlobalBatch(config);  // what a resume within an epoch must keep
   session.state.epoch_steps = iterations;
   RestoreCheckpoint(config, iterations, &session);

@@ -47,6 +47,10 @@ struct TrainerConfig {
   int num_epochs = 1;
   float base_learning_rate = 0.1f, weight_decay = 1e-4f, momentum = 0.9f;
   bool nesterov = false;
+  // The rate is multiplied by lr_gamma every lr_step_epochs epochs, as Caffe2's trainer does (0.1 every 30);
+  // lr_step_epochs 0 keeps it fixed.
+  int lr_step_epochs = 30;
+  float lr_gamma = 0.1f;
   bool combine_spatial_bn = false;        // BN statistics over all devices
   bool optimize_gradient_memory = false;  // accepted for Caffe2's scripts; sharing is share_buffers
   bool share_buffers = true;              // blobs with disjoint lifetimes share buffers (the memory plan)

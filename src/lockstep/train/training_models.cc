@@ -37,7 +37,7 @@ void SetGpuOptions(const TrainerConfig& c, NetDef* net) {
 }  // namespace
 
 void BuildTrainingModels(const TrainerConfig& config, const std::string& shard_communicator,
-                         TrainingModels* m) {
+                         TrainingModels* m, int64_t steps_per_epoch) {
   m->train.set_seed(config.seed);
   ModelConfig model_config{config.num_channels, config.image_size, config.num_labels, false};
   std::vector<std::string> losses, accuracies, lrs;
@@ -85,6 +85,10 @@ void BuildTrainingModels(const TrainerConfig& config, const std::string& shard_c
     sgd.momentum = config.momentum;
     sgd.nesterov = config.nesterov;
     sgd.weight_decay = config.weight_decay;
+    if (config.lr_step_epochs > 0 && steps_per_epoch > 0)
+      sgd.schedule = {Arg("policy", std::string("step")),
+                      Arg("stepsize", int64_t{config.lr_step_epochs} * steps_per_epoch),
+                      Arg("gamma", config.lr_gamma)};
     UnscaleGradients(model, loss_scale_factor);
     lrs.push_back(AddMomentumSgd(model, sgd).lr);
   };

@@ -30,8 +30,10 @@ struct TrainingModels {
 inline int TrainingReplicas(const TrainerConfig& c) { return c.num_devices / c.model_parallel; }
 
 // Builds the models of `config` into *m; the shards' Gloo communicator is the workspace object
-// `shard_communicator` ("" for one process). Throws InvalidInput for a model that cannot be built so.
+// `shard_communicator` ("" for one process). The learning rate's steps (--lr_step_epochs) count epochs of
+// `steps_per_epoch` steps; 0 for models that are not trained (eval, other batch sizes' memory plans) keeps
+// the rate fixed. Throws InvalidInput for a model that cannot be built so.
 void BuildTrainingModels(const TrainerConfig& config, const std::string& shard_communicator,
-                         TrainingModels* m);
+                         TrainingModels* m, int64_t steps_per_epoch = 0);
 
 }  // namespace lockstep
