@@ -1,5 +1,7 @@
 """The default workspace, as Caffe2's ``workspace``: blobs fed and fetched as numpy arrays, nets created
 once and run many times. Runs happen in the C++ core with Python's lock released."""
+import numbers
+
 import numpy as np
 
 from lockstep import core
@@ -96,8 +98,8 @@ def CreateNet(net, overwrite=False):
 
 def RunNet(name, num_iter=1):
     """Runs a created net ``num_iter`` times (the loop runs in C++)."""
-    if num_iter < 1:
-        raise InvalidInput(f"RunNet: num_iter must be at least 1, got {num_iter}")
+    if not isinstance(num_iter, numbers.Integral) or isinstance(num_iter, bool) or num_iter < 1:
+        raise InvalidInput(f"RunNet: num_iter must be a whole number of at least 1, got {num_iter!r}")
     _current().run_net(_net_name(name), int(num_iter))
     return True
 

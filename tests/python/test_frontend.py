@@ -371,6 +371,17 @@ def test_core_errors_keep_their_one_line_message():
         workspace.RunNetOnce(net)
 
 
+@pytest.mark.parametrize("num_iter", [0, 2.5, "2", True])
+def test_run_net_takes_a_whole_number_of_iterations(num_iter):
+    net = core.Net("counted")
+    net.ConstantFill([], "one", shape=[1], value=1.0)
+    workspace.CreateNet(net)
+    with pytest.raises(InvalidInput, match=f"^RunNet: num_iter must be a whole number of at least 1, got "
+                                           f"{re.escape(repr(num_iter))}$"):
+        workspace.RunNet(net, num_iter)
+    assert workspace.RunNet(net, np.int64(2))
+
+
 def test_scopes_nest_and_place_ops_on_devices():
     model = model_helper.ModelHelper(name="scopes")
     with core.NameScope("a"), core.NameScope("b"):
