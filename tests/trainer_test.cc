@@ -150,6 +150,33 @@ TEST(Trainer, LearningRateStepsEveryLrStepEpochs) {
   EXPECT_NE(rows[3].find(",3,0.0125,"), std::string::npos) << rows[3];
 }
 
+// A run resumed from an earlier checkpoint trains the steps after it again: the --iter_log rows the first
+// run wrote for them give way to the new ones, and elapsed_seconds goes on from the checkpoint's time.
+TEST(Trainer, ResumedRunReplacesTheIterLogRowsOfTheStepsItTrainsAgain) {
+  fs::path dir = FreshDir("iter_log_resume");
+  TrainerConfig config = SmallLeNet(dir);
+  config.train_data = "null";
+  config.iter_log = (dir / "steps.csv").string();
+  config.log_every_iters = 5;
+  Train(config);  // 2 epochs of 10 steps: rows at steps 5, 10, 15 and 20
+  TrainerConfig resumed = config;
+  resumed.log_dir = resumed.file_store_path = FreshDir("iter_log_resumed").string();
+  resumed.load_model_path = (dir / "lenet_1.safetensors").string();
+  Train(resumed);  // epoch 2 again
+  std::vector<std::string> positions;
+  double elapsed = 0;
+  for (const std::string& line : Lines(config.iter_log)) {
+    if (line.find("unix_time") != std::string::npos) continue;
+    std::vector<std::string> fields;
+    std::stringstream in(line);
+    for (std::string field; std::getline(in, field, ',');) fields.push_back(field);
+    positions.push_back(fields.at(2) + "/" + fields.at(3));
+    EXPECT_GE(std::stod(fields.at(1)), elapsed) << line;
+    elapsed = std::stod(fields.at(1));
+  }
+  EXPECT_EQ(positions, (std::vector<std::string>{"1/5", "1/10", "2/5", "2/10"}));
+}
+
 // LeNet on synthetic data, batch 16, with one oneDNN thread per device (see below); the final checkpoint.
 static SafetensorsFile TrainSplitLeNet(const std::string& name, int devices, int stages, int micro_batches,
                                        int steps) {

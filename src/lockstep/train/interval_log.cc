@@ -2,9 +2,11 @@
 #include "lockstep/train/interval_log.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cinttypes>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -35,6 +37,30 @@ bool StartsWithHeader(const std::string& path) {
   std::string first;
   std::getline(in, first);
   return first == IntervalLog::kCsvHeader;
+}
+
+// Cuts the rows of the CSV's last run whose step (from their epoch, iteration and iterations columns) comes
+// after `step`; returns how many. A run's rows go up in steps; a row at or below the one before starts a run.
+int64_t DropRowsAfter(FILE* csv, const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);  // the header
+  int64_t previous = -1, cut_at = -1, dropped = 0;
+  for (std::streamoff at = in.tellg(); std::getline(in, line); at = in.tellg()) {
+    int64_t epoch = 0, iteration = 0, iterations = 0;
+    if (std::sscanf(line.c_str(), "%*[^,],%*[^,],%" SCNd64 ",%" SCNd64 ",%" SCNd64, &epoch, &iteration,
+                    &iterations) != 3)
+      continue;
+    const int64_t row_step = (epoch - 1) * iterations + iteration;
+    if (row_step <= previous) cut_at = -1, dropped = 0;  // a later run
+    previous = row_step;
+    if (row_step > step && cut_at < 0) cut_at = at;
+    if (cut_at >= 0) ++dropped;
+  }
+  if (cut_at >= 0 && ftruncate(fileno(csv), cut_at) != 0)
+    throw IoError(fmt::format("--iter_log {}: cannot drop the rows after step {}: {}", path, step,
+                              std::strerror(errno)));
+  return cut_at >= 0 ? dropped : 0;
 }
 
 }  // namespace
@@ -69,6 +95,12 @@ IntervalLog::IntervalLog(IntervalLogOptions options) : options_(std::move(option
         "--iter_log {}: the file exists and is no iteration log (its first line is not the header {}); pass "
         "a new file, or the iteration log of the run this one resumes",
         options_.csv_path, kCsvHeader));
+  } else if (options_.resumed_step > 0) {
+    if (const int64_t dropped = DropRowsAfter(csv_, options_.csv_path, options_.resumed_step))
+      fmt::print(
+          "{}--iter_log {}: dropped {} row{} after step {}, where this run resumes (it trains those "
+          "steps again)\n",
+          options_.line_prefix, options_.csv_path, dropped, dropped == 1 ? "" : "s", options_.resumed_step);
   }
   std::fflush(csv_);
 }
@@ -128,10 +160,10 @@ void IntervalLog::Report(const StepFigures& f) {
   if (row_due_ && csv_) {
     const double unix_time =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    std::string row =
-        fmt::format("{:.3f},{:.3f},{},{},{},{:.4f},{:.6f},{:.6f},{:.6g},{:.1f},{:.1f}\n", unix_time,
-                    Seconds(now - start_), f.epoch, f.iteration, options_.iterations_per_epoch,
-                    pace.images_per_sec, f.loss, f.accuracy, f.learning_rate, pace.epoch_eta, pace.run_eta);
+    std::string row = fmt::format("{:.3f},{:.3f},{},{},{},{:.4f},{:.6f},{:.6f},{:.6g},{:.1f},{:.1f}\n",
+                                  unix_time, options_.resumed_seconds + Seconds(now - start_), f.epoch,
+                                  f.iteration, options_.iterations_per_epoch, pace.images_per_sec, f.loss,
+                                  f.accuracy, f.learning_rate, pace.epoch_eta, pace.run_eta);
     if (std::fputs(row.c_str(), csv_) < 0 || std::fflush(csv_) != 0)
       throw IoError(
           fmt::format("--iter_log {}: cannot write it: {}", options_.csv_path, std::strerror(errno)));

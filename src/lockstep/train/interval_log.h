@@ -23,6 +23,11 @@ struct IntervalLogOptions {
   int64_t images_per_step = 0;  // this machine's
   int64_t iterations_per_epoch = 0;
   int64_t num_epochs = 0;
+  // A resumed run: the job's steps and seconds of training its checkpoint holds. The CSV's rows after that
+  // step, left by the run that was cut short, are dropped (those steps are trained again), and
+  // elapsed_seconds goes on from the checkpoint's training time.
+  int64_t resumed_step = 0;
+  double resumed_seconds = 0;
 };
 
 struct StepFigures {

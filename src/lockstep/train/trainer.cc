@@ -256,7 +256,8 @@ void CreateNets(const Sources& sources, Session* session) {
   if (sources.test) session->test_net = session->ws.CreateNet(session->models.test.net());
 }
 
-IntervalLogOptions IntervalOptions(const TrainerConfig& config, int64_t iterations, EventFile* events) {
+IntervalLogOptions IntervalOptions(const TrainerConfig& config, int64_t iterations, const TrainerState& state,
+                                   EventFile* events) {
   IntervalLogOptions options;
   options.events = events;
   options.every_secs = config.log_every_secs;
@@ -267,6 +268,8 @@ IntervalLogOptions IntervalOptions(const TrainerConfig& config, int64_t iteratio
   options.images_per_step = config.batch_size;
   options.iterations_per_epoch = iterations;
   options.num_epochs = config.num_epochs;
+  options.resumed_step = state.iteration;
+  options.resumed_seconds = state.training_milliseconds / 1000.0;
   return options;
 }
 
@@ -434,7 +437,7 @@ TrainerResult TrainShard(const TrainerConfig& config, std::shared_ptr<GlooCommun
   ProgressLine progress(StderrIsTerminal());
   std::unique_ptr<EventFile> events = OpenTrainingEvents(config);
   if (events) fmt::print("{}TensorBoard events: {}\n", ShardPrefix(config), events->path());
-  IntervalLog intervals(IntervalOptions(config, iterations, events.get()));
+  IntervalLog intervals(IntervalOptions(config, iterations, session.state, events.get()));
   EpochRecord record = StartingTotals(config, session.state);
   TrainerResult result;
   result.log_path = log.path();
