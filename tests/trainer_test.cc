@@ -360,6 +360,8 @@ TEST(TrainerCli, BadInputGivesOneLineAndNonZeroExit) {
       {base + "--model lenet --num_gpus 3", "--batch_size 4 does not divide evenly among 3 replicas"},
       {base + "--model lenet --num_gpus 0", "--num_gpus must be at least 1"},
       {base + "--model lenet --gpus 1,1", "--gpus takes distinct device ids, e.g. --gpus 0,1"},
+      {base + "--model lenet --nesterov --momentum 0",
+       "--nesterov needs --momentum above 0 (without momentum it is plain SGD); drop one"},
       {base + "--model lenet --num_gpus 2 --model_parallel 3", "--num_gpus 2 does not divide into replicas"},
       {base + "--model lenet --micro_batches 3", "among 1 replica x 3 micro-batches; use a multiple of 3"},
       {"train --use_cpu --train_data null --image_size 32 --epoch_size 20 --batch_size 20 --model lenet "

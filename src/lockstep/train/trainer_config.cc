@@ -294,6 +294,8 @@ void ValidateTrainerConfig(const TrainerConfig& c) {
   CheckData(c);
   CheckDeviceSplit(c);
   CheckPrecision(c);
+  if (c.nesterov && c.momentum == 0)
+    throw InvalidInput("--nesterov needs --momentum above 0 (without momentum it is plain SGD); drop one");
   CheckShards(c);
   CheckCheckpoints(c);
   CheckTensorBoard(c);
