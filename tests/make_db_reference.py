@@ -69,6 +69,8 @@ with open(path("bad_line.txt"), "w") as f:
     f.write("a.png 0\nb.png\n")
 with open(path("bad_label.txt"), "w") as f:
     f.write("a.png 0\nb.png 1\ng.png two\n")
+with open(path("negative_label.txt"), "w") as f:
+    f.write("a.png 0\nb.png -1\n")
 with open(path("missing.txt"), "w") as f:
     f.write("a.png 0\nnothere.png 1\n")
 with open(path("not_image.txt"), "w") as f:

@@ -467,6 +467,29 @@ TEST_F(MakeDbTest, CliWritesAndReplacesWithOverwrite) {
   EXPECT_EQ(replaced.exit_code, 0) << replaced.output;
   EXPECT_EQ(ReadDb("lmdb", db, RecordFormat::kDatum).size(), 6u);
   EXPECT_TRUE(Leftovers(output_directory_->path()).empty());
+
+  // --overwrite replaces a database only: not a file (here the list being read), nor a folder that holds
+  // something of the user's beside its database, nor a link (whose target would stay as it was).
+  const std::string list_copy = Output("list_copy.txt"), link = Output("link");
+  fs::copy_file(Input("list.txt"), list_copy);
+  fs::create_symlink(db, link);
+  std::ofstream(db + "/notes.txt") << "mine";
+  const std::pair<std::string, std::string> refusals[] = {
+      {list_copy, "'" + list_copy + "' is a file, not a database"},
+      {db, "'" + db + "' holds 'notes.txt' beside its database"},
+      {link, "'" + link + "' is a symbolic link"}};
+  for (const auto& [output, message] : refusals) {
+    CliResult kept = RunCli({"--image_folder", Input("images"), "--list", list_copy, "--output", output,
+                             "--overwrite"},
+                            Output("log4"));
+    EXPECT_EQ(kept.exit_code, kExitNotRetryable) << output;
+    EXPECT_EQ(kept.output, "lockstep: error: " + message +
+                               "; --overwrite only replaces databases, so remove it yourself or choose another "
+                               "--output\n");
+  }
+  EXPECT_EQ(ReadFile(list_copy), ReadFile(Input("list.txt")));
+  EXPECT_EQ(ReadDb("lmdb", db, RecordFormat::kDatum).size(), 6u);
+  EXPECT_TRUE(fs::is_symlink(link));
 }
 
 TEST_F(MakeDbTest, CliErrorsAreOneLine) {
@@ -485,6 +508,7 @@ TEST_F(MakeDbTest, CliErrorsAreOneLine) {
   const std::vector<Case> cases = {
       {folder("bad_line.txt"), {"bad_line.txt:2: expected 'relative/path label', got 'b.png'"}},
       {folder("bad_label.txt"), {"bad_label.txt:3: label 'two' is not an integer"}},
+      {folder("negative_label.txt"), {"negative_label.txt:2: label -1 is negative; labels are class indices"}},
       {folder("missing.txt"), {"nothere.png", "missing.txt:2", "does not exist"}},
       {folder("not_image.txt"), {"notes.png", "not_image.txt:2", "not a JPEG or PNG"}},
       {folder("no_such_list.txt"), {"--list", "no_such_list.txt", "does not exist"}},

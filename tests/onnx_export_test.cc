@@ -207,6 +207,19 @@ TEST(OnnxExport, WithoutTestDataTheNormalizationIsTheCheckpointsRecord) {
   EXPECT_NE(InputNormalizationText(config, "", "").find("not recorded"), std::string::npos);
 }
 
+// With a database, the reading of its images: the colour order only where there is colour.
+TEST(OnnxExport, WithTestDataTheNormalizationNamesTheColourOrderOfColourModels) {
+  TrainerConfig config;
+  config.num_channels = 3, config.image_size = 28, config.scale = 32;
+  EXPECT_EQ(InputNormalizationText(config, "/data/test_lmdb", ""),
+            "x[c] = (pixel[c] - 128) / 128, channels in BGR order, after resizing each image so its shortest "
+            "side is 32 and cropping its centre to 28 x 28");
+  config.num_channels = 1;
+  EXPECT_EQ(InputNormalizationText(config, "/data/test_lmdb", ""),
+            "x[c] = (pixel[c] - 128) / 128, after resizing each image so its shortest side is 32 and cropping "
+            "its centre to 28 x 28");
+}
+
 // A training net as built by hand: the reader's output is the input, Dropout and the loss are left out,
 // SpatialBN in training mode exports on its running statistics, in-place writes get fresh ONNX names, fused
 // ReLUs become nodes of their own.
@@ -310,6 +323,15 @@ TEST(OnnxExport, CommandLine) {
       std::string::npos)
       << other.err;
   EXPECT_FALSE(fs::exists(dir / "x.onnx"));
+
+  // --test_data is checked as lockstep eval checks it: a database that is not there is refused.
+  const std::string missing = (dir / "no_such_db").string();
+  CliOutput no_data = RunCliWithFiles(dir, "export --load_model_path " + checkpoint + " --test_data " +
+                                               missing + " --output " + (dir / "y.onnx").string());
+  EXPECT_EQ(no_data.code, kExitNotRetryable);
+  EXPECT_NE(no_data.err.find("--test_data '" + missing + "' does not exist"), std::string::npos)
+      << no_data.err;
+  EXPECT_FALSE(fs::exists(dir / "y.onnx"));
 
   // --output names a file: a directory is refused before any work, a missing folder is made.
   CliOutput folder =

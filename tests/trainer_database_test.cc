@@ -123,6 +123,25 @@ TEST(TrainerCli, EvaluationLeavesBadRecordsOut) {
       std::regex_search(evaluated.out, counted, std::regex("^8 records: .* top-1 accuracy ([0-9.]+) \\(")))
       << evaluated.out;
   EXPECT_NEAR(std::stod(counted[1]), std::stod(test_accuracy[1]), 1e-4);
+  EXPECT_NE(evaluated.out.find("\nleft out 1 bad record (--skip_bad_records)\n"), std::string::npos)
+      << evaluated.out;
+
+  // A database of bad records only has nothing to score.
+  const std::string all_bad = (dir / "all_bad").string();
+  {
+    auto bad_db = OpenDB("lmdb", all_bad, DbMode::kNew);
+    auto transaction = bad_db->NewTransaction();
+    transaction->Put("a", "not a Datum");
+    transaction->Put("b", "nor this");
+    transaction->Commit();
+  }
+  CliOutput nothing = RunCliWithFiles(dir, "eval --use_cpu --load_model_path " + checkpoint + " --test_data " +
+                                               all_bad + data + "--skip_bad_records");
+  EXPECT_EQ(nothing.code, kExitNotRetryable);
+  EXPECT_NE(nothing.err.find("none of the 2 records of the test data can be used (--skip_bad_records left "
+                             "each out)"),
+            std::string::npos)
+      << nothing.err;
 }
 
 // One pass over a database smaller than the batch has no step: the message names the database, not a flag

@@ -23,9 +23,12 @@ int RunEval(const CLI::App& app, EvalFlags flags) {
   ResolveDataDefaults(c.test_data, given, &c);
   ResolveModelFromCheckpoint(given, /*train=*/false, &c);
   EvaluationResult result = EvaluateCheckpoint(c, flags.predictions, flags.with_logits);
-  fmt::print("{} records: loss {:.6f}, top-1 accuracy {:.6f} ({}), top-5 accuracy {:.6f} ({})\n",
-             result.records, result.loss(), result.top1(), result.top1_correct, result.top5(),
-             result.top5_correct);
+  fmt::print("{} record{}: loss {:.6f}, top-1 accuracy {:.6f} ({}), top-5 accuracy {:.6f} ({})\n",
+             result.records, result.records == 1 ? "" : "s", result.loss(), result.top1(),
+             result.top1_correct, result.top5(), result.top5_correct);
+  if (result.left_out > 0)
+    fmt::print("left out {} bad record{} (--skip_bad_records)\n", result.left_out,
+               result.left_out == 1 ? "" : "s");
   if (!flags.predictions.empty()) fmt::print("predictions: {}\n", flags.predictions);
   return 0;
 }

@@ -110,8 +110,9 @@ int32_t DbSource::Decode(const std::string& key, const std::string& value, int64
       transform.Apply(image, kDecodedColorOrder, &rng, out);
     } else {
       if (record.channels != options_.channels)
-        throw InvalidInput(
-            fmt::format("{} channels where --num_channels is {}", record.channels, options_.channels));
+        throw InvalidInput(fmt::format(
+            "its image has {} channel{} where --num_channels is {}; pass --num_channels {}", record.channels,
+            record.channels == 1 ? "" : "s", options_.channels, record.channels));
       if (check_first_batch_) first_batch_sizes_[worker].Add(record.height, record.width, record.channels);
       const auto* pixels = reinterpret_cast<const uint8_t*>(record.bytes.data());
       if (record.layout == PixelLayout::kCHW)

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <numeric>
 #include <random>
+#include <regex>
 #include <thread>
 
 #include "lockstep/core/enforce.h"
@@ -129,7 +130,12 @@ std::vector<ListEntry> ReadList(const std::string& list) {
     auto [last, error] = std::from_chars(label.data(), label.data() + label.size(), value);
     if (error != std::errc() || last != label.data() + label.size())
       throw InvalidInput(fmt::format("{}:{}: label '{}' is not an integer", list, number, label));
-    if (value < INT32_MIN || value > INT32_MAX)
+    if (value < 0)  // training refuses it at the first batch that holds it
+      throw InvalidInput(
+          fmt::format("{}:{}: label {} is negative; labels are class indices, 0 to the number "
+                      "of classes - 1",
+                      list, number, value));
+    if (value > INT32_MAX)
       throw InvalidInput(fmt::format("{}:{}: label {} does not fit in int32", list, number, value));
     size_t path_end = line.find_last_not_of(kSpace, split);
     entries.push_back(
@@ -288,6 +294,18 @@ std::unique_ptr<Input> OpenInput(const MakeDbOptions& options, int* channels) {
   return std::make_unique<CifarInput>(options);
 }
 
+// The first entry of the database folder `dir` that neither LMDB, LevelDB nor make-db itself writes there;
+// "" when there is none.
+std::string NotOfTheDatabase(const fs::path& dir) {
+  static const std::regex kOwn(
+      R"((data|lock)\.mdb|CURRENT|LOCK|LOG(\.old)?|MANIFEST-\d+|\d+\.(log|ldb|sst))");
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name != kImageGeometryFile && !std::regex_match(name, kOwn)) return name;
+  }
+  return "";
+}
+
 void CheckOutput(const MakeDbOptions& options) {
   auto types = DbTypes();
   if (std::find(types.begin(), types.end(), options.db_type) == types.end())
@@ -309,13 +327,19 @@ void CheckOutput(const MakeDbOptions& options) {
     if (!options.overwrite)
       throw InvalidInput(fmt::format(
           "'{}' already exists; pass --overwrite to replace it, or choose another --output", options.output));
-    // --overwrite replaces a database or a file, never a directory of something else (a mistyped path).
-    if (fs::is_directory(fs::symlink_status(output, error)) && GuessDbType(options.output).empty())
-      throw InvalidInput(
-          fmt::format("'{}' is a directory that holds no database; --overwrite only replaces databases, so "
-                      "remove it yourself "
-                      "or choose another --output",
-                      options.output));
+    // --overwrite replaces a database, never anything else at a mistyped path (a file, a folder of one's
+    // own, or the target of a link, which would stay as it was).
+    const auto refuse = [&](const std::string& what) {
+      return InvalidInput(
+          fmt::format("'{}' {}; --overwrite only replaces databases, so remove it yourself or "
+                      "choose another --output",
+                      options.output, what));
+    };
+    if (fs::is_symlink(fs::symlink_status(output, error))) throw refuse("is a symbolic link");
+    if (!fs::is_directory(fs::symlink_status(output, error))) throw refuse("is a file, not a database");
+    if (GuessDbType(options.output).empty()) throw refuse("is a directory that holds no database");
+    if (const std::string other = NotOfTheDatabase(output); !other.empty())
+      throw refuse(fmt::format("holds '{}' beside its database", other));
   }
   fs::path parent = fs::absolute(output, error).parent_path();
   if (!fs::is_directory(parent, error))

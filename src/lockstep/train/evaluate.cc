@@ -72,7 +72,10 @@ EvaluationResult Evaluate(Workspace* ws, Net* test_net, const std::vector<TestRe
                        ShapeToString(logits.shape()), slice);
       const int64_t num_classes = logits.dim(1);
       for (int64_t i = 0; i < slice && first + r * slice + i < end; ++i) {
-        if (labels.data<int32_t>()[i] == kLeftOutLabel) continue;
+        if (labels.data<int32_t>()[i] == kLeftOutLabel) {
+          ++result.left_out;
+          continue;
+        }
         RecordPrediction prediction;
         prediction.position = first + r * slice + i;
         ScoreRecord(logits.data<float>() + i * num_classes, num_classes, labels.data<int32_t>()[i],
@@ -81,6 +84,11 @@ EvaluationResult Evaluate(Workspace* ws, Net* test_net, const std::vector<TestRe
       }
     }
   }
+  if (result.records == 0 && result.left_out > 0)
+    throw InvalidInput(fmt::format(
+        "none of the {} records of the test data can be used (--skip_bad_records left each out); check "
+        "--db_type, --num_channels and the records",
+        result.left_out));
   return result;
 }
 

@@ -32,6 +32,7 @@ struct RecordPrediction {
 
 struct EvaluationResult {
   int64_t records = 0;
+  int64_t left_out = 0;  // bad records --skip_bad_records left out, which the figures do not count
   int64_t top1_correct = 0, top5_correct = 0;  // ties count as Caffe2's Accuracy counts them
   double loss_sum = 0;                         // cross-entropy of the softmax, summed over records
   double loss() const { return records > 0 ? loss_sum / records : 0; }
@@ -42,7 +43,7 @@ struct EvaluationResult {
 // Runs test_net over the source's records [0, size) in batches of batch_size (the last one shorter), each
 // replica reading an equal slice of a batch; a tail that does not divide among the replicas is padded with
 // records from the start of the source, whose outputs are not counted. Calls on_record (when given) for
-// every record in order.
+// every record in order. Throws InvalidInput when every record is a bad one left out.
 EvaluationResult Evaluate(Workspace* ws, Net* test_net, const std::vector<TestReplica>& replicas,
                           BatchSource* source, int batch_size,
                           const std::function<void(const RecordPrediction&)>& on_record = {});

@@ -546,11 +546,15 @@ std::string InputNormalizationText(const TrainerConfig& config, const std::strin
   if (data.empty() || data == "null")
     return "not recorded (exported without --test_data): lockstep reads fashion-mnist as pixel * (1/255) and "
            "image databases as (pixel - 128) / 128 per channel";
+  const std::string order =
+      config.num_channels == 1
+          ? ""
+          : fmt::format(", channels in {} order", config.color_order == "rgb" ? "RGB" : "BGR");
   return fmt::format(
-      "x[c] = (pixel[c] - 128) / 128, channels in {} order, after resizing each image so its "
-      "shortest side is {} and cropping its centre to {} x {}",
-      config.color_order == "rgb" ? "RGB" : "BGR", ResizedSide(config.scale, config.image_size),
-      config.image_size, config.image_size);
+      "x[c] = (pixel[c] - 128) / 128{}, after resizing each image so its shortest side is {} and cropping "
+      "its "
+      "centre to {} x {}",
+      order, ResizedSide(config.scale, config.image_size), config.image_size, config.image_size);
 }
 
 OnnxExportSummary ExportCheckpointToOnnx(TrainerConfig config, const GivenOptions& given,
@@ -562,6 +566,12 @@ OnnxExportSummary ExportCheckpointToOnnx(TrainerConfig config, const GivenOption
     throw InvalidInput(fmt::format("--output '{}': the model is ONNX; name the file *.onnx", path));
   ResolveDataDefaults(config.test_data, given, &config);
   ResolveModelFromCheckpoint(given, /*train=*/false, &config);  // the model and geometry it records
+  // --test_data read as lockstep eval reads it, so that the reading recorded in the metadata holds.
+  if (!config.test_data.empty() && IsDatabase(config.test_data)) {
+    CheckEvaluationData(config);
+    Tensor images, labels;
+    OpenBatchSource(DataSpec(config.test_data, config, false))->Fill(0, 1, &images, &labels);
+  }
   const std::string& model_name = config.model;
   if (!IsKnownModel(model_name))
     throw InvalidInput(fmt::format("--model {} is not in the zoo: {}", model_name, KnownModelsText()));

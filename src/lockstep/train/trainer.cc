@@ -519,6 +519,7 @@ EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::stri
   if (config.test_data.empty() || config.test_data == "null")
     throw InvalidInput(fmt::format("--test_data {}: give a database path or fashion-mnist",
                                    config.test_data.empty() ? "is required" : "null has no labels to score"));
+  CheckEvaluationData(config);
   TrainerConfig as_training = config;  // evaluation needs of the flags what training on the test data needs
   as_training.train_data = config.test_data;
   as_training.test_data.clear();  // that training would test on nothing else

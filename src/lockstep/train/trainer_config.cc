@@ -172,6 +172,15 @@ int64_t LimitStepsPerEpoch(int64_t iterations) {
 
 namespace {
 
+void CheckDataExists(const char* flag, const std::string& data) {
+  std::error_code error;
+  if (!data.empty() && IsDatabase(data) && !std::filesystem::exists(data, error))
+    throw InvalidInput(
+        fmt::format("{} '{}' does not exist: give an image database (a folder lockstep make-db wrote), "
+                    "fashion-mnist, or null for synthetic data",
+                    flag, data));
+}
+
 void CheckData(const TrainerConfig& c) {
   if (c.train_data.empty())
     throw InvalidInput(
@@ -181,14 +190,8 @@ void CheckData(const TrainerConfig& c) {
     throw InvalidInput(
         "--epoch_size 0 asks for one pass over the data, but --train_data null never ends: give the images "
         "an epoch has");
-  for (const auto& [flag, data] : {std::pair{"--train_data", &c.train_data}, {"--test_data", &c.test_data}}) {
-    std::error_code error;
-    if (!data->empty() && IsDatabase(*data) && !std::filesystem::exists(*data, error))
-      throw InvalidInput(
-          fmt::format("{} '{}' does not exist: give an image database (a folder lockstep make-db wrote), "
-                      "fashion-mnist, or null for synthetic data",
-                      flag, *data));
-  }
+  CheckDataExists("--train_data", c.train_data);
+  CheckDataExists("--test_data", c.test_data);
   if (c.test_data == "fashion-mnist" && c.train_data != "fashion-mnist")
     throw InvalidInput("--test_data fashion-mnist needs --train_data fashion-mnist (same input geometry)");
   if (c.db_type == "leveldb" && IsDatabase(c.train_data) && c.test_data == c.train_data)
@@ -285,6 +288,14 @@ SourceSpec DataSpec(const std::string& name, const TrainerConfig& config, bool t
   spec.skip_bad_records = config.skip_bad_records;
   spec.seed = config.seed;
   return spec;
+}
+
+void CheckEvaluationData(const TrainerConfig& config) {
+  CheckDataExists("--test_data", config.test_data);
+  TrainerConfig as_training = config;
+  as_training.train_data = config.test_data;
+  as_training.test_data.clear();  // that training would test on nothing else
+  CheckData(as_training);
 }
 
 void ValidateTrainerConfig(const TrainerConfig& c) {

@@ -123,6 +123,10 @@ void ResolveTrainerConfig(const GivenOptions& given, TrainerConfig* config);
 // checkpoint's.
 void CheckModelAgainstCheckpoint(const TrainerConfig& config, bool train);
 
+// What reading config.test_data to evaluate or export needs of it and of the data flags: what training on it
+// would need (it exists, its input scaling is the training data's, the source options hold).
+void CheckEvaluationData(const TrainerConfig& config);
+
 // The gradient allreduces in flight across shards: --allreduce_channels, or for 0 (automatic) 2 across shards
 // of CPU devices and else 1.
 int AllreduceChannels(const TrainerConfig& config);
