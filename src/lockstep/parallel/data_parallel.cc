@@ -194,8 +194,10 @@ void Interleave(NetDef* net, const std::vector<int>& replica_of, int replicas, c
         outputs.push_back(CombinedName(blob));
       }
     }
-    if (!inputs.empty())
-      *interleaved.add_op() = OnDevice(AllreduceDef(world, inputs, outputs, replicas), first_device);
+    if (inputs.empty()) continue;
+    OperatorDef sum = OnDevice(AllreduceDef(world, inputs, outputs, replicas), first_device);
+    sum.set_is_gradient_op(replica[0][j]->is_gradient_op());  // a sum of the backward pass belongs to it
+    *interleaved.add_op() = std::move(sum);
   }
   *net = interleaved;
 }
@@ -216,15 +218,18 @@ std::string ChannelWorld(const std::string& job_world, int k) {
   return k == 0 ? job_world : fmt::format("{}_channel{}", job_world, k);
 }
 
-// Inserts each bucket's Allreduce right after the last backward op that writes one of its gradients (the
-// updates that come later read the sums); bucket i goes to channel i % channels.
+// Inserts each bucket's Allreduce right after the last backward op that writes or reads one of its gradients
+// as the replica's own (combined BN sums a BN parameter's gradients across the replicas itself, from each
+// replica's part); the updates that come later read the sums. Bucket i goes to channel i % channels.
 void AddBucketAllreduces(NetDef* net, const ModelHelper& model, const std::vector<GradientBucket>& buckets,
                          const std::vector<std::string>& scopes, const std::string& job_world, int channels,
                          const Device& first_device) {
-  std::map<std::string, int> last_writer;
+  std::map<std::string, int> last_use;
   for (int i = 0; i < net->op_size(); ++i)
-    if (net->op(i).is_gradient_op())
-      for (const auto& blob : net->op(i).output()) last_writer[blob] = i;
+    if (net->op(i).is_gradient_op()) {
+      for (const auto& blob : net->op(i).input()) last_use[blob] = i;
+      for (const auto& blob : net->op(i).output()) last_use[blob] = i;
+    }
   std::multimap<int, OperatorDef> after;
   for (size_t b = 0; b < buckets.size(); ++b) {
     const GradientBucket& bucket = buckets[b];
@@ -238,9 +243,9 @@ void AddBucketAllreduces(NetDef* net, const ModelHelper& model, const std::vecto
           Fail(fmt::format("parameter '{}' gets no gradient from the losses; remove it or connect it",
                            scope + param));
         grads.push_back(grad->second);
-        auto writer = last_writer.find(grad->second);
-        LOCKSTEP_ENFORCE(writer != last_writer.end(), "gradient '{}' is never written", grad->second);
-        position = std::max(position, writer->second);
+        auto use = last_use.find(grad->second);
+        LOCKSTEP_ENFORCE(use != last_use.end(), "gradient '{}' is never written", grad->second);
+        position = std::max(position, use->second);
       }
     after.emplace(position,
                   OnDevice(AllreduceDef(world, grads, grads, static_cast<int>(scopes.size()), bucket.wire),
