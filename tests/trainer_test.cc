@@ -213,6 +213,31 @@ TEST(Trainer, ModelParallelStagesTrainBitForBitLikeOneDevice) {
   }
 }
 
+// Replicas of two stages each, normalizing with the statistics of the whole batch (--combine_spatial_bn):
+// the stages of a replica compute what its one device computes, bit for bit. ResNet-18 has a stage boundary
+// between a BN and the convolution it feeds.
+TEST(Trainer, ModelParallelReplicasWithCombinedBatchNormTrainLikeOneDeviceEach) {
+  auto train = [](const std::string& name, int devices, int stages) {
+    fs::path dir = FreshDir(name);
+    TrainerConfig config = SmallLeNet(dir);
+    config.model = "resnet18";
+    config.train_data = "null";
+    config.num_channels = 3, config.image_size = 32;
+    config.batch_size = 8, config.epoch_size = 16, config.num_epochs = 1;
+    config.threads = devices;
+    config.num_devices = devices;
+    config.model_parallel = stages;
+    config.combine_spatial_bn = true;
+    Train(config);
+    return ReadSafetensors((dir / "lenet_1.safetensors").string());
+  };
+  SafetensorsFile replicas = train("combined_replicas", 2, 1);
+  SafetensorsFile staged = train("combined_staged_replicas", 4, 2);
+  ASSERT_EQ(staged.tensors.size(), replicas.tensors.size());
+  for (const auto& [name, tensor] : replicas.tensors)
+    if (tensor.dtype() == DataType::kFloat) EXPECT_EQ(Values(staged.tensors.at(name)), Values(tensor)) << name;
+}
+
 TEST(Trainer, ModelParallelStagesWithMicroBatchesTrainLikeOneDevice) {
   // One update. Error bound: from equal parameters every per-image value of the step is computed by the same
   // kernels; a weight or bias gradient is a float32 sum of n terms (images x positions), which the split run

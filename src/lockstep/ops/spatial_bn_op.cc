@@ -397,7 +397,10 @@ std::vector<OperatorDef> CombineStatisticsAcrossReplicas(const OperatorDef& op, 
   SetArgument(&bn, Arg("relu", false));
   if (!relu) return {stats, bn};
   bn.mutable_output()->RemoveLast();  // the ReLU mask
-  OperatorDef activation = MakeOperatorDef("Relu", {y}, {y});
+  // Out of place, so that ReLU's gradient writes a blob of its own: dY may come from a model-parallel stage
+  // on another device, which an in-place gradient could not update.
+  bn.set_output(0, y + "_normalized");
+  OperatorDef activation = MakeOperatorDef("Relu", {bn.output(0)}, {y});
   *activation.mutable_device_option() = op.device_option();
   return {stats, bn, activation};
 }
