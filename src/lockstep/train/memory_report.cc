@@ -8,10 +8,13 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <vector>
 
 #include "lockstep/core/device_backend.h"
 #include "lockstep/core/enforce.h"
+#include "lockstep/data/source_options.h"
 #include "lockstep/ops/dnnl_utils.h"
 #include "lockstep/parallel/fuse_relu.h"
 
@@ -110,25 +113,44 @@ void ReportMemoryPlan(const TrainerConfig& config, const MemoryPlan& plan,
   for (size_t start = 0, end; (end = devices.find('\n', start)) != std::string::npos; start = end + 1)
     fmt::print("  {}\n", devices.substr(start, end - start));
 
-  // Each memory's use is (nearly) affine in the batch: parameters and state are fixed, the rest grows.
+  // The largest batch whose plan fits every memory; -1 when the sizes are unknown. A memory's use is nearly
+  // affine in the batch (parameters and state are fixed, the rest grows), but not quite (micro-batches,
+  // scratch that oneDNN sizes per shape): the affine estimate from this batch and twice it is checked with
+  // the plan itself and narrowed between a batch that fits and one that does not.
   auto largest_batch = [&]() -> int64_t {
     // A batch splits evenly into the replicas and each replica's into its micro-batches.
     const int64_t step = int64_t{config.num_devices / config.model_parallel} * config.micro_batches;
-    const MemoryPlan doubled_plan = plan_at(2 * config.batch_size);
-    if (!doubled_plan.unknown.empty()) return -1;
-    const std::vector<Budget> doubled = Budgets(config, doubled_plan, in_use);
-    int64_t largest = -1;
-    for (size_t i = 0; i < budgets.size() && i < doubled.size(); ++i) {
-      if (doubled[i].used <= budgets[i].used) continue;
-      const double per_image = double(doubled[i].used - budgets[i].used) / config.batch_size;
-      const double fixed = double(budgets[i].used) - per_image * config.batch_size;
-      const int64_t images = fixed >= double(budgets[i].limit)
-                                 ? 0
-                                 : static_cast<int64_t>((double(budgets[i].limit) - fixed) / per_image);
-      const int64_t fits = images / step * step;
-      largest = largest < 0 ? fits : std::min(largest, fits);
+    const int64_t most = kMaxBatchSize / step * step;  // what --batch_size accepts
+    int64_t fits = 0, fails = most + step;             // the largest batch known to fit, the smallest not
+    // The most bytes by which a memory's plan at `batch` exceeds its limit (at most 0: it fits).
+    auto excess = [&](int64_t batch) -> std::optional<double> {
+      const MemoryPlan at = batch == config.batch_size ? plan : plan_at(static_cast<int>(batch));
+      if (!at.unknown.empty()) return std::nullopt;
+      double worst = -std::numeric_limits<double>::infinity();
+      for (const Budget& budget : Budgets(config, at, in_use))
+        worst = std::max(worst, double(budget.used) - double(budget.limit));
+      if (worst <= 0)
+        fits = std::max(fits, batch);
+      else
+        fails = std::min(fails, batch);
+      return worst;
+    };
+    std::pair<int64_t, std::optional<double>> a{config.batch_size, excess(config.batch_size)};
+    std::pair<int64_t, std::optional<double>> b{2 * a.first, excess(2 * a.first)};
+    for (int round = 0; round < 16 && fails - fits > step; ++round) {
+      if (!a.second || !b.second) return -1;
+      // Where the line through the last two plans meets the limit, within what is known; every other round
+      // halfway between what fits and what does not, once both are known, so that a curve the line follows
+      // badly is still found in a few rounds.
+      const double slope = (*b.second - *a.second) / double(b.first - a.first);
+      const double crossing = slope > 0 ? double(b.first) - *b.second / slope : double(most);
+      int64_t next = static_cast<int64_t>(std::min(crossing, double(most))) / step * step;
+      if (round % 2 == 1 && fails <= most) next = (fits + fails) / 2 / step * step;
+      next = std::clamp(next, fits + step, fails - step);
+      a = b;
+      b = {next, excess(next)};
     }
-    return largest;
+    return fits;
   };
   if (config.plan_memory) {
     const int64_t largest = largest_batch();
