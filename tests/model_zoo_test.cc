@@ -71,6 +71,19 @@ TEST(ModelZoo, WideResNet) {
   ModelHelper bad("bad");
   EXPECT_THROW(BuildModel("wrn-27-10", bad, "data", ModelConfig{}), InvalidInput);
   EXPECT_THROW(BuildModel("vgg16", bad, "data", ModelConfig{}), InvalidInput);
+  // The numbers are written plainly, and bounded: a name that wraps around int, or one with a sign, a
+  // leading zero or a space, names no model (it trained WRN-16-1 for wrn-4294967312-1).
+  for (const char* name : {"wrn-4294967312-1", "wrn-16-4294967297", "wrn-016-1", "wrn-+16-1", "wrn- 16-1"})
+    EXPECT_FALSE(IsKnownModel(name)) << name;
+  EXPECT_TRUE(IsKnownModel("wrn-1006-1"));
+  try {
+    BuildModel("wrn-1006-1", bad, "data", ModelConfig{});
+    ADD_FAILURE() << "wrn-1006-1 is deeper than 1000";
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(
+        e.what(),
+        "wrn-1006-1: depth must be 6n+4 from 10 to 1000 (10, 16, 22, 28, 40, ...) and width from 1 to 64");
+  }
 }
 
 }  // namespace lockstep::testing

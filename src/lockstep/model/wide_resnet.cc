@@ -8,9 +8,11 @@ namespace lockstep {
 
 std::string BuildWideResNet(ModelHelper& model, const std::string& data, const ModelConfig& config, int depth,
                             int width) {
-  if (depth < 10 || (depth - 4) % 6 != 0 || width < 1)
-    throw InvalidInput(
-        fmt::format("wrn-{}-{}: depth must be 6n+4 (10, 16, 22, 28, 40, ...) and width >= 1", depth, width));
+  // The bounds keep to networks that build in moments (depth 1000 has 166 blocks a stage).
+  if (depth < 10 || depth > 1000 || (depth - 4) % 6 != 0 || width < 1 || width > 64)
+    throw InvalidInput(fmt::format(
+        "wrn-{}-{}: depth must be 6n+4 from 10 to 1000 (10, 16, 22, 28, 40, ...) and width from 1 to 64",
+        depth, width));
   const int blocks = (depth - 4) / 6;
   auto conv = [&](const std::string& in, const std::string& name, int dim_in, int dim_out, int kernel,
                   int stride) {

@@ -6,9 +6,11 @@
 namespace lockstep {
 
 namespace {
+// "wrn-<depth>-<width>" with both numbers written plainly (no sign, leading zero or space).
 bool ParseWideResNet(const std::string& name, int* depth, int* width) {
   char tail = 0;
-  return std::sscanf(name.c_str(), "wrn-%d-%d%c", depth, width, &tail) == 2;
+  return std::sscanf(name.c_str(), "wrn-%9d-%9d%c", depth, width, &tail) == 2 &&
+         name == fmt::format("wrn-{}-{}", *depth, *width);
 }
 int ResNetDepth(const std::string& name) {
   for (int depth : {18, 34, 50, 101})
