@@ -124,6 +124,8 @@ TEST(OnnxExport, LeNetPassesTheCheckerWithItsCheckpointsParameters) {
   BuildModel("lenet", reference, "data", {1, 28, 10, true});
   Workspace ws;
   ws.RunNetOnce(reference.param_init_net());
+  Workspace empty;  // a model's blobs exist once its param_init_net ran
+  EXPECT_THROW(LoadCheckpointParameters(checkpoint, &empty, "", reference.GetParams()), InvalidInput);
   LoadCheckpointParameters(checkpoint, &ws, "", reference.GetParams());
   ASSERT_EQ(model.graph().initializer_size(), static_cast<int>(shapes.size()));
   int64_t values = 0;

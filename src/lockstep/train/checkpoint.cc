@@ -234,7 +234,11 @@ void LoadTensors(const std::string& path, const SafetensorsFile& file, Workspace
       throw InvalidInput(
           fmt::format("checkpoint {} lacks '{}': was it saved from another model?", path, name));
     Tensor* blob = ws->GetBlob(scope + name);
-    LOCKSTEP_ENFORCE(blob != nullptr, "blob '{}' must exist before loading a checkpoint", scope + name);
+    if (!blob)
+      throw InvalidInput(
+          fmt::format("checkpoint {}: the workspace has no blob '{}' to load it into; run the "
+                      "model's param_init_net first",
+                      path, scope + name));
     if (blob->shape() != it->second.shape() || blob->dtype() != it->second.dtype()) {
       // A checkpoint that records its geometry had it checked before the model was built; one of a zoo model
       // without it (an older version's, or one saved from Python without it) needs the flags it was trained
