@@ -1,4 +1,5 @@
 // Model zoo: parameter shapes and counts against the published architectures, output shapes by inference.
+#include "lockstep/model/layers.h"
 #include "lockstep/model/zoo.h"
 #include "test_util.h"
 
@@ -61,6 +62,15 @@ TEST(ModelZoo, ResNetParameterCountsMatchTheReference) {
   }
   EXPECT_EQ(LogitsShape("resnet50", ModelConfig{3, 64, 7, false}, 2), (Shape{2, 7}));
   EXPECT_EQ(LogitsShape("resnet34", ModelConfig{3, 32, 5, true}, 1), (Shape{1, 5}));
+}
+
+TEST(ModelZoo, LayersOfNoChannelsAreRefused) {
+  ModelHelper model("empty_layers");
+  EXPECT_THROW(layers::Conv(model, "data", "conv", 3, 0, 3, {}), InvalidInput);
+  EXPECT_THROW(layers::Conv(model, "data", "conv", 3, 8, 0, {}), InvalidInput);
+  EXPECT_THROW(layers::FC(model, "data", "fc", 0, 10, FillSpec::Xavier(), FillSpec::Constant(0)),
+               InvalidInput);
+  EXPECT_TRUE(model.params().empty());
 }
 
 TEST(ModelZoo, WideResNet) {

@@ -260,6 +260,7 @@ TEST(TrainerOptions, ShardAgreementEntries) {
   // clang-format off
   EXPECT_EQ(names, (std::set<std::string>{
                        "--model", "--batch_size", "--epoch_size", "--num_epochs", "--base_learning_rate",
+                       "--lr_step_epochs", "--lr_gamma",
                        "--momentum", "--nesterov", "--weight_decay", "--combine_spatial_bn",
                        "--model_parallel", "--micro_batches", "--dtype", "--loss_scale", "--seed",
                        "--train_data", "--allreduce_algorithm", "--allreduce_dtype", "--allreduce_bucket_mb",

@@ -311,6 +311,19 @@ TEST(Trainer, CreatesMissingOutputFolders) {
   EXPECT_TRUE(fs::exists(dir / "curves" / "iter.csv"));
 }
 
+// A configuration built in code whose device list and count disagree is refused, not trained on one device.
+TEST(Trainer, DevicesListedAndCountedMustAgree) {
+  TrainerConfig config = SmallLeNet(FreshDir("gpus_and_count"));
+  config.train_data = "null";
+  config.gpus = {0, 1};
+  try {
+    Train(config);
+    ADD_FAILURE() << "trained with --gpus 0,1 on 1 device";
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(), "--gpus lists 2 devices but --num_gpus is 1; give one of them");
+  }
+}
+
 // An output folder that cannot be written stops the run before any step, with one line naming the flag.
 TEST(TrainerCli, UnwritableOutputFolderNamesItsFlagBeforeTraining) {
   fs::path dir = FreshDir("unwritable_outputs");

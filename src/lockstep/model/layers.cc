@@ -12,6 +12,11 @@ namespace layers {
 
 std::string Conv(ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
                  int kernel, const ConvOptions& options) {
+  if (dim_in < 1 || dim_out < 1 || kernel < 1)
+    throw InvalidInput(
+        fmt::format("conv '{}': channels and kernel must be at least 1, got {} in, {} out and "
+                    "kernel {}",
+                    out, dim_in, dim_out, kernel));
   if (options.group < 1 || dim_in % options.group != 0 || dim_out % options.group != 0)
     throw InvalidInput(fmt::format("conv '{}': group {} must divide its channels, {} in and {} out", out,
                                    options.group, dim_in, dim_out));
@@ -29,6 +34,9 @@ std::string Conv(ModelHelper& model, const std::string& in, const std::string& o
 
 std::string FC(ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
                const FillSpec& weight_init, const FillSpec& bias_init, int axis) {
+  if (dim_in < 1 || dim_out < 1)
+    throw InvalidInput(
+        fmt::format("fc '{}': dimensions must be at least 1, got {} in and {} out", out, dim_in, dim_out));
   std::string output = model.Scoped(out);
   std::string w = model.CreateParam(out + "_w", {dim_out, dim_in}, weight_init, ParamTag::kWeight);
   std::string b = model.CreateParam(out + "_b", {dim_out}, bias_init, ParamTag::kBias);

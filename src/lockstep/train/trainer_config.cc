@@ -32,10 +32,7 @@ void ResolveDevices(const GivenOptions& given, TrainerConfig* c) {
     if (sorted.empty()) throw InvalidInput("--gpus lists no device; name at least one, e.g. --gpus 0,1");
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
       throw InvalidInput("--gpus takes distinct device ids, e.g. --gpus 0,1");
-    if (given.count("num_gpus") && c->num_devices != static_cast<int>(c->gpus.size()))
-      throw InvalidInput(fmt::format("--gpus lists {} devices but --num_gpus is {}; give one of them",
-                                     c->gpus.size(), c->num_devices));
-    c->num_devices = static_cast<int>(c->gpus.size());
+    if (!given.count("num_gpus")) c->num_devices = static_cast<int>(c->gpus.size());  // else they must agree
   }
 }
 
@@ -211,6 +208,9 @@ void CheckData(const TrainerConfig& c) {
 
 // Replicas of model_parallel devices each, every one's batch split into micro-batches.
 void CheckDeviceSplit(const TrainerConfig& c) {
+  if (!c.gpus.empty() && static_cast<int>(c.gpus.size()) != c.num_devices)  // a configuration built in code
+    throw InvalidInput(fmt::format("--gpus lists {} devices but --num_gpus is {}; give one of them",
+                                   c.gpus.size(), c.num_devices));
   if (c.num_devices % c.model_parallel != 0)
     throw InvalidInput(fmt::format(
         "--num_gpus {} does not divide into replicas of --model_parallel {} devices; use a multiple of it",
