@@ -132,8 +132,7 @@ std::vector<ListEntry> ReadList(const std::string& list) {
       throw InvalidInput(fmt::format("{}:{}: label '{}' is not an integer", list, number, label));
     if (value < 0)  // training refuses it at the first batch that holds it
       throw InvalidInput(
-          fmt::format("{}:{}: label {} is negative; labels are class indices, 0 to the number "
-                      "of classes - 1",
+          fmt::format("{}:{}: label {} is negative; labels are class indices, 0 to the number of classes - 1",
                       list, number, value));
     if (value > INT32_MAX)
       throw InvalidInput(fmt::format("{}:{}: label {} does not fit in int32", list, number, value));
@@ -331,8 +330,8 @@ void CheckOutput(const MakeDbOptions& options) {
     // own, or the target of a link, which would stay as it was).
     const auto refuse = [&](const std::string& what) {
       return InvalidInput(
-          fmt::format("'{}' {}; --overwrite only replaces databases, so remove it yourself or "
-                      "choose another --output",
+          fmt::format("'{}' {}; --overwrite only replaces databases, so remove it yourself or choose another "
+                      "--output",
                       options.output, what));
     };
     if (fs::is_symlink(fs::symlink_status(output, error))) throw refuse("is a symbolic link");

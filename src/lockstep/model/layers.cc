@@ -14,9 +14,8 @@ std::string Conv(ModelHelper& model, const std::string& in, const std::string& o
                  int kernel, const ConvOptions& options) {
   if (dim_in < 1 || dim_out < 1 || kernel < 1)
     throw InvalidInput(
-        fmt::format("conv '{}': channels and kernel must be at least 1, got {} in, {} out and "
-                    "kernel {}",
-                    out, dim_in, dim_out, kernel));
+        fmt::format("conv '{}': channels and kernel must be at least 1, got {} in, {} out and kernel {}", out,
+                    dim_in, dim_out, kernel));
   if (options.group < 1 || dim_in % options.group != 0 || dim_out % options.group != 0)
     throw InvalidInput(fmt::format("conv '{}': group {} must divide its channels, {} in and {} out", out,
                                    options.group, dim_in, dim_out));

@@ -552,8 +552,7 @@ std::string InputNormalizationText(const TrainerConfig& config, const std::strin
           : fmt::format(", channels in {} order", config.color_order == "rgb" ? "RGB" : "BGR");
   return fmt::format(
       "x[c] = (pixel[c] - 128) / 128{}, after resizing each image so its shortest side is {} and cropping "
-      "its "
-      "centre to {} x {}",
+      "its centre to {} x {}",
       order, ResizedSide(config.scale, config.image_size), config.image_size, config.image_size);
 }
 
