@@ -7,8 +7,11 @@ sets for each replica.
 import contextlib
 import difflib
 import functools
+import math
 import sys
 import threading
+
+import numpy as np
 
 from lockstep import lockstep_pb2
 from lockstep._core import C, Error, InvalidInput, IoError  # noqa: F401 (re-exported)
@@ -181,19 +184,29 @@ def ScopedBlobReference(name):
 DataType = lockstep_pb2.TensorProto.DataType
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def MakeArgument(name, value):
     """An Argument message: an int or bool as ``i``, a float as ``f``, a string as ``s``, a NetDef as ``n`` and
     lists of them as ``ints``, ``floats``, ``strings``, ``nets``."""
     import numbers
 
+    if isinstance(value, (np.ndarray, np.generic)):  # as Caffe2: an array flattened, a numpy scalar as Python's
+        value = value.flatten().tolist() if value.ndim > 0 else value.item()
     arg = lockstep_pb2.Argument(name=name)
-    values = list(value) if isinstance(value, (list, tuple)) or hasattr(value, "tolist") and getattr(
-        value, "ndim", 0) > 0 else None
+    values = list(value) if isinstance(value, (list, tuple)) else None
+
+    def single(v):  # a float32, as the message holds it; a value it cannot hold is refused, not made inf
+        if math.isfinite(v) and abs(v) > _FLOAT32_MAX:
+            raise InvalidInput(f"argument {name}: {v!r} is beyond float32's range (about 3.4e38)")
+        return float(v)
+
     if values is None:
         if isinstance(value, (bool, numbers.Integral)):
             arg.i = int(value)
         elif isinstance(value, numbers.Real):
-            arg.f = float(value)
+            arg.f = single(value)
         elif isinstance(value, (str, bytes)):
             arg.s = value.encode() if isinstance(value, str) else value
         elif hasattr(value, "SerializeToString") and hasattr(value, "op"):
@@ -203,7 +216,7 @@ def MakeArgument(name, value):
     elif all(isinstance(v, (bool, numbers.Integral)) for v in values):
         arg.ints.extend(int(v) for v in values)
     elif all(isinstance(v, numbers.Real) for v in values):
-        arg.floats.extend(float(v) for v in values)
+        arg.floats.extend(single(v) for v in values)
     elif all(isinstance(v, (str, bytes)) for v in values):
         arg.strings.extend(v.encode() if isinstance(v, str) else v for v in values)
     elif all(hasattr(v, "op") for v in values):

@@ -371,6 +371,17 @@ def test_core_errors_keep_their_one_line_message():
         workspace.RunNetOnce(net)
 
 
+def test_make_argument_takes_numpy_values_as_caffe2_and_refuses_what_float32_cannot_hold():
+    assert core.MakeArgument("flag", np.bool_(True)).i == 1
+    assert core.MakeArgument("count", np.array(3)).i == 3
+    assert list(core.MakeArgument("shape", np.array([[2, 3], [4, 5]])).ints) == [2, 3, 4, 5]
+    assert list(core.MakeArgument("scales", np.array([0.5, 2.0], np.float32)).floats) == [0.5, 2.0]
+    assert core.MakeArgument("big", 3e38).f == pytest.approx(3e38)
+    for value in (1e40, [1.0, -1e39]):
+        with pytest.raises(InvalidInput, match=r"^argument x: -?1e\+(40|39) is beyond float32's range"):
+            core.MakeArgument("x", value)
+
+
 @pytest.mark.parametrize("num_iter", [0, 2.5, "2", True])
 def test_run_net_takes_a_whole_number_of_iterations(num_iter):
     net = core.Net("counted")
