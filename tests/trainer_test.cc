@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -177,11 +178,13 @@ TEST(Trainer, ResumedRunReplacesTheIterLogRowsOfTheStepsItTrainsAgain) {
   EXPECT_EQ(positions, (std::vector<std::string>{"1/5", "1/10", "2/5", "2/10"}));
 }
 
-// LeNet on synthetic data, batch 16, with one oneDNN thread per device (see below); the final checkpoint.
+// LeNet on synthetic data (or what `adjust` makes of it), batch 16, with one oneDNN thread per device (see
+// below); the final checkpoint.
 static SafetensorsFile TrainSplitLeNet(const std::string& name, int devices, int stages, int micro_batches,
-                                       int steps) {
+                                       int steps, const std::function<void(TrainerConfig*)>& adjust = {}) {
   fs::path dir = FreshDir(name);
   TrainerConfig config = SmallLeNet(dir);
+  if (adjust) adjust(&config);
   config.train_data = "null";
   config.batch_size = 16;
   config.epoch_size = 16 * steps;
@@ -217,22 +220,13 @@ TEST(Trainer, ModelParallelStagesTrainBitForBitLikeOneDevice) {
 // the stages of a replica compute what its one device computes, bit for bit. ResNet-18 has a stage boundary
 // between a BN and the convolution it feeds.
 TEST(Trainer, ModelParallelReplicasWithCombinedBatchNormTrainLikeOneDeviceEach) {
-  auto train = [](const std::string& name, int devices, int stages) {
-    fs::path dir = FreshDir(name);
-    TrainerConfig config = SmallLeNet(dir);
-    config.model = "resnet18";
-    config.train_data = "null";
-    config.num_channels = 3, config.image_size = 32;
-    config.batch_size = 8, config.epoch_size = 16, config.num_epochs = 1;
-    config.threads = devices;
-    config.num_devices = devices;
-    config.model_parallel = stages;
-    config.combine_spatial_bn = true;
-    Train(config);
-    return ReadSafetensors((dir / "lenet_1.safetensors").string());
+  auto resnet18 = [](TrainerConfig* config) {
+    config->model = "resnet18";
+    config->num_channels = 3, config->image_size = 32;
+    config->combine_spatial_bn = true;
   };
-  SafetensorsFile replicas = train("combined_replicas", 2, 1);
-  SafetensorsFile staged = train("combined_staged_replicas", 4, 2);
+  SafetensorsFile replicas = TrainSplitLeNet("combined_replicas", 2, 1, 1, 1, resnet18);
+  SafetensorsFile staged = TrainSplitLeNet("combined_staged_replicas", 4, 2, 1, 1, resnet18);
   ASSERT_EQ(staged.tensors.size(), replicas.tensors.size());
   for (const auto& [name, tensor] : replicas.tensors)
     if (tensor.dtype() == DataType::kFloat) EXPECT_EQ(Values(staged.tensors.at(name)), Values(tensor)) << name;
