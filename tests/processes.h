@@ -3,6 +3,7 @@
 // redis-server on a free 127.0.0.1 port for as long as the object lives.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -51,6 +52,9 @@ class RedisServer {
   int port() const { return port_; }
   // Kills the server (SIGKILL) and starts a new one on the same port, empty, as after a crash.
   void Restart();
+  // Stops the server (SIGSTOP), which then answers nothing, as a frozen or cut-off machine; and goes on.
+  void Pause() { process_->Signal(SIGSTOP); }
+  void Resume() { process_->Signal(SIGCONT); }
 
  private:
   void Start();

@@ -1,5 +1,6 @@
 // Rendezvous: shards as threads meet on a file store and on a real Redis, gather values in shard order, keep
 // runs apart by run id, and report taken or stale places, missing shards, bad stores and failed shards.
+#include "lockstep/comm/redis_store.h"
 #include "lockstep/comm/rendezvous.h"
 
 #define HIREDIS_NESTED_INCLUDE
@@ -266,6 +267,24 @@ TEST(RendezvousOptionsTest, UnreachableRedis) {
   }
 }
 
+// A Redis server that answers nothing (stopped, or cut off) fails an operation once the store has tried to
+// connect again for its time, instead of leaving it waiting for ever; one that answers again serves anew.
+TEST(RedisStoreTest, AServerThatAnswersNothingFailsTheOperation) {
+  if (!RedisServer::Available()) GTEST_SKIP() << "redis-server is not installed";
+  RedisServer server;
+  RedisStore store("127.0.0.1", server.port(), "test", seconds(1));
+  store.set("before", {'1'});
+  server.Pause();
+  try {
+    store.check({"before"});
+    ADD_FAILURE() << "a stopped server answered";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("looking up keys failed for 1 s"), std::string::npos) << e.what();
+  }
+  server.Resume();
+  EXPECT_TRUE(store.check({"before"}));
+}
+
 // The message of the error that joining with `options` throws, which must be of type E.
 template <class E>
 std::string JoinError(const RendezvousOptions& options) {
@@ -300,6 +319,8 @@ TEST(RendezvousOptionsTest, BadOptionsAreRefused) {
   options.file_store_path = directory.string();
   options.run_id = "";
   EXPECT_NE(JoinError<InvalidInput>(options).find("run id"), std::string::npos);
+  options.run_id = "bad/channel65";  // its keys would be run "bad"'s
+  EXPECT_EQ(JoinError<InvalidInput>(options), "--run_id 'bad/channel65': use no '/' and no spaces");
 
   options.run_id = "bad";
   options.num_shards = 2;

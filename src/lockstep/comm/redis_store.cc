@@ -14,14 +14,17 @@
 namespace lockstep {
 namespace {
 
-// How long a job waits for its Redis server to come back before the operation fails: a restart takes
-// seconds; the shards need the store only to meet, to end and to report failures, so training runs on.
-constexpr std::chrono::seconds kReconnectFor{60};
+// How long one command waits for the server's answer. Redis answers in well under a millisecond; a server
+// that is stopped or cut off answers nothing, and the command then fails as a lost connection does.
+constexpr timeval kCommandTimeout{5, 0};
 
-// Gloo's store with the one command it lacks: the connections of RedisStore are all of this class.
+// Gloo's store with a bounded wait for each answer and the one command it lacks: the connections of
+// RedisStore are all of this class.
 class GlooRedisStore : public gloo::rendezvous::RedisStore {
  public:
-  using RedisStore::RedisStore;
+  GlooRedisStore(const std::string& host, int port) : RedisStore(host, port) {
+    if (redisSetTimeout(redis_, kCommandTimeout) != REDIS_OK) GLOO_THROW_IO_EXCEPTION(redis_->errstr);
+  }
   void Delete(const std::string& key) {
     auto* reply = static_cast<redisReply*>(redisCommand(redis_, "DEL %b", key.data(), key.size()));
     if (reply == nullptr) GLOO_THROW_IO_EXCEPTION(redis_->errstr);  // the connection failed
@@ -34,8 +37,8 @@ class GlooRedisStore : public gloo::rendezvous::RedisStore {
 
 }  // namespace
 
-RedisStore::RedisStore(std::string host, int port, std::string who)
-    : host_(std::move(host)), port_(port), who_(std::move(who)) {
+RedisStore::RedisStore(std::string host, int port, std::string who, std::chrono::seconds reconnect_for)
+    : host_(std::move(host)), port_(port), who_(std::move(who)), reconnect_for_(reconnect_for) {
   try {
     redis_ = std::make_unique<GlooRedisStore>(host_, port_);
   } catch (const std::exception& e) {
@@ -48,7 +51,7 @@ RedisStore::~RedisStore() = default;
 template <typename Operation>
 auto RedisStore::Reconnecting(const std::string& what, Operation operation) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto deadline = std::chrono::steady_clock::now() + kReconnectFor;
+  const auto deadline = std::chrono::steady_clock::now() + reconnect_for_;
   for (bool retry = false;; retry = true, std::this_thread::sleep_for(std::chrono::milliseconds(500))) {
     // Gloo reports a failed or lost connection as IoException and leaves the connection unusable; an answer
     // of the server (a key that exists) is another exception, which `operation` sees or passes on.
@@ -59,11 +62,11 @@ auto RedisStore::Reconnecting(const std::string& what, Operation operation) {
       redis_.reset();
       if (std::chrono::steady_clock::now() >= deadline)
         throw IoError(fmt::format("Redis {}:{}: {} failed for {} s: {}", host_, port_, what,
-                                  kReconnectFor.count(), GlooMessage(e.what())));
+                                  reconnect_for_.count(), GlooMessage(e.what())));
       if (!retry)
         std::fprintf(stderr, "%s: Redis %s:%d: %s failed (%s); connecting again for up to %lld s\n",
                      who_.c_str(), host_.c_str(), port_, what.c_str(), GlooMessage(e.what()).c_str(),
-                     static_cast<long long>(kReconnectFor.count()));
+                     static_cast<long long>(reconnect_for_.count()));
     }
   }
 }

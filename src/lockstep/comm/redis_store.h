@@ -1,5 +1,6 @@
 // A Redis key-value store that outlives a restart of its server (or a network blip): an operation whose
-// connection fails connects again and is retried for up to a minute, saying so once. The shards' rendezvous,
+// connection fails, or whose server does not answer within seconds (stopped, cut off), connects again and is
+// retried for up to a minute, saying so once; then it fails, rather than wait for ever. The shards' rendezvous,
 // the Gloo contexts that connect through it and `lockstep launch`'s agents use it, so a job whose Redis
 // restarts runs on and ends as it would have.
 #pragma once
@@ -20,9 +21,13 @@ namespace lockstep {
 
 class RedisStore : public gloo::rendezvous::Store {
  public:
+  // How long an operation goes on connecting again before it fails: a restart of the server takes seconds;
+  // the shards need the store only to meet, to end and to report failures, so training runs on meanwhile.
+  static constexpr std::chrono::seconds kReconnectFor{60};
+
   // Connects; throws IoError naming `host`:`port` when it cannot. `who` starts the line said on a reconnect
   // ("lockstep launch", "shard 1").
-  RedisStore(std::string host, int port, std::string who);
+  RedisStore(std::string host, int port, std::string who, std::chrono::seconds reconnect_for = kReconnectFor);
   ~RedisStore() override;
 
   // Creates `key` (Gloo's set: a key that exists is an error).
@@ -45,6 +50,7 @@ class RedisStore : public gloo::rendezvous::Store {
   std::string host_;
   int port_;
   std::string who_;
+  std::chrono::seconds reconnect_for_;
   std::mutex mutex_;  // a connection serves one request at a time
   std::unique_ptr<gloo::rendezvous::RedisStore> redis_;
 };

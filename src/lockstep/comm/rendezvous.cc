@@ -89,6 +89,9 @@ BackingStore OpenBackingStore(const RendezvousOptions& options) {
   if (options.run_id.empty())
     throw InvalidInput(
         "a run id is required: pass the same unique --run_id (e.g. $(date +%s)) to every shard");
+  // The run's keys are "<run id>/...": a '/' would let one run's keys be another's ("a/b" and "a").
+  if (options.run_id.find_first_of("/ \t\n") != std::string::npos)
+    throw InvalidInput(fmt::format("--run_id '{}': use no '/' and no spaces", options.run_id));
   BackingStore backing;
   if (!options.redis_host.empty()) {
     backing.description =
