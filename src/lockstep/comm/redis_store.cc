@@ -61,8 +61,8 @@ auto RedisStore::Reconnecting(const std::string& what, Operation operation) {
     } catch (const gloo::IoException& e) {
       redis_.reset();
       if (std::chrono::steady_clock::now() >= deadline)
-        throw IoError(fmt::format("Redis {}:{}: {} failed for {} s: {}", host_, port_, what,
-                                  reconnect_for_.count(), GlooMessage(e.what())));
+        throw StoreUnavailable(fmt::format("Redis {}:{}: {} failed for {} s: {}", host_, port_, what,
+                                           reconnect_for_.count(), GlooMessage(e.what())));
       if (!retry)
         std::fprintf(stderr, "%s: Redis %s:%d: %s failed (%s); connecting again for up to %lld s\n",
                      who_.c_str(), host_.c_str(), port_, what.c_str(), GlooMessage(e.what()).c_str(),

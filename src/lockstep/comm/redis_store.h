@@ -1,8 +1,8 @@
 // A Redis key-value store that outlives a restart of its server (or a network blip): an operation whose
 // connection fails, or whose server does not answer within seconds (stopped, cut off), connects again and is
-// retried for up to a minute, saying so once; then it fails, rather than wait for ever. The shards' rendezvous,
-// the Gloo contexts that connect through it and `lockstep launch`'s agents use it, so a job whose Redis
-// restarts runs on and ends as it would have.
+// retried for up to a minute, saying so once; then it fails, rather than wait for ever. The shards'
+// rendezvous, the Gloo contexts that connect through it and `lockstep launch`'s agents use it, so a job whose
+// Redis restarts runs on and ends as it would have.
 #pragma once
 
 #include <gloo/rendezvous/store.h>
@@ -13,21 +13,28 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/core/enforce.h"
+
 namespace gloo::rendezvous {
 class RedisStore;
 }
 
 namespace lockstep {
 
+// The server was not reached for the whole of a RedisStore's reconnect time.
+class StoreUnavailable : public IoError {
+ public:
+  using IoError::IoError;
+};
+
 class RedisStore : public gloo::rendezvous::Store {
  public:
-  // How long an operation goes on connecting again before it fails: a restart of the server takes seconds;
-  // the shards need the store only to meet, to end and to report failures, so training runs on meanwhile.
-  static constexpr std::chrono::seconds kReconnectFor{60};
-
   // Connects; throws IoError naming `host`:`port` when it cannot. `who` starts the line said on a reconnect
   // ("lockstep launch", "shard 1").
-  RedisStore(std::string host, int port, std::string who, std::chrono::seconds reconnect_for = kReconnectFor);
+  // An operation goes on connecting again for `reconnect_for` before it fails: a restart of the server takes
+  // seconds; the shards need the store only to meet, to end and to report failures, so training runs on.
+  RedisStore(std::string host, int port, std::string who,
+             std::chrono::seconds reconnect_for = std::chrono::seconds(60));
   ~RedisStore() override;
 
   // Creates `key` (Gloo's set: a key that exists is an error).

@@ -97,7 +97,8 @@ BackingStore OpenBackingStore(const RendezvousOptions& options) {
     backing.description =
         fmt::format("run '{}' on Redis {}:{}", options.run_id, options.redis_host, options.redis_port);
     try {
-      auto redis = std::make_unique<RedisStore>(options.redis_host, options.redis_port, "lockstep");
+      auto redis = std::make_unique<RedisStore>(options.redis_host, options.redis_port, "lockstep",
+                                                options.redis_reconnect);
       backing.exists = [store = redis.get()](const std::string& key) { return store->check({key}); };
       backing.remove = [store = redis.get()](const std::string& key) { store->Remove(key); };
       backing.store = std::move(redis);
@@ -146,12 +147,24 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options) {
 
 Rendezvous::~Rendezvous() = default;
 
+namespace {
+
+// Throws the store's error `e`, said of `what`: a StoreUnavailable when the store was not reached (the caller
+// may go on without it), else an IoError.
+[[noreturn]] void ThrowStoreError(const std::string& what, const std::exception& e) {
+  const std::string message = fmt::format("{}: {}", what, GlooMessage(e.what()));
+  if (dynamic_cast<const StoreUnavailable*>(&e)) throw StoreUnavailable(message);
+  throw IoError(message);
+}
+
+}  // namespace
+
 bool Rendezvous::Exists(const std::string& key) {
   std::lock_guard<std::mutex> lock(store_mutex_);
   try {
     return exists_(options_.run_id + "/" + key);  // PrefixStore's key
   } catch (const std::exception& e) {
-    throw IoError(fmt::format("{}: looking up '{}' failed: {}", description_, key, GlooMessage(e.what())));
+    ThrowStoreError(fmt::format("{}: looking up '{}' failed", description_, key), e);
   }
 }
 
@@ -166,7 +179,7 @@ std::string Rendezvous::Get(const std::string& key) {
     std::vector<char> value = store_->get(key);
     return std::string(value.begin(), value.end());
   } catch (const std::exception& e) {
-    throw IoError(fmt::format("{}: reading '{}' failed: {}", description_, key, GlooMessage(e.what())));
+    ThrowStoreError(fmt::format("{}: reading '{}' failed", description_, key), e);
   }
 }
 
@@ -175,7 +188,7 @@ void Rendezvous::Set(const std::string& key, const std::string& value) {
   try {
     store_->set(key, std::vector<char>(value.begin(), value.end()));
   } catch (const std::exception& e) {
-    throw IoError(fmt::format("{}: writing '{}' failed: {}", description_, key, GlooMessage(e.what())));
+    ThrowStoreError(fmt::format("{}: writing '{}' failed", description_, key), e);
   }
 }
 

@@ -34,6 +34,7 @@ struct RendezvousOptions {
   int redis_port = 6379;
   std::string file_store_path;
   std::chrono::milliseconds timeout{std::chrono::minutes(20)};  // how long to wait for the other shards
+  std::chrono::seconds redis_reconnect{60};  // how long a Redis operation connects again before it fails
 };
 
 // Opens the store that `options` name and closes it again, throwing what Rendezvous would (InvalidInput for
