@@ -3,7 +3,7 @@
 // inference mode, no Dropout, the input documented in the metadata); an operator without a mapping stops
 // the export with one line naming it, and a failed export leaves no file behind. Whether onnxruntime agrees
 // with lockstep's numbers is tests/python/test_onnx_export.py's question.
-#include "lockstep/train/onnx_export.h"
+#include "lockstep/train/onnx_checkpoint.h"
 
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>

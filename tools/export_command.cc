@@ -1,9 +1,9 @@
-// `lockstep export`: the checkpoint's model in inference mode as ONNX (src/lockstep/train/onnx_export.h).
+// `lockstep export`: the checkpoint's model in inference mode as ONNX (src/lockstep/train/onnx_checkpoint.h).
 #include "export_command.h"
 
 #include <chrono>
 
-#include "lockstep/train/onnx_export.h"
+#include "lockstep/train/onnx_checkpoint.h"
 #include "train_command.h"
 
 namespace lockstep {

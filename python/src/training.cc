@@ -17,7 +17,7 @@
 #include "lockstep/parallel/fingerprint.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/csv_log.h"
-#include "lockstep/train/onnx_export.h"
+#include "lockstep/train/onnx_checkpoint.h"
 #include "lockstep/train/run_outputs.h"
 #include "lockstep/train/trainer_options.h"
 #include "lockstep/train/training_events.h"
