@@ -8,6 +8,7 @@ import contextlib
 import difflib
 import functools
 import math
+import numbers
 import sys
 import threading
 
@@ -190,8 +191,6 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 def MakeArgument(name, value):
     """An Argument message: an int or bool as ``i``, a float as ``f``, a string as ``s``, a NetDef as ``n`` and
     lists of them as ``ints``, ``floats``, ``strings``, ``nets``."""
-    import numbers
-
     if isinstance(value, (np.ndarray, np.generic)):  # as Caffe2: an array flattened, a numpy scalar as Python's
         value = value.flatten().tolist() if value.ndim > 0 else value.item()
     arg = lockstep_pb2.Argument(name=name)

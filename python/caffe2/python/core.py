@@ -6,8 +6,8 @@ from caffe2.proto import caffe2_pb2
 from caffe2.python._unsupported import missing_names
 from caffe2.python.workspace import GlobalInit  # noqa: F401 (Caffe2's core has it too)
 from lockstep.core import (  # noqa: F401 (Caffe2's names, re-exported)
-    BlobReference, CreateOperator, CurrentDeviceScope, CurrentNameScope, DataType, DeviceScope, MakeArgument, NameScope, Net,
-    ScopedBlobReference, ScopedName)
+    BlobReference, CreateOperator, CurrentDeviceScope, CurrentNameScope, DataType, DeviceScope, MakeArgument,
+    NameScope, Net, ScopedBlobReference, ScopedName)
 
 CPU = caffe2_pb2.CPU
 CUDA = caffe2_pb2.CUDA
