@@ -479,13 +479,14 @@ TEST_F(MakeDbTest, CliWritesAndReplacesWithOverwrite) {
       {db, "'" + db + "' holds 'notes.txt' beside its database"},
       {link, "'" + link + "' is a symbolic link"}};
   for (const auto& [output, message] : refusals) {
-    CliResult kept = RunCli({"--image_folder", Input("images"), "--list", list_copy, "--output", output,
-                             "--overwrite"},
-                            Output("log4"));
+    CliResult kept =
+        RunCli({"--image_folder", Input("images"), "--list", list_copy, "--output", output, "--overwrite"},
+               Output("log4"));
     EXPECT_EQ(kept.exit_code, kExitNotRetryable) << output;
-    EXPECT_EQ(kept.output, "lockstep: error: " + message +
-                               "; --overwrite only replaces databases, so remove it yourself or choose another "
-                               "--output\n");
+    EXPECT_EQ(kept.output,
+              "lockstep: error: " + message +
+                  "; --overwrite only replaces databases, so remove it yourself or choose another "
+                  "--output\n");
   }
   EXPECT_EQ(ReadFile(list_copy), ReadFile(Input("list.txt")));
   EXPECT_EQ(ReadDb("lmdb", db, RecordFormat::kDatum).size(), 6u);
@@ -508,7 +509,8 @@ TEST_F(MakeDbTest, CliErrorsAreOneLine) {
   const std::vector<Case> cases = {
       {folder("bad_line.txt"), {"bad_line.txt:2: expected 'relative/path label', got 'b.png'"}},
       {folder("bad_label.txt"), {"bad_label.txt:3: label 'two' is not an integer"}},
-      {folder("negative_label.txt"), {"negative_label.txt:2: label -1 is negative; labels are class indices"}},
+      {folder("negative_label.txt"),
+       {"negative_label.txt:2: label -1 is negative; labels are class indices"}},
       {folder("missing.txt"), {"nothere.png", "missing.txt:2", "does not exist"}},
       {folder("not_image.txt"), {"notes.png", "not_image.txt:2", "not a JPEG or PNG"}},
       {folder("no_such_list.txt"), {"--list", "no_such_list.txt", "does not exist"}},
@@ -518,6 +520,8 @@ TEST_F(MakeDbTest, CliErrorsAreOneLine) {
       {with(folder("list.txt"), {"--cifar10", Input("batch_0.bin")}), {"more than one input"}},
       {{"--list", Input("list.txt")}, {"--list needs --image_folder"}},
       {with(folder("list.txt"), {"--encoding", "png"}), {"--encoding", "--encoded"}},
+      {{"--image_folder", Input("no_such_folder"), "--list", Input("list.txt")},
+       {"--image_folder", "no_such_folder' is not a directory"}},
   };
   int number = 0;
   for (const Case& c : cases) {
@@ -533,6 +537,13 @@ TEST_F(MakeDbTest, CliErrorsAreOneLine) {
       EXPECT_NE(result.output.find(fragment), std::string::npos) << result.output;
     EXPECT_FALSE(fs::exists(output));
   }
+  const std::string nowhere = Output("no_such_dir/db");
+  CliResult no_parent = RunCli(with(folder("list.txt"), {"--output", nowhere}), Output("log"));
+  EXPECT_EQ(no_parent.exit_code, kExitNotRetryable);
+  EXPECT_NE(no_parent.output.find("cannot create '" + nowhere + "': directory '" + Output("no_such_dir") +
+                                  "' does not exist; create it first"),
+            std::string::npos)
+      << no_parent.output;
   CliResult refused =
       RunCli(with(folder("list.txt"), {"--output", Output("not_a_db"), "--overwrite"}), Output("log"));
   EXPECT_EQ(refused.exit_code, kExitNotRetryable);

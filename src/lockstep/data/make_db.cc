@@ -149,7 +149,7 @@ class FolderInput : public Input {
   FolderInput(const MakeDbOptions& options, int channels) : options_(options), channels_(channels) {
     std::error_code error;
     if (!fs::is_directory(options.image_folder, error))
-      throw IoError(fmt::format("--image_folder '{}' is not a directory", options.image_folder));
+      throw InvalidInput(fmt::format("--image_folder '{}' is not a directory", options.image_folder));
     entries_ = ReadList(options.list);
   }
   int64_t size() const override { return static_cast<int64_t>(entries_.size()); }
@@ -342,8 +342,8 @@ void CheckOutput(const MakeDbOptions& options) {
   }
   fs::path parent = fs::absolute(output, error).parent_path();
   if (!fs::is_directory(parent, error))
-    throw IoError(
-        fmt::format("cannot create '{}': directory '{}' does not exist", options.output, parent.string()));
+    throw InvalidInput(fmt::format("cannot create '{}': directory '{}' does not exist; create it first",
+                                   options.output, parent.string()));
 }
 
 // Removes a half-written database unless it was finished.
