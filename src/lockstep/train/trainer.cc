@@ -520,10 +520,7 @@ EvaluationResult EvaluateCheckpoint(const TrainerConfig& config, const std::stri
     throw InvalidInput(fmt::format("--test_data {}: give a database path or fashion-mnist",
                                    config.test_data.empty() ? "is required" : "null has no labels to score"));
   CheckEvaluationData(config);
-  TrainerConfig as_training = config;  // evaluation needs of the flags what training on the test data needs
-  as_training.train_data = config.test_data;
-  as_training.test_data.clear();  // that training would test on nothing else
-  ValidateTrainerConfig(as_training);
+  ValidateTrainerConfig(TrainingOnTestData(config));
   CheckModelAgainstCheckpoint(config, /*train=*/false);
   if (!predictions_path.empty()) PrepareOutputFile(predictions_path, "--predictions");
   if (config.threads > 0) omp_set_num_threads(config.threads);

@@ -290,12 +290,16 @@ SourceSpec DataSpec(const std::string& name, const TrainerConfig& config, bool t
   return spec;
 }
 
-void CheckEvaluationData(const TrainerConfig& config) {
-  CheckDataExists("--test_data", config.test_data);
+TrainerConfig TrainingOnTestData(const TrainerConfig& config) {
   TrainerConfig as_training = config;
   as_training.train_data = config.test_data;
-  as_training.test_data.clear();  // that training would test on nothing else
-  CheckData(as_training);
+  as_training.test_data.clear();
+  return as_training;
+}
+
+void CheckEvaluationData(const TrainerConfig& config) {
+  CheckDataExists("--test_data", config.test_data);  // named as given, before training's check names it
+  CheckData(TrainingOnTestData(config));
 }
 
 void ValidateTrainerConfig(const TrainerConfig& c) {

@@ -123,8 +123,11 @@ void ResolveTrainerConfig(const GivenOptions& given, TrainerConfig* config);
 // checkpoint's.
 void CheckModelAgainstCheckpoint(const TrainerConfig& config, bool train);
 
-// What reading config.test_data to evaluate or export needs of it and of the data flags: what training on it
-// would need (it exists, its input scaling is the training data's, the source options hold).
+// The configuration of training on config.test_data (and testing on nothing else): what evaluating or
+// exporting with it needs of the flags is what that training would need.
+TrainerConfig TrainingOnTestData(const TrainerConfig& config);
+// What reading config.test_data to evaluate or export needs of it and of the data flags: that it exists,
+// then what training on it would need (its input scaling is the training data's, the source options hold).
 void CheckEvaluationData(const TrainerConfig& config);
 
 // The gradient allreduces in flight across shards: --allreduce_channels, or for 0 (automatic) 2 across shards
