@@ -1,4 +1,6 @@
 // Model zoo: parameter shapes and counts against the published architectures, output shapes by inference.
+#include <functional>
+
 #include "lockstep/model/layers.h"
 #include "lockstep/model/zoo.h"
 #include "test_util.h"
@@ -71,6 +73,52 @@ TEST(ModelZoo, LayersOfNoChannelsAreRefused) {
   EXPECT_THROW(layers::FC(model, "data", "fc", 0, 10, FillSpec::Xavier(), FillSpec::Constant(0)),
                InvalidInput);
   EXPECT_TRUE(model.params().empty());
+}
+
+TEST(ModelZoo, LayersTakeWindowsThatAreNotSquare) {
+  ModelHelper model("sides");
+  layers::ConvOptions conv;
+  conv.pad = 1;
+  conv.sides = {Arg("kernel_h", 1), Arg("kernel_w", 7), Arg("pad_t", 0),
+                Arg("pad_l", 3),    Arg("pad_b", 0),    Arg("pad_r", 3)};
+  std::string y = layers::Conv(model, "data", "conv", 2, 4, 3, conv);
+  EXPECT_EQ(model.Param("conv_w").shape, (Shape{4, 2, 1, 7}));
+  std::string p = layers::MaxPool(model, y, "pool", 2, 2, 0, {Arg("kernel_h", 1), Arg("kernel_w", 2)});
+  // Each role is spelled once: the square kernel and pad give way to the sides that spell them.
+  std::vector<std::string> names;
+  for (const auto& arg : model.net().op(0).arg()) names.push_back(arg.name());
+  EXPECT_EQ(names, (std::vector<std::string>{"stride", "dilation", "kernel_h", "kernel_w", "pad_t", "pad_l",
+                                             "pad_b", "pad_r", "group"}));
+  auto shapes = InferNetShapes(model.param_init_net(), {});
+  shapes["data"] = {{3, 2, 5, 9}};
+  shapes = InferNetShapes(model.net(), shapes);
+  EXPECT_EQ(shapes.at(y).dims, (Shape{3, 4, 5, 9}));
+  EXPECT_EQ(shapes.at(p).dims, (Shape{3, 4, 3, 4}));  // a 1x2 window with strides 2x2
+
+  // A window the operator would refuse is refused where the layer is built, before its parameters.
+  auto refusal = [](const std::function<void()>& build) -> std::string {
+    try {
+      build();
+    } catch (const InvalidInput& e) {
+      return e.what();
+    }
+    return "built";
+  };
+  layers::ConvOptions half;
+  half.sides = {Arg("stride_h", 2)};
+  EXPECT_EQ(refusal([&] { layers::Conv(model, "data", "half", 2, 4, 3, half); }),
+            "Conv(data, half_w) -> half: 'stride_h' and 'stride_w' must be given together");
+  EXPECT_EQ(model.params().size(), 2u);
+  layers::ConvOptions other;
+  other.sides = {Arg("group", 2)};
+  EXPECT_EQ(refusal([&] { layers::Conv(model, "data", "other", 2, 4, 3, other); }),
+            "conv 'other': 'group' is not a per-side window argument (kernel_h/kernel_w, stride_h/stride_w, "
+            "pad_t/pad_l/pad_b/pad_r, dilation_h/dilation_w, or kernels, strides, pads, dilations)");
+  EXPECT_EQ(refusal([&] {
+              layers::AveragePool(model, y, "bad_pool", 3, 1, 0, {Arg("pads", std::vector<int>{1, 1})});
+            }),
+            "AveragePool(conv) -> bad_pool: 'pads' needs 4 values (t, l, b, r) for 2-D inputs, got 2");
+  EXPECT_EQ(model.net().op_size(), 2);
 }
 
 TEST(ModelZoo, WideResNet) {

@@ -14,6 +14,11 @@ _XAVIER = ("XavierFill", {})
 _ZERO = ("ConstantFill", {"value": 0.0})
 # Caffe2 arguments that choose what lockstep always does: NCHW order, cuDNN on CUDA devices.
 _ACCEPTED = {"order": "NCHW", "use_cudnn": None, "cudnn_exhaustive_search": None, "ws_nbytes_limit": None}
+# The per-side spellings of a window that is not square, which the operators take as Caffe2's do.
+_KERNEL_SIDES = ("kernel_h", "kernel_w", "kernels")
+_STRIDE_AND_PAD_SIDES = ("stride_h", "stride_w", "strides", "pad_t", "pad_l", "pad_b", "pad_r", "pads")
+_POOL_SIDES = _KERNEL_SIDES + _STRIDE_AND_PAD_SIDES
+_CONV_SIDES = _STRIDE_AND_PAD_SIDES + ("dilation_h", "dilation_w", "dilations")
 
 
 def _options(layer, model, kwargs, known):
@@ -57,14 +62,29 @@ def _out(name):
     return core.BlobReference(name)
 
 
+def _sides(options, names):
+    """The per-side window arguments among ``options`` (C++ layers: WindowSides)."""
+    return {name: options[name] for name in names if name in options}
+
+
 def conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=None, bias_init=None, **kwargs):
+    """``kernel`` is an int or [height, width]; stride_h, pad_t, dilations and the other per-side spellings of
+    the Conv operator are taken too."""
+    sides = {}
+    if isinstance(kernel, (list, tuple)):
+        if len(kernel) != 2:
+            raise InvalidInput(f"brew.conv: kernel is an int or [height, width], got {kernel!r}")
+        _sizes("conv", kernel_h=kernel[0], kernel_w=kernel[1])
+        sides = {"kernel_h": kernel[0], "kernel_w": kernel[1]}
+        kernel = kernel[0]
     _sizes("conv", dim_in=dim_in, dim_out=dim_out, kernel=kernel)
-    known = {"stride", "pad", "dilation", "group", "no_bias"}
+    known = {"stride", "pad", "dilation", "group", "no_bias", *_CONV_SIDES}
     o = {**core.arg_defaults("Conv"), **_options("conv", model, kwargs, known)}
+    sides.update(_sides(o, _CONV_SIDES))
     w, b = _fill(weight_init, _XAVIER, "conv"), _fill(bias_init, _ZERO, "conv")
     with model.scopes():
         return _out(C.conv(model._cpp, _in(model, blob_in), blob_out, dim_in, dim_out, kernel, o["stride"], o["pad"],
-                           o["dilation"], o["group"], not o.get("no_bias", False), w[0], w[1], b[0], b[1]))
+                           o["dilation"], o["group"], not o.get("no_bias", False), w[0], w[1], b[0], b[1], sides))
 
 
 def fc(model, blob_in, blob_out, dim_in, dim_out, weight_init=None, bias_init=None, **kwargs):
@@ -83,16 +103,17 @@ def relu(model, blob_in, blob_out, **kwargs):
 
 
 def _pool(layer, op_type, op, model, blob_in, blob_out, kwargs):
-    known = {"kernel", "stride", "pad", "global_pooling"}
+    known = {"kernel", "stride", "pad", "global_pooling", *_POOL_SIDES}
     o = {**core.arg_defaults(op_type), **_options(layer, model, kwargs, known)}
+    sides = _sides(o, _POOL_SIDES)
     with model.scopes():
         if o.get("global_pooling"):
             if layer != "average_pool":
                 raise InvalidInput(f"brew.{layer}: global_pooling is supported by average_pool only")
             return _out(C.global_average_pool(model._cpp, _in(model, blob_in), blob_out))
-        if "kernel" not in o:
-            raise InvalidInput(f"brew.{layer}: 'kernel' is required (or global_pooling=True)")
-        return _out(op(model._cpp, _in(model, blob_in), blob_out, o["kernel"], o["stride"], o["pad"]))
+        if "kernel" not in o and not sides.keys() & set(_KERNEL_SIDES):
+            raise InvalidInput(f"brew.{layer}: 'kernel' (or kernel_h and kernel_w) is required, or global_pooling=True")
+        return _out(op(model._cpp, _in(model, blob_in), blob_out, o.get("kernel", 0), o["stride"], o["pad"], sides))
 
 
 def max_pool(model, blob_in, blob_out, **kwargs):

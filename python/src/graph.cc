@@ -160,11 +160,12 @@ void BindLayers(py::module_& m) {
   m.def("conv", [](ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
                    int kernel, int stride, int pad, int dilation, int group, bool bias,
                    const std::string& weight_fill, const py::dict& weight_args, const std::string& bias_fill,
-                   const py::dict& bias_args) {
+                   const py::dict& bias_args, const py::dict& sides) {
     layers::ConvOptions o;
     o.stride = stride, o.pad = pad, o.dilation = dilation, o.group = group, o.bias = bias;
     o.weight_init = MakeFill(weight_fill, weight_args);
     o.bias_init = MakeFill(bias_fill, bias_args);
+    o.sides = ArgsFromKwargs(sides);
     return layers::Conv(model, in, out, dim_in, dim_out, kernel, o);
   });
   m.def("fc", [](ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
@@ -174,8 +175,14 @@ void BindLayers(py::module_& m) {
                       MakeFill(bias_fill, bias_args), axis);
   });
   m.def("relu", &layers::Relu);
-  m.def("max_pool", &layers::MaxPool);
-  m.def("average_pool", &layers::AveragePool);
+  auto pool = [](auto layer) {
+    return [layer](ModelHelper& model, const std::string& in, const std::string& out, int kernel, int stride,
+                   int pad, const py::dict& sides) {
+      return layer(model, in, out, kernel, stride, pad, ArgsFromKwargs(sides));
+    };
+  };
+  m.def("max_pool", pool(&layers::MaxPool));
+  m.def("average_pool", pool(&layers::AveragePool));
   m.def("global_average_pool", &layers::GlobalAveragePool);
   m.def("spatial_bn", &layers::SpatialBN);
   m.def("dropout", &layers::Dropout);

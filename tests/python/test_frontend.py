@@ -68,7 +68,7 @@ def test_a_name_that_is_no_operator_type_is_no_attribute():
     assert len(model.net.Proto().op) == 0
     with pytest.raises(InvalidInput, match="argument 'scale' is a dict"):
         model.net.Scale("x", "y", scale={})
-    with pytest.raises(InvalidInput, match="brew.conv: unknown argument 'strides'"):
+    with pytest.raises(InvalidInput, match="argument 'strides' must be a list of ints, got the int 2"):
         brew.conv(model, "data", "c", 1, 1, 3, strides=2)
     with pytest.raises(InvalidInput, match="order='NHWC' is not supported"):
         brew.conv(model, "data", "c", 1, 1, 3, order="NHWC")
@@ -94,6 +94,32 @@ def test_layer_mistakes_are_refused_where_the_layer_is_built(build, message):
     model = model_helper.ModelHelper(name="layers")
     with pytest.raises(InvalidInput, match=message):
         build(model)
+
+
+def test_brew_windows_that_are_not_square_as_caffe2_spells_them():
+    model = model_helper.ModelHelper(name="m")
+    y = brew.conv(model, "x", "c", 2, 3, [1, 3], stride_h=2, stride_w=1, pad_t=0, pad_l=1, pad_b=0, pad_r=1,
+                  weight_init=("GaussianFill", {"std": 1.0}), bias_init=("GaussianFill", {"std": 1.0}))
+    p = brew.max_pool(model, y, "p", kernel_h=2, kernel_w=1, strides=[2, 1])
+    x = np.random.RandomState(0).randn(2, 2, 5, 4).astype(np.float32)
+    workspace.FeedBlob("x", x)
+    workspace.RunNetOnce(model.param_init_net)
+    workspace.RunNetOnce(model.net)
+    w, b = workspace.FetchBlob("c_w"), workspace.FetchBlob("c_b")
+    assert w.shape == (3, 2, 1, 3)
+    padded = np.pad(x, ((0, 0), (0, 0), (0, 0), (1, 1)))
+    expected = np.empty((2, 3, 3, 4), np.float32)
+    for i in range(3):
+        for j in range(4):
+            window = padded[:, :, 2 * i:2 * i + 1, j:j + 3]
+            expected[:, :, i, j] = np.einsum("nchw,mchw->nm", window, w) + b
+    np.testing.assert_allclose(workspace.FetchBlob(y), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(workspace.FetchBlob(p), np.maximum(expected[:, :, 0:1], expected[:, :, 1:2]), rtol=1e-5,
+                               atol=1e-5)
+    with pytest.raises(InvalidInput, match=r"brew.conv: kernel is an int or \[height, width\], got \[3\]"):
+        brew.conv(model, "x", "c2", 2, 3, [3])
+    with pytest.raises(InvalidInput, match="MaxPool\\(x\\) -> p2: 'kernel_h' and 'kernel_w' must be given together"):
+        brew.max_pool(model, "x", "p2", kernel_h=2)
 
 
 def test_brew_fc_flattens_from_its_axis():

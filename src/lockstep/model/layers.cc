@@ -1,6 +1,12 @@
 // Layer helpers: parameters + operators for the common layers.
 #include "lockstep/model/layers.h"
 
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "lockstep/ops/conv_pool_args.h"
+
 namespace lockstep {
 
 FillSpec FillSpec::Constant(float value) { return {"ConstantFill", {Arg("value", value)}}; }
@@ -9,25 +15,65 @@ FillSpec FillSpec::Xavier() { return {"XavierFill", {}}; }
 FillSpec FillSpec::Msra() { return {"MSRAFill", {}}; }
 
 namespace layers {
+namespace {
+
+// The square window argument that a per-side one replaces: kernel for kernel_h, kernel_w and kernels, and
+// likewise stride, pad and dilation.
+std::string WindowRole(const std::string& layer, const std::string& name) {
+  static const std::map<std::string, std::string> kRoles = {
+      {"kernel_h", "kernel"},     {"kernel_w", "kernel"},   {"kernels", "kernel"}, {"stride_h", "stride"},
+      {"stride_w", "stride"},     {"strides", "stride"},    {"pad_t", "pad"},      {"pad_l", "pad"},
+      {"pad_b", "pad"},           {"pad_r", "pad"},         {"pads", "pad"},       {"dilation_h", "dilation"},
+      {"dilation_w", "dilation"}, {"dilations", "dilation"}};
+  auto role = kRoles.find(name);
+  if (role == kRoles.end())
+    throw InvalidInput(
+        fmt::format("{}: '{}' is not a per-side window argument (kernel_h/kernel_w, "
+                    "stride_h/stride_w, pad_t/pad_l/pad_b/pad_r, dilation_h/dilation_w, or "
+                    "kernels, strides, pads, dilations)",
+                    layer, name));
+  return role->second;
+}
+
+// The square window arguments but those whose role `sides` spells per side, then `sides`.
+std::vector<Arg> WithSides(const std::string& layer, std::vector<Arg> square, const WindowSides& sides) {
+  std::set<std::string> replaced;
+  for (const Arg& side : sides) replaced.insert(WindowRole(layer, side.proto.name()));
+  square.erase(std::remove_if(square.begin(), square.end(),
+                              [&](const Arg& arg) { return replaced.count(arg.proto.name()) > 0; }),
+               square.end());
+  square.insert(square.end(), sides.begin(), sides.end());
+  return square;
+}
+
+}  // namespace
 
 std::string Conv(ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
                  int kernel, const ConvOptions& options) {
-  if (dim_in < 1 || dim_out < 1 || kernel < 1)
+  const std::string layer = fmt::format("conv '{}'", out);
+  if (dim_in < 1 || dim_out < 1)
     throw InvalidInput(
-        fmt::format("conv '{}': channels and kernel must be at least 1, got {} in, {} out and kernel {}", out,
-                    dim_in, dim_out, kernel));
+        fmt::format("{}: channels must be at least 1, got {} in and {} out", layer, dim_in, dim_out));
   if (options.group < 1 || dim_in % options.group != 0 || dim_out % options.group != 0)
-    throw InvalidInput(fmt::format("conv '{}': group {} must divide its channels, {} in and {} out", out,
+    throw InvalidInput(fmt::format("{}: group {} must divide its channels, {} in and {} out", layer,
                                    options.group, dim_in, dim_out));
+  std::vector<Arg> args = WithSides(layer,
+                                    {Arg("kernel", kernel), Arg("stride", options.stride),
+                                     Arg("pad", options.pad), Arg("dilation", options.dilation)},
+                                    options.sides);
+  args.push_back(Arg("group", options.group));
   std::string output = model.Scoped(out);
+  // The filter's shape follows the window the operator will read; a window it would refuse (a kernel of 0,
+  // stride_h without stride_w) is refused here, before the parameters.
+  OperatorDef probe = MakeOperatorDef("Conv", {in, out + "_w"}, {output}, args);
+  SchemaRegistry::Of(probe).Verify(probe);
+  const ConvPoolArgs window = ParseConvPoolArgs(probe);
   std::vector<std::string> inputs = {
-      in, model.CreateParam(out + "_w", {dim_out, dim_in / options.group, kernel, kernel},
+      in, model.CreateParam(out + "_w", {dim_out, dim_in / options.group, window.kernel_h, window.kernel_w},
                             options.weight_init, ParamTag::kWeight)};
   if (options.bias)
     inputs.push_back(model.CreateParam(out + "_b", {dim_out}, options.bias_init, ParamTag::kBias));
-  model.AddOp("Conv", inputs, {output},
-              {Arg("kernel", kernel), Arg("stride", options.stride), Arg("pad", options.pad),
-               Arg("dilation", options.dilation), Arg("group", options.group)});
+  model.AddOp("Conv", inputs, {output}, args);
   return output;
 }
 
@@ -54,18 +100,25 @@ std::string Relu(ModelHelper& model, const std::string& in, const std::string& o
 static std::string Pool(ModelHelper& model, const char* type, const std::string& in, const std::string& out,
                         std::vector<Arg> args) {
   std::string output = model.Scoped(out);
-  model.AddOp(type, {in}, {output}, args);
+  OperatorDef op = MakeOperatorDef(type, {in}, {output}, args);
+  SchemaRegistry::Of(op).Verify(op);
+  ParsePoolArgs(op);  // a window the operator would refuse is refused here, where the layer is built
+  model.AddOp(std::move(op));
   return output;
 }
 
 std::string MaxPool(ModelHelper& model, const std::string& in, const std::string& out, int kernel, int stride,
-                    int pad) {
-  return Pool(model, "MaxPool", in, out, {Arg("kernel", kernel), Arg("stride", stride), Arg("pad", pad)});
+                    int pad, const WindowSides& sides) {
+  return Pool(model, "MaxPool", in, out,
+              WithSides(fmt::format("max_pool '{}'", out),
+                        {Arg("kernel", kernel), Arg("stride", stride), Arg("pad", pad)}, sides));
 }
 
 std::string AveragePool(ModelHelper& model, const std::string& in, const std::string& out, int kernel,
-                        int stride, int pad) {
-  return Pool(model, "AveragePool", in, out, {Arg("kernel", kernel), Arg("stride", stride), Arg("pad", pad)});
+                        int stride, int pad, const WindowSides& sides) {
+  return Pool(model, "AveragePool", in, out,
+              WithSides(fmt::format("average_pool '{}'", out),
+                        {Arg("kernel", kernel), Arg("stride", stride), Arg("pad", pad)}, sides));
 }
 
 std::string GlobalAveragePool(ModelHelper& model, const std::string& in, const std::string& out) {

@@ -11,6 +11,11 @@
 
 namespace lockstep::layers {
 
+// Caffe2's per-side spellings of a window that is not square: kernel_h and kernel_w, stride_h and stride_w,
+// pad_t, pad_l, pad_b and pad_r, dilation_h and dilation_w (Conv), or the lists kernels, strides, pads and
+// dilations. Each replaces the square argument of its role; the operator checks the values.
+using WindowSides = std::vector<Arg>;
+
 // The operators' arguments default to their schemas' defaults.
 struct ConvOptions {
   int stride = DefaultIntArg("Conv", "stride");
@@ -20,9 +25,11 @@ struct ConvOptions {
   bool bias = true;
   FillSpec weight_init = FillSpec::Xavier();
   FillSpec bias_init = FillSpec::Constant(0.0f);
+  WindowSides sides;  // e.g. {Arg("kernel_h", 1), Arg("kernel_w", 7)} for a 1x7 window
 };
 
-// Parameters "<out>_w" (dim_out, dim_in/group, k, k) and "<out>_b" (dim_out).
+// Parameters "<out>_w" (dim_out, dim_in/group, kh, kw) and "<out>_b" (dim_out); kh = kw = kernel unless
+// options.sides spells the kernel.
 std::string Conv(ModelHelper& model, const std::string& in, const std::string& out, int dim_in, int dim_out,
                  int kernel, const ConvOptions& options = {});
 // Parameters "<out>_w" (dim_out, dim_in) and "<out>_b" (dim_out); `in` is flattened from `axis`: its dims
@@ -32,9 +39,10 @@ std::string FC(ModelHelper& model, const std::string& in, const std::string& out
                const FillSpec& bias_init = FillSpec::Constant(0), int axis = DefaultIntArg("FC", "axis"));
 std::string Relu(ModelHelper& model, const std::string& in, const std::string& out);
 std::string MaxPool(ModelHelper& model, const std::string& in, const std::string& out, int kernel, int stride,
-                    int pad = DefaultIntArg("MaxPool", "pad"));
+                    int pad = DefaultIntArg("MaxPool", "pad"), const WindowSides& sides = {});
 std::string AveragePool(ModelHelper& model, const std::string& in, const std::string& out, int kernel,
-                        int stride, int pad = DefaultIntArg("AveragePool", "pad"));
+                        int stride, int pad = DefaultIntArg("AveragePool", "pad"),
+                        const WindowSides& sides = {});
 std::string GlobalAveragePool(ModelHelper& model, const std::string& in, const std::string& out);
 // Parameters "<out>_s", "<out>_b" (trained) and "<out>_rm", "<out>_riv" (running mean / variance, computed).
 // relu = true fuses a following Relu: the output is relu(BN(in)), and training keeps the ReLU mask in
