@@ -257,10 +257,23 @@ def CreateOperator(operator_type, inputs, outputs, name="", control_input=None, 
     return op
 
 
+# How many nets each name has been given to in this process (Caffe2's Net._net_names_used_counters).
+_net_name_uses = {}
+
+
+def NextNetName(basename):
+    """``basename`` the first time, then ``basename_1``, ``basename_2``...: every net of a process has a name of
+    its own, as in Caffe2, so a second model or net of the same name can be created beside the first."""
+    uses = _net_name_uses.get(basename, 0)
+    _net_name_uses[basename] = uses + 1
+    return basename if uses == 0 else f"{basename}_{uses}"
+
+
 class Net:
     """A NetDef built from Python, outside any model: ``Net("init")`` or ``Net(netdef)`` (a copy).
     ``net.ConstantFill([], "x", shape=[2], value=1.0)`` appends an operator (plain names under the current
-    name scope, BlobReferences as given) and returns its outputs. workspace.RunNetOnce / CreateNet take it."""
+    name scope, BlobReferences as given) and returns its outputs. workspace.RunNetOnce / CreateNet take it.
+    A name used before gets a suffix (NextNetName), a copy's too."""
 
     def __init__(self, name_or_proto):
         proto = lockstep_pb2.NetDef()
@@ -270,6 +283,7 @@ class Net:
             proto.CopyFrom(name_or_proto.Proto())
         else:
             proto.CopyFrom(name_or_proto)
+        proto.name = NextNetName(proto.name)
         self._net = proto
         self._next_name = 0
 

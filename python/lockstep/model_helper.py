@@ -81,7 +81,7 @@ class Net:
 
     def Name(self):
         cpp = self._model._cpp_model
-        return cpp.init_net_name if self._init else cpp.name
+        return cpp.init_net_name if self._init else cpp.net_name
 
     def __str__(self):
         return self.Name()
@@ -137,6 +137,8 @@ class ModelHelper:
 
     def __init__(self, name="model", init_params=True, arg_scope=None, seed=None):
         self._cpp_model = C.ModelHelper(name, init_params)
+        # A second model of the same name gets nets of their own, as in Caffe2 (core.NextNetName).
+        self._cpp_model.rename_nets(core.NextNetName(name), core.NextNetName(name + "_init"))
         if seed is not None:
             self._cpp_model.seed = seed
         self.arg_scope = dict(arg_scope or {})
@@ -156,7 +158,8 @@ class ModelHelper:
 
     @property
     def name(self):
-        return self._cpp.name
+        """The name the model was given; its nets' names may have a suffix (net.Name())."""
+        return self._cpp_model.name
 
     @property
     def params(self):

@@ -86,9 +86,7 @@ def RunOperatorOnce(operator):
 
 
 def RunOperatorsOnce(operators):
-    net = core.Net("operators")
-    net.Proto().op.extend(operators)
-    return RunNetOnce(net)
+    return RunNetOnce(core.lockstep_pb2.NetDef(name="operators", op=operators))
 
 
 def CreateNet(net, overwrite=False):

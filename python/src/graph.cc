@@ -92,9 +92,15 @@ void BindModelHelper(py::module_& m) {
   py::class_<ModelHelper>(m, "ModelHelper")
       .def(py::init<const std::string&, bool>(), "name"_a, "init_params"_a = true)
       .def_property("seed", &ModelHelper::seed, &ModelHelper::set_seed)
-      .def_property_readonly("name", [](const ModelHelper& model) { return model.net().name(); })
+      .def_property_readonly("name", &ModelHelper::name)
+      .def_property_readonly("net_name", [](const ModelHelper& model) { return model.net().name(); })
       .def_property_readonly("init_net_name",
                              [](ModelHelper& model) { return model.param_init_net().name(); })
+      .def("rename_nets",
+           [](ModelHelper& model, const std::string& net, const std::string& init_net) {
+             model.net().set_name(net);
+             model.param_init_net().set_name(init_net);
+           })
       .def("net_bytes", [](const ModelHelper& model) { return NetDefToBytes(model.net()); })
       .def_property_readonly("op_count", [](const ModelHelper& model) { return model.net().op_size(); })
       .def("init_net_bytes", [](ModelHelper& model) { return NetDefToBytes(model.param_init_net()); })

@@ -164,6 +164,13 @@ def test_add_blob_sync_copies_the_first_replicas_blob_to_the_others():
     data_parallel_model.RunInitNet(model)
     data_parallel_model.RunNet(model, 1)
     np.testing.assert_array_equal(workspace.FetchBlob("cpu_1/counts"), [0.0, 1.0, 2.0])
+    # One device: nothing to copy, and nothing is added.
+    single = model_helper.ModelHelper(name="sync_one")
+    data_parallel_model.Parallelize_CPU(single, input_builder_fun=add_null_input,
+                                        forward_pass_builder_fun=create_model_ops, devices=[0])
+    ops = len(single.net.Proto().op)
+    data_parallel_model.AddBlobSync(single, ["counts"])
+    assert len(single.net.Proto().op) == ops
 
 
 def test_seed_example_parallelize_gpu_with_guide_arguments():

@@ -43,6 +43,24 @@ def test_brew_layers_build_scoped_ops_and_params():
     assert "Conv" in str(net)  # protobuf text format
 
 
+def test_nets_of_one_name_get_names_of_their_own_as_in_caffe2():
+    first, second = model_helper.ModelHelper(name="twin"), model_helper.ModelHelper(name="twin")
+    assert (first.name, second.name) == ("twin", "twin")
+    names = [first.net.Name(), first.param_init_net.Name(), second.net.Name(), second.param_init_net.Name()]
+    assert names == ["twin", "twin_init", "twin_1", "twin_init_1"]
+    workspace.FeedBlob("x", np.ones((1, 2), np.float32))
+    for model in (first, second):
+        brew.fc(model, "x", "fc", 2, 1)
+        workspace.CreateNet(model.param_init_net)
+        workspace.RunNet(model.param_init_net)
+        workspace.CreateNet(model.net)
+    workspace.RunNet(second.net)  # the first model's net is still there
+    assert workspace.HasBlob("fc") and first.net.Name() != second.net.Name()
+    net = core.Net("standalone")
+    assert (net.Name(), core.Net(net).Name(), core.Net(net.Proto()).Name()) == (
+        "standalone", "standalone_1", "standalone_2")
+
+
 def test_any_registered_operator_through_net_attributes():
     model = model_helper.ModelHelper(name="ops")
     out = model.net.Scale("x", "y", scale=2.5)
@@ -159,7 +177,7 @@ def test_a_nets_proto_stays_live_as_in_caffe2():
     stale = model.net.Proto()
     brew.relu(model, "z", "w")
     stale.op.extend([core.CreateOperator("Relu", ["w"], ["v"])])
-    with pytest.raises(InvalidInput, match=r"^net 'm': its Proto\(\) was edited after ops were added"):
+    with pytest.raises(InvalidInput, match=rf"^net '{model.net.Name()}': its Proto\(\) was edited after ops were added"):
         workspace.RunNetOnce(model.net)
 
 

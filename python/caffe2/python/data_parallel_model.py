@@ -118,7 +118,10 @@ def AddBlobSync(model, blobs, net=None):
     prefixed = [b for b in blobs if str(b).startswith(model._device_prefix)]
     if prefixed:
         refuse(f"data_parallel_model.AddBlobSync: give unprefixed blob names, not {', '.join(prefixed)}")
-    (broadcast,) = caffe2_pb2.NetDef.FromString(_dpm._parallel(model).broadcast_net_bytes()).op
+    broadcasts = caffe2_pb2.NetDef.FromString(_dpm._parallel(model).broadcast_net_bytes()).op
+    if not broadcasts:
+        return  # one replica: every blob is in sync with itself
+    (broadcast,) = broadcasts
     scopes = GetDeviceScopes(model)
     replicas = [core.BlobReference(scope + str(b)) for scope in scopes for b in blobs]
     net = model.net if net is None else net

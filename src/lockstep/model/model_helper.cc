@@ -19,7 +19,7 @@ uint32_t FillSeed(uint64_t seed, const std::string& name) {
 
 }  // namespace
 
-ModelHelper::ModelHelper(const std::string& name, bool init_params) : init_params_(init_params) {
+ModelHelper::ModelHelper(const std::string& name, bool init_params) : init_params_(init_params), name_(name) {
   net_.set_name(name);
   param_init_net_.set_name(name + "_init");
 }
@@ -53,7 +53,7 @@ std::string ModelHelper::CreateParam(const std::string& name, const Shape& shape
   std::string scoped = Scoped(name);
   if (param_index_.count(scoped))
     throw InvalidInput(fmt::format(
-        "parameter '{}' is created twice in model '{}'; give each layer its own name", scoped, net_.name()));
+        "parameter '{}' is created twice in model '{}'; give each layer its own name", scoped, name_));
   std::vector<Arg> args = fill.args;
   args.emplace_back("shape", std::vector<int64_t>(shape.begin(), shape.end()));
   OperatorDef op = MakeOperatorDef(fill.type, {}, {scoped}, args);
@@ -82,7 +82,7 @@ std::vector<std::string> ModelHelper::GetParams(const std::string& scope, std::v
 const ParamInfo& ModelHelper::Param(const std::string& name) const {
   auto it = param_index_.find(name);
   if (it != param_index_.end()) return params_[it->second];
-  throw InvalidInput(fmt::format("model '{}' has no parameter '{}'", net_.name(), name));
+  throw InvalidInput(fmt::format("model '{}' has no parameter '{}'", name_, name));
 }
 
 void ModelHelper::SetParamDevice(const std::string& name, const Device& device) {
@@ -96,8 +96,7 @@ std::map<std::string, std::string> ModelHelper::AddGradientOperators(const std::
                                                                      const std::set<std::string>& also) {
   if (has_backward_pass_)
     throw InvalidInput(fmt::format(
-        "model '{}' has its backward pass already: call AddGradientOperators once, with every loss",
-        net_.name()));
+        "model '{}' has its backward pass already: call AddGradientOperators once, with every loss", name_));
   const std::vector<std::string> trainable = GetTrainableParams();
   std::set<std::string> wrt(trainable.begin(), trainable.end());
   wrt.insert(also.begin(), also.end());

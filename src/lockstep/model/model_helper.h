@@ -40,6 +40,10 @@ class ModelHelper {
  public:
   explicit ModelHelper(const std::string& name, bool init_params = true);
 
+  // The name given; the nets are "<name>" and "<name>_init" unless renamed (Python gives a second model of
+  // one name nets of their own, as Caffe2 does).
+  const std::string& name() const { return name_; }
+
   // Each parameter's fill draws from a seed derived from this seed and the parameter's unscoped name, so
   // every replica starts from the same values and adding other ops to param_init_net changes none of them.
   // Set it before the parameters are created.
@@ -119,6 +123,7 @@ class ModelHelper {
   NetDef net_;
   bool init_params_;
   uint64_t seed_ = kDefaultSeed;
+  std::string name_;
   std::string name_scope_;
   Device device_;
   Replica replica_;

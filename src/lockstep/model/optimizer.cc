@@ -21,7 +21,7 @@ SgdBlobs AddMomentumSgd(ModelHelper& model, const SgdOptions& options) {
   if (!params.empty() && model.param_to_grad().empty())
     throw InvalidInput(fmt::format(
         "model '{}' has no gradients yet: call AddGradientOperators(losses) before adding the optimizer",
-        model.net().name()));
+        model.name()));
   for (const auto& param : params)
     if (!model.param_to_grad().count(param))
       throw InvalidInput(
@@ -32,7 +32,7 @@ SgdBlobs AddMomentumSgd(ModelHelper& model, const SgdOptions& options) {
   for (const auto& op : model.net().op())
     if (op.type() == "Iter" && op.output_size() > 0 && op.output(0) == blobs.iter)
       throw InvalidInput(fmt::format("model '{}' has an optimizer already ('{}' counts its steps); build one",
-                                     model.net().name(), blobs.iter));
+                                     model.name(), blobs.iter));
   blobs.lr = model.Scoped("lr");
   auto* init_iter = model.param_init_net().add_op();
   *init_iter = ConstantFillDef(blobs.iter, {}, 0.0f, DataType::kInt64);

@@ -100,7 +100,7 @@ void ValidateOptions(const ModelHelper& model, const ParallelOptions& o) {
         "shared_model needs CPU devices with one device per replica: the replicas read one copy in host "
         "memory");
   if (model.net().op_size() > 0)
-    Fail(fmt::format("model '{}' already has {} ops; the builders must add all of them", model.net().name(),
+    Fail(fmt::format("model '{}' already has {} ops; the builders must add all of them", model.name(),
                      model.net().op_size()));
 }
 

@@ -158,7 +158,7 @@ void PlaceLayers(ModelHelper& model, const std::vector<std::pair<std::string, De
     if (writer < 0)
       throw InvalidInput(fmt::format(
           "model '{}' has no layer '{}' to place on {}; name a layer by its output blob (e.g. 'conv1')",
-          model.net().name(), output, device.ToString()));
+          model.name(), output, device.ToString()));
     starts.push_back({writer, device});
   }
   std::sort(starts.begin(), starts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
