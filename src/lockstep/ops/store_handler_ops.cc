@@ -32,10 +32,7 @@ namespace {
 class StoreHandlerCreateOp : public Operator {
  public:
   StoreHandlerCreateOp(const OperatorDef& def, Workspace* ws, RendezvousOptions where)
-      : Operator(def, ws), where_(std::move(where)) {
-    if (where_.run_id.empty())
-      FailOperator(def, "argument prefix is required: the run id, the same unique string on every shard");
-  }
+      : Operator(def, ws), where_(std::move(where)) {}
 
   void Run() override {
     try {
@@ -52,12 +49,20 @@ class StoreHandlerCreateOp : public Operator {
   RendezvousOptions where_;
 };
 
+// Caffe2's prefix may be left out; the run id may not (rendezvous.h): such a run takes this one.
+constexpr const char* kRunIdWithoutPrefix = "default";
+
+std::string RunId(const OperatorDef& def) {
+  std::string prefix = StringArg(def, "prefix");
+  return prefix.empty() ? kRunIdWithoutPrefix : prefix;
+}
+
 RendezvousOptions FileStore(const OperatorDef& def) {
   if (!HasArgument(def, "path"))
     FailOperator(def, "argument path is required: a directory every shard can write");
   RendezvousOptions where;
   where.file_store_path = StringArg(def, "path");
-  where.run_id = StringArg(def, "prefix");
+  where.run_id = RunId(def);
   return where;
 }
 
@@ -67,7 +72,7 @@ RendezvousOptions RedisStore(const OperatorDef& def) {
   RendezvousOptions where;
   where.redis_host = StringArg(def, "host");
   where.redis_port = static_cast<int>(IntArg(def, "port"));
-  where.run_id = StringArg(def, "prefix");
+  where.run_id = RunId(def);
   return where;
 }
 
@@ -81,7 +86,8 @@ class StoreHandlerCreate : public StoreHandlerCreateOp {
 void DeclareStoreHandler(OpSchema& schema) {
   schema.Output(0, "handler", "a workspace object: the store handler, CreateCommonWorld's input 0")
       .Arg("prefix", ArgType::kString, "",
-           "required: the run id, which prefixes every key, so that runs with different ids never meet")
+           "the run id, which prefixes every key, so that runs with different ids never meet; none: "
+           "'default' (give concurrent runs on one store prefixes of their own)")
       .ObjectOutputs(1)
       .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>&) {
         return std::vector<TensorShape>{{{}, DataType::kUndefined}};  // an object, not a tensor
