@@ -56,6 +56,15 @@ TEST(SchemaArgs, WrongTypeAndOutOfRangeValuesAreRefused) {
   ExpectOneLineWith(
       CreationError(MakeOperatorDef("Conv", {"x", "w"}, {"y"}, {Arg("strides", std::vector<int64_t>{1, 0})})),
       {"argument 'strides' must be at least 1, got 0"});
+  // A string of declared choices: Caffe2's NHWC order, wherever an op on images takes `order`.
+  for (const OperatorDef& def :
+       {MakeOperatorDef("Conv", {"x", "w"}, {"y"}), MakeOperatorDef("MaxPool", {"x"}, {"y"}),
+        MakeOperatorDef("SpatialBN", {"x", "s", "b", "m", "v"}, {"y"}, {Arg("is_test", 1)}),
+        MakeOperatorDef("Concat", {"a", "b"}, {"y", "info"}), MakeOperatorDef("Split", {"x"}, {"a", "b"})}) {
+    OperatorDef nhwc = def;
+    *nhwc.add_arg() = Arg("order", "NHWC").proto;
+    ExpectOneLineWith(CreationError(nhwc), {"argument 'order' must be one of NCHW, got 'NHWC'"});
+  }
   Argument twice = Arg("stride", 2).proto;
   OperatorDef conv = MakeOperatorDef("Conv", {"x", "w"}, {"y"}, {Arg("stride", 1)});
   *conv.add_arg() = twice;
@@ -198,6 +207,7 @@ TEST(SchemaArgs, OpsCommandPrintsEveryArgumentWithItsDefault) {
     const std::vector<std::string> words = Words(*row);
     EXPECT_EQ(words[1], ArgTypeName(arg->type)) << *row;
     EXPECT_EQ(words[2], default_text) << *row;
+    EXPECT_NE(row->find(RangeText(*arg)), std::string::npos) << *row;
     EXPECT_NE(row->find(arg->doc), std::string::npos) << *row;
   }
 

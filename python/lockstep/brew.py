@@ -12,8 +12,10 @@ from lockstep._core import C, InvalidInput
 
 _XAVIER = ("XavierFill", {})
 _ZERO = ("ConstantFill", {"value": 0.0})
-# Caffe2 arguments that choose what lockstep always does: NCHW order, cuDNN on CUDA devices.
-_ACCEPTED = {"order": "NCHW", "use_cudnn": None, "cudnn_exhaustive_search": None, "ws_nbytes_limit": None}
+# Caffe2 arguments that choose what lockstep always does: NCHW order, cuDNN on CUDA devices (any engine: the
+# implementation follows the device), buffers it plans itself (shared_buffer).
+_ACCEPTED = {"order": "NCHW", "use_cudnn": None, "cudnn_exhaustive_search": None, "ws_nbytes_limit": None,
+             "engine": None, "shared_buffer": None}
 # The per-side spellings of a window that is not square, which the operators take as Caffe2's do.
 _KERNEL_SIDES = ("kernel_h", "kernel_w", "kernels")
 _STRIDE_AND_PAD_SIDES = ("stride_h", "stride_w", "strides", "pad_t", "pad_l", "pad_b", "pad_r", "pads")

@@ -35,7 +35,7 @@ py::list Blobs(const std::vector<BlobSpec>& blobs) {
 }
 
 // {"doc", "inputs": [{"name", "doc", "optional"}], "outputs": [...], "args": {name: {"type", "doc", "min",
-// "max", "max_excluded" and, when declared, "default"}}}.
+// "max", "max_excluded" and, when declared, "default" and "choices"}}}.
 py::dict SchemaOf(const std::string& type) {
   const OpSchema& schema = SchemaRegistry::Of(MakeOperatorDef(type, {}, {}));
   py::dict args;
@@ -43,6 +43,7 @@ py::dict SchemaOf(const std::string& type) {
     py::dict entry("type"_a = ArgTypeName(arg->type), "doc"_a = arg->doc, "min"_a = arg->min,
                    "max"_a = arg->max, "max_excluded"_a = arg->max_excluded);
     if (arg->default_value) entry["default"] = ArgValue(*arg->default_value, arg->type);
+    if (!arg->choices.empty()) entry["choices"] = arg->choices;
     args[py::str(arg->name)] = entry;
   }
   return py::dict("doc"_a = schema.doc(), "inputs"_a = Blobs(schema.inputs()),

@@ -90,6 +90,9 @@ def test_a_name_that_is_no_operator_type_is_no_attribute():
         brew.conv(model, "data", "c", 1, 1, 3, strides=2)
     with pytest.raises(InvalidInput, match="order='NHWC' is not supported"):
         brew.conv(model, "data", "c", 1, 1, 3, order="NHWC")
+    # Caffe2's choices of implementation and buffers: lockstep makes its own, so they are taken and change nothing.
+    brew.conv(model, "data", "tuned", 1, 1, 3, engine="CUDNN", shared_buffer=1, use_cudnn=True, order="NCHW")
+    assert [a.name for a in model.net.Proto().op[-1].arg] == ["kernel", "stride", "pad", "dilation", "group"]
 
 
 @pytest.mark.parametrize("build, message", [

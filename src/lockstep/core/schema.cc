@@ -1,6 +1,7 @@
 // Schema registry and checks.
 #include "lockstep/core/schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -95,6 +96,10 @@ void CheckValue(const OperatorDef& def, const ArgSpec& spec, const Argument& arg
                                                                 : "a",
                                    ArgTypeName(spec.type), DescribeValue(arg)));
   }
+  if (!spec.choices.empty() &&
+      std::find(spec.choices.begin(), spec.choices.end(), arg.s()) == spec.choices.end())
+    throw InvalidInput(fmt::format("{}: argument '{}' must be {}, got '{}'", DescribeOperator(def), spec.name,
+                                   RangeText(spec), arg.s()));
   for (double value : Values(arg))
     if (std::isnan(value))
       throw InvalidInput(
@@ -124,7 +129,15 @@ std::string DefaultText(const ArgSpec& arg) {
   return "";
 }
 
-std::string RangeText(const ArgSpec& arg) { return RangeText(arg.min, arg.max, arg.max_excluded); }
+std::string RangeText(const ArgSpec& arg) {
+  if (!arg.choices.empty()) return fmt::format("one of {}", fmt::join(arg.choices, ", "));
+  return RangeText(arg.min, arg.max, arg.max_excluded);
+}
+
+void DeclareNchwOrder(OpSchema& schema) {
+  schema.Arg("order", ArgType::kString, "NCHW", "memory order of the images; lockstep's tensors are NCHW")
+      .Choices({"NCHW"});
+}
 
 namespace {
 
@@ -196,6 +209,18 @@ OpSchema& OpSchema::AddArg(std::string name, ArgType type, std::optional<Argumen
   arg.type = type;
   arg.default_value = std::move(default_value);
   arg.doc = std::move(doc);
+  return *this;
+}
+
+OpSchema& OpSchema::Choices(std::vector<std::string> choices) {
+  LOCKSTEP_ENFORCE(!args_.empty() && args_.back().type == ArgType::kString,
+                   "operator '{}': Choices() of an argument that is no string", type_);
+  ArgSpec& arg = args_.back();
+  arg.choices = std::move(choices);
+  LOCKSTEP_ENFORCE(!arg.default_value || std::find(arg.choices.begin(), arg.choices.end(),
+                                                   arg.default_value->s()) != arg.choices.end(),
+                   "default '{}' of argument '{}' of '{}' is not {}", arg.default_value->s(), arg.name, type_,
+                   RangeText(arg));
   return *this;
 }
 

@@ -75,7 +75,8 @@ struct ArgSpec {
   std::optional<Argument> default_value;
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
-  bool max_excluded = false;  // [min, max)
+  bool max_excluded = false;         // [min, max)
+  std::vector<std::string> choices;  // a string argument's accepted values; empty: any
   std::string doc;
 };
 
@@ -112,6 +113,8 @@ class OpSchema {
   OpSchema& Range(double min, double max);
   // [min, max): e.g. a probability that must stay below 1.
   OpSchema& RangeBelow(double min, double max);
+  // The values the string argument declared last accepts.
+  OpSchema& Choices(std::vector<std::string> choices);
   // Also declares every argument of operator `type` (gradient ops copy their forward op's arguments);
   // resolved when first needed, so the order in which schemas register does not matter.
   OpSchema& ArgsOf(std::string type);
@@ -255,9 +258,12 @@ bool IsObjectInput(const OperatorDef& op, int i);
 bool IsObjectOutput(const OperatorDef& op, int i);
 
 // For messages and the catalogue: the default ("1", "1e-05", "NCHW", "[0, 1, 2]"; "" when none) and the
-// accepted values ("in [0, 1]", "at least 1", "any value").
+// accepted values ("in [0, 1]", "at least 1", "one of NCHW", "any value").
 std::string DefaultText(const ArgSpec& arg);
 std::string RangeText(const ArgSpec& arg);
+
+// Caffe2's `order` of the ops on images, NCHW or NHWC: lockstep's tensors are NCHW, the one value it takes.
+void DeclareNchwOrder(OpSchema& schema);
 
 // Argument `name` of an operator, or its schema's default when the def does not give it: the readers of
 // operator implementations, shape functions and gradient makers. A value of the wrong type or out of range is

@@ -193,6 +193,7 @@ LOCKSTEP_OPERATOR_SCHEMA(Concat)
     .Output(0, "Y", "the inputs joined along axis")
     .Output(1, "split_info", "(number of inputs) int32: each input's extent along axis")
     .Arg("axis", ArgType::kInt, 1, "the axis to join along; negative counts from the last")
+    .Include(DeclareNchwOrder)
     .NumInputs(1, INT_MAX)
     .ShapeFunction(ConcatShapes);
 LOCKSTEP_OPERATOR_SCHEMA(Split)
@@ -201,6 +202,7 @@ LOCKSTEP_OPERATOR_SCHEMA(Split)
     .OptionalInput(1, "split_info", "(pieces) int32 extents, as Concat writes them")
     .Output(0, "Y...", "the pieces that parts lists, in order")
     .Arg("axis", ArgType::kInt, 1, "the axis to cut along; negative counts from the last")
+    .Include(DeclareNchwOrder)
     .Arg("split", ArgType::kInts, std::vector<int64_t>{},
          "the pieces' extents along axis, instead of input 1; none and no input 1: equal pieces, one per "
          "output")

@@ -42,9 +42,6 @@ void ReadPair(const OperatorDef& def, const std::string& name, const std::string
 // value (kernel and stride positive, pads not negative).
 ConvPoolArgs ParseWindowArgs(const OperatorDef& def) {
   ConvPoolArgs args;
-  std::string order = StringArg(def, "order");
-  if (order != "NCHW")
-    FailOperator(def, fmt::format("order '{}' is not supported; lockstep tensors are NCHW", order));
   if (IntArg(def, "legacy_pad") != 0) FailOperator(def, "'legacy_pad' is not supported; give explicit pads");
 
   ReadPair(def, "kernel", "kernels", &args.kernel_h, &args.kernel_w);
@@ -110,7 +107,7 @@ void DeclareWindowArgs(OpSchema& schema) {
       .Min(0)
       .Arg("pads", ArgType::kInts, "[top, left, bottom, right] padding")
       .Min(0)
-      .Arg("order", ArgType::kString, "NCHW", "memory order of X and Y; only NCHW")
+      .Include(DeclareNchwOrder)
       .Arg("legacy_pad", ArgType::kInt, 0, "Caffe2's legacy padding modes; only 0, explicit pads");
 }
 

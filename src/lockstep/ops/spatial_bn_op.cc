@@ -238,9 +238,9 @@ class SpatialBNReluAgainOp : public Operator {
 
   void Run() override {
     const Tensor& x = Input(0);  // x is (N, C, H, W) or (N, C)
-    ChannelCount(def_, x.shape(),
-                 {{1, &Input(1).shape()}, {2, &Input(2).shape()}, {3, &Input(3).shape()},
-                  {4, &Input(4).shape()}});
+    ChannelCount(
+        def_, x.shape(),
+        {{1, &Input(1).shape()}, {2, &Input(2).shape()}, {3, &Input(3).shape()}, {4, &Input(4).shape()}});
     auto desc = DescOf(x);
     if (desc != desc_) {
       desc_ = desc;
@@ -447,6 +447,7 @@ LOCKSTEP_OPERATOR_SCHEMA(SpatialBN)
     .Arg("num_batches", ArgType::kInt, 1,
          "combined statistics: the replicas (equal batches) that the sums of inputs 5 and 6 cover")
     .Min(1)
+    .Include(DeclareNchwOrder)
     .EnforceInplace({{3, 1}, {4, 2}})
     .ShapeFunction(SpatialBNShapes)
     .LowPrecisionInputs({0})  // scale, bias and the statistics stay float32
