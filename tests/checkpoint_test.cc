@@ -344,6 +344,25 @@ TEST(LatestCheckpoint, CorruptCheckpointIsRefusedAndItsErrorEndsTheLog) {
       << output;
 }
 
+// The refusals name the newest checkpoint of the run, which the file names sort before epoch 9's.
+TEST(CheckpointWriter, RefusalsNameTheNewestCheckpointPastNine) {
+  fs::path dir = FreshDir("ten_epochs");
+  TrainerConfig config = SyntheticLeNet(dir);
+  config.epoch_size = 8;
+  config.num_epochs = 10;
+  Train(config);
+  EXPECT_NE(TrainRefusal(config).find(
+                fmt::format("10 checkpoint(s) of an earlier run ({}),", (dir / "m_10.safetensors").string())),
+            std::string::npos);
+  config.load_model_path = (dir / "m_5.safetensors").string();
+  const std::vector<std::string> later = CheckpointsAfter(dir.string(), "m", config.load_model_path);
+  ASSERT_EQ(later.size(), 5u);
+  EXPECT_EQ(later.front(), (dir / "m_6.safetensors").string());
+  EXPECT_NE(TrainRefusal(config).find(
+                fmt::format("5 checkpoint(s) of m taken later ({}),", (dir / "m_10.safetensors").string())),
+            std::string::npos);
+}
+
 // A second fresh run under the same --save_model_name would write over the first one's checkpoints: it is
 // refused before its first step, and leaves them as they were; resuming them, or another name, goes ahead.
 TEST(CheckpointWriter, AFreshRunDoesNotOverwriteAnEarlierRunsCheckpoints) {

@@ -153,17 +153,21 @@ std::string LatestCheckpoint(const std::string& directory, const std::string& na
 std::vector<std::string> CheckpointsAfter(const std::string& directory, const std::string& name,
                                           const std::string& path) {
   const std::pair<int64_t, int64_t> start = RunPosition(ReadSafetensorsMetadata(path));
-  std::vector<std::string> later;
+  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> later;
   for (const std::string& other : CheckpointsOf(directory, name)) {
     try {
-      if (RunPosition(ReadSafetensorsMetadata(other)) <= start) continue;
+      const std::pair<int64_t, int64_t> position = RunPosition(ReadSafetensorsMetadata(other));
+      if (position <= start) continue;
       VerifySafetensors(other);  // a corrupt one is no run's progress, as `latest` passes over it too
-      later.push_back(other);
+      later.emplace_back(position, other);
     } catch (const Error&) {
       // Not a checkpoint that can be read: it tells nothing of where its run was.
     }
   }
-  return later;
+  std::sort(later.begin(), later.end());  // in run order: the names sort epoch 10 before epoch 9
+  std::vector<std::string> paths;
+  for (auto& [position, other] : later) paths.push_back(std::move(other));
+  return paths;
 }
 
 void CheckpointSnapshot::Take(const Workspace& ws, const std::string& scope,

@@ -79,8 +79,8 @@ std::vector<std::string> CheckpointsOf(const std::string& directory, const std::
 std::vector<std::string> PartialCheckpointsOf(const std::string& directory, const std::string& name);
 
 // The checkpoints of `name` in `directory` taken later in the run than the checkpoint `path` (a larger
-// iteration, or the epoch's checkpoint of the same step) whose checksums hold: what a run resumed from `path`
-// would write over.
+// iteration, or the epoch's checkpoint of the same step) whose checksums hold, in run order: what a run
+// resumed from `path` would write over.
 std::vector<std::string> CheckpointsAfter(const std::string& directory, const std::string& name,
                                           const std::string& path);
 

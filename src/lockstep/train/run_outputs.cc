@@ -89,10 +89,12 @@ std::unique_ptr<CheckpointClaim> PrepareRunOutputs(const TrainerConfig& config) 
         "back",
         config.load_model_path, store, later.size(), config.save_model_name, later.back()));
   }
+  // Name the newest: the file names sort epoch 10 before epoch 9.
+  const std::string newest = LatestCheckpoint(store, config.save_model_name);
   throw InvalidInput(fmt::format(
       "--save_model_name {}: {} holds {} checkpoint(s) of an earlier run ({}), which this run{} would "
       "overwrite; {}pass another --save_model_name or --file_store_path",
-      config.save_model_name, store, earlier.size(), earlier.back(),
+      config.save_model_name, store, earlier.size(), newest.empty() ? earlier.back() : newest,
       config.load_model_path.empty() ? "" : ", resumed from " + config.load_model_path + ",",
       config.load_model_path.empty() ? "resume it with --load_model_path latest, or " : ""));
 }
