@@ -7,11 +7,13 @@ import numpy as np
 from lockstep import core
 from lockstep._core import C, InvalidInput
 
-_workspace = C.Workspace()
+# The workspaces by name, and the current one's (Caffe2's start in "default").
+_workspaces = {"default": C.Workspace()}
+_current_name = "default"
 
 
 def _current():
-    return _workspace
+    return _workspaces[_current_name]
 
 
 def _net_bytes(net):
@@ -116,17 +118,65 @@ GpuDeviceType = core.CUDA
 
 
 def ResetWorkspace():
-    """Drops every blob, object and net of the default workspace."""
-    global _workspace
-    _workspace = C.Workspace()
+    """Drops every blob, object and net of the current workspace."""
+    _workspaces[_current_name] = C.Workspace()
     return True
 
 
 def CurrentWorkspace():
-    """The C++ workspace (for lockstep's own modules: checkpoints, shards)."""
+    """The current C++ workspace (for lockstep's own modules: checkpoints, shards)."""
     return _current()
 
 
+def CurrentWorkspaceName():
+    """The current workspace's name: "default" until SwitchWorkspace."""
+    return _current_name
+
+
+def SwitchWorkspace(name, create_if_missing=False):
+    """Makes workspace ``name`` the current one, as Caffe2's: the others keep their blobs and nets. A name not
+    used before needs ``create_if_missing``."""
+    global _current_name
+    if not isinstance(name, str) or not name:
+        raise InvalidInput(f"SwitchWorkspace: a workspace name is a non-empty string, got {name!r}")
+    if name not in _workspaces:
+        if not create_if_missing:
+            raise InvalidInput(f"SwitchWorkspace: no workspace '{name}' (there are {', '.join(_workspaces)}); pass "
+                               "create_if_missing=True to make it")
+        _workspaces[name] = C.Workspace()
+    _current_name = name
+    return True
+
+
+def Workspaces():
+    """The names of the workspaces."""
+    return list(_workspaces)
+
+
+class _BlobDict:
+    """``workspace.blobs``: the current workspace's blobs as a mapping, as Caffe2's (``blobs["x"] = array``
+    feeds, ``blobs["x"]`` fetches a copy)."""
+
+    def __getitem__(self, name):
+        return FetchBlob(name)
+
+    def __setitem__(self, name, value):
+        FeedBlob(name, value)
+
+    def __contains__(self, name):
+        return HasBlob(name)
+
+    def __iter__(self):
+        return iter(Blobs())
+
+    def __len__(self):
+        return len(Blobs())
+
+
+blobs = _BlobDict()
+
+
 __all__ = ["FeedBlob", "FetchBlob", "FetchBlobs", "HasBlob", "Blobs", "RunNetOnce", "RunOperatorOnce",
-           "RunOperatorsOnce", "CreateNet", "RunNet", "ResetWorkspace", "CurrentWorkspace", "NumCudaDevices",
+           "RunOperatorsOnce", "CreateNet", "RunNet", "ResetWorkspace", "CurrentWorkspace", "CurrentWorkspaceName",
+           "SwitchWorkspace", "Workspaces", "blobs", "NumCudaDevices",
            "NumGpuDevices", "has_gpu_support", "GpuDeviceType"]

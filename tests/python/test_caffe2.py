@@ -152,6 +152,30 @@ def test_trainer_calls_train_replicas_that_stay_equal():
     assert all(a.startswith("cpu_0/") for a in activations)
 
 
+def test_workspaces_by_name_and_blobs_as_a_mapping_as_in_the_basics_tutorial():
+    assert workspace.CurrentWorkspace() == "default"
+    workspace.blobs["x"] = np.arange(3, dtype=np.float32)
+    with pytest.raises(InvalidInput, match="no workspace 'gutentag'.*create_if_missing=True"):
+        workspace.SwitchWorkspace("gutentag")
+    workspace.SwitchWorkspace("gutentag", True)
+    try:
+        assert workspace.CurrentWorkspace() == "gutentag" and "x" not in workspace.blobs
+        workspace.FeedBlob("y", np.ones(2, np.float32))
+        assert list(workspace.blobs) == ["y"] and len(workspace.blobs) == 1
+        assert "gutentag" in workspace.Workspaces() and "default" in workspace.Workspaces()
+    finally:
+        workspace.SwitchWorkspace("default")
+    np.testing.assert_array_equal(workspace.blobs["x"], [0.0, 1.0, 2.0])
+    assert not workspace.HasBlob("y")
+    workspace.ResetWorkspace()  # the current one only
+    assert "x" not in workspace.blobs
+    workspace.SwitchWorkspace("gutentag")
+    try:
+        assert workspace.HasBlob("y")
+    finally:
+        workspace.SwitchWorkspace("default")
+
+
 def test_add_blob_sync_copies_the_first_replicas_blob_to_the_others():
     model = model_helper.ModelHelper(name="sync")
     data_parallel_model.Parallelize_CPU(model, input_builder_fun=add_null_input,
@@ -387,7 +411,7 @@ def test_unsupported_features_stop_with_one_line_naming_them():
         (lambda: data_parallel_model_utils.ShiftActivationDevices(model, [], {}), "ShiftActivationDevices"),
         (lambda: data_parallel_model.Parallelize(model, None, None, net_transformer_fun=lambda *a: None),
          "net transformer"),
-        (lambda: workspace.SwitchWorkspace("other"), "caffe2.python.workspace.SwitchWorkspace is not supported"),
+        (lambda: workspace.RunPlan("plan"), "caffe2.python.workspace.RunPlan is not supported"),
         (lambda: brew.lrn, "caffe2.python.brew.lrn is not supported"),
         (lambda: __import__("caffe2.python.net_drawer"), "caffe2.python.net_drawer is not supported"),
         (lambda: __import__("caffe2.python.models.resnet", fromlist=["_"]).create_resnet_32x32,

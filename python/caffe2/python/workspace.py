@@ -9,7 +9,7 @@ from lockstep import workspace as _workspace
 from lockstep._core import C, Error
 from lockstep.workspace import (  # noqa: F401 (Caffe2's names, re-exported)
     Blobs, FeedBlob, FetchBlob, FetchBlobs, GpuDeviceType, HasBlob, NumCudaDevices, NumGpuDevices, RunNetOnce,
-    RunOperatorsOnce, has_gpu_support)
+    RunOperatorsOnce, SwitchWorkspace, Workspaces, blobs, has_gpu_support)
 
 has_hip_support = False  # Caffe2's programs test it beside has_gpu_support
 
@@ -29,6 +29,11 @@ def _argument(op, name, default):
         if arg.name == name:
             return arg.s.decode() if arg.HasField("s") else arg.i
     return default
+
+
+def CurrentWorkspace():
+    """The current workspace's name (Caffe2's; lockstep.workspace.CurrentWorkspace gives the workspace)."""
+    return _workspace.CurrentWorkspaceName()
 
 
 def ResetWorkspace(root_folder=None):
