@@ -165,6 +165,24 @@ def softmax_with_loss(model, blobs_in, blobs_out, **kwargs):
     return _out(out[0]), _out(out[1])
 
 
+def concat(model, blobs_in, blob_out, **kwargs):
+    """Joins ``blobs_in`` along ``axis`` (default: Concat's, the channels) and returns the result; as Caffe2's,
+    the inputs' extents go to ``_<blob_out>_concat_dims``."""
+    options = _options("concat", model, kwargs, {"axis"})
+    return model.net.Concat(list(blobs_in), [blob_out, f"_{blob_out}_concat_dims"], **options)[0]
+
+
+depth_concat = concat  # Caffe2's older name
+
+
+def tanh(model, blob_in, blob_out, **kwargs):
+    return model.net.Tanh(blob_in, blob_out, **_options("tanh", model, kwargs, set()))
+
+
+def sigmoid(model, blob_in, blob_out, **kwargs):
+    return model.net.Sigmoid(blob_in, blob_out, **_options("sigmoid", model, kwargs, set()))
+
+
 def softmax(model, blob_in, blob_out, **kwargs):
     """The softmax of blob_in's rows (Caffe2's brew.softmax); axis defaults to Softmax's."""
     return model.net.Softmax(blob_in, blob_out, **_options("softmax", model, kwargs, {"axis"}))

@@ -143,6 +143,24 @@ def test_brew_windows_that_are_not_square_as_caffe2_spells_them():
         brew.max_pool(model, "x", "p2", kernel_h=2)
 
 
+def test_brew_concat_tanh_and_sigmoid_as_in_caffe2():
+    model = model_helper.ModelHelper(name="m")
+    with core.NameScope("gpu_0"):
+        joined = brew.concat(model, ["a", "b"], "ab", order="NCHW")
+        squashed = brew.sigmoid(model, brew.tanh(model, joined, "t"), "s")
+    assert (joined, squashed) == ("gpu_0/ab", "gpu_0/s")
+    assert list(model.net.Proto().op[0].output) == ["gpu_0/ab", "gpu_0/_ab_concat_dims"]
+    a, b = np.full((1, 1, 2), -1.0, np.float32), np.full((1, 2, 2), 2.0, np.float32)
+    workspace.FeedBlob("gpu_0/a", a)
+    workspace.FeedBlob("gpu_0/b", b)
+    workspace.RunNetOnce(model.net)
+    expected = 1 / (1 + np.exp(-np.tanh(np.concatenate([a, b], axis=1))))
+    np.testing.assert_allclose(workspace.FetchBlob(squashed), expected, rtol=1e-6)
+    np.testing.assert_array_equal(workspace.FetchBlob("gpu_0/_ab_concat_dims"), [1, 2])
+    with pytest.raises(InvalidInput, match="brew.concat: unknown argument 'axes'; known: axis"):
+        brew.concat(model, ["a", "b"], "c", axes=2)
+
+
 def test_brew_fc_flattens_from_its_axis():
     model = model_helper.ModelHelper(name="m")
     y = brew.fc(model, "x", "fc", 4, 3, axis=2, weight_init=("GaussianFill", {"std": 1.0}))
