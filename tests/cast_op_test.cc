@@ -68,7 +68,39 @@ TEST(CastOp, ConvertsBothWaysAndLikeASecondInput) {
                                 ToFloat(ToFloat16(3.14159f))}));
   RunOp(&ws, MakeOperatorDef("Cast", {"x"}, {"b"}, {Arg("to", int(DataType::kBFloat16))}));
   EXPECT_EQ(ws.Blob("b").data<BFloat16>()[3].bits, ToBFloat16(3.14159f).bits);
-  EXPECT_THROW(RunOp(&ws, MakeOperatorDef("Cast", {"x"}, {"y"}, {Arg("to", 2)})), InvalidInput) << "int32";
+  EXPECT_THROW(RunOp(&ws, MakeOperatorDef("Cast", {"x"}, {"y"}, {Arg("to", 5)})), InvalidInput) << "bool";
+}
+
+// Caffe2's MNIST casts uint8 pixels to float; floats become integers toward zero, and a value the target
+// cannot hold is refused, naming the element.
+TEST(CastOp, IntegersToAndFromFloats) {
+  Workspace ws;
+  Tensor pixels({4}, DataType::kUInt8);
+  for (int i = 0; i < 4; ++i) pixels.data<uint8_t>()[i] = static_cast<uint8_t>(85 * i);
+  Feed(&ws, "pixels", pixels);
+  RunOp(&ws, MakeOperatorDef("Cast", {"pixels"}, {"data"}, {Arg("to", int(DataType::kFloat))}));
+  EXPECT_EQ(Values(ws.Blob("data")), (std::vector<float>{0, 85, 170, 255}));
+  RunOp(&ws, MakeOperatorDef("Cast", {"pixels"}, {"wide"}, {Arg("to", int(DataType::kInt64))}));
+  EXPECT_EQ(ws.Blob("wide").data<int64_t>()[3], 255);
+
+  Feed(&ws, "x", TensorFromValues({4}, {-1.7f, 2.9f, 0.5f, 3e9f}));
+  auto cast = [&](const std::string& from, DataType to) {
+    const std::string out = from + "_" + DataTypeName(to);
+    RunOp(&ws, MakeOperatorDef("Cast", {from}, {out}, {Arg("to", int(to))}));
+    return &ws.Blob(out);
+  };
+  try {
+    cast("x", DataType::kInt32);
+    ADD_FAILURE() << "3e9 went into an int32";
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(), "Cast(x) -> x_int32: element 3 is 3000000000, which int32 cannot hold");
+  }
+  const Tensor* y = cast("x", DataType::kInt64);
+  EXPECT_EQ(std::vector<int64_t>(y->data<int64_t>(), y->data<int64_t>() + 4),
+            (std::vector<int64_t>{-1, 2, 0, 3000000000}));
+  EXPECT_THROW(cast("x_int64", DataType::kUInt8), InvalidInput) << "-1 is no uint8";
+  y = cast("x_int64", DataType::kBFloat16);
+  EXPECT_EQ(ToFloat(y->data<BFloat16>()[1]), 2.0f);
 }
 
 TEST(CastOp, GradientCastsBackToTheInputsDtype) {

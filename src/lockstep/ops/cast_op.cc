@@ -1,8 +1,13 @@
 // Cast: y = x converted to the dtype of arg `to` (a TensorProto.DataType value) or, with a second input, to
 // that input's dtype. float32 <-> float16 / bfloat16 (rounding to nearest even; float32 <-> bfloat16 with
-// oneDNN's reorder) and same-type copies. Its gradient casts dy back to x's dtype, which is how float32
+// oneDNN's reorder), same-type copies, and on CPUs the integers uint8, int32 and int64 to and from any of
+// them (Caffe2's MNIST reads uint8 pixels and casts them): toward zero, a value the target cannot hold
+// refused. Its gradient casts dy back to x's dtype, which is how float32
 // master parameters receive float32 gradients from a network that computes in 16 bits. FloatToHalf and
 // HalfToFloat are Caffe2's casts with fixed dtypes.
+#include <cmath>
+#include <limits>
+
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/half.h"
 #include "lockstep/core/operator.h"
@@ -12,9 +17,15 @@
 namespace lockstep {
 namespace {
 
-bool Castable(DataType type) {
+bool IsFloating(DataType type) {
   return type == DataType::kFloat || type == DataType::kFloat16 || type == DataType::kBFloat16;
 }
+
+bool IsInteger(DataType type) {
+  return type == DataType::kUInt8 || type == DataType::kInt32 || type == DataType::kInt64;
+}
+
+bool Castable(DataType type) { return IsFloating(type) || IsInteger(type); }
 
 // The dtype y gets: input 1's when given, else arg `to`.
 DataType TargetType(const OperatorDef& def, DataType like) {
@@ -24,9 +35,10 @@ DataType TargetType(const OperatorDef& def, DataType like) {
   const auto type = static_cast<DataType>(to);
   if (!Castable(type))
     FailOperator(def,
-                 fmt::format("arg to = {} is not a dtype Cast supports; use {} (float32), {} (float16) or "
-                             "{} (bfloat16)",
-                             to, int(DataType::kFloat), int(DataType::kFloat16), int(DataType::kBFloat16)));
+                 fmt::format("arg to = {} is not a dtype Cast supports; use {} (float32), {} (float16), {} "
+                             "(bfloat16), {} (int32), {} (uint8) or {} (int64)",
+                             to, int(DataType::kFloat), int(DataType::kFloat16), int(DataType::kBFloat16),
+                             int(DataType::kInt32), int(DataType::kUInt8), int(DataType::kInt64)));
   return type;
 }
 
@@ -38,6 +50,44 @@ float Load(const Tensor& x, int64_t i) {
       return ToFloat(x.data<BFloat16>()[i]);
     default:
       return x.data<float>()[i];
+  }
+}
+
+int64_t LoadInteger(const Tensor& x, int64_t i) {
+  switch (x.dtype()) {
+    case DataType::kUInt8:
+      return x.data<uint8_t>()[i];
+    case DataType::kInt32:
+      return x.data<int32_t>()[i];
+    default:
+      return x.data<int64_t>()[i];
+  }
+}
+
+template <typename T>
+bool Holds(double value) {
+  return value >= static_cast<double>(std::numeric_limits<T>::min()) &&
+         value <= static_cast<double>(std::numeric_limits<T>::max());
+}
+
+// y[i] = the integer value (x's, or a float's truncated toward zero); throws naming the op when y's dtype
+// cannot hold it.
+void StoreInteger(const OperatorDef& def, Tensor* y, int64_t i, double value) {
+  const double whole = std::trunc(value);
+  const DataType to = y->dtype();
+  if (!(to == DataType::kUInt8   ? Holds<uint8_t>(whole)
+        : to == DataType::kInt32 ? Holds<int32_t>(whole)
+                                 : whole >= -0x1p63 && whole < 0x1p63))
+    FailOperator(def, fmt::format("element {} is {}, which {} cannot hold", i, value, DataTypeName(to)));
+  switch (to) {
+    case DataType::kUInt8:
+      y->data<uint8_t>()[i] = static_cast<uint8_t>(whole);
+      break;
+    case DataType::kInt32:
+      y->data<int32_t>()[i] = static_cast<int32_t>(whole);
+      break;
+    default:
+      y->data<int64_t>()[i] = static_cast<int64_t>(whole);
   }
 }
 
@@ -54,12 +104,23 @@ void Store(Tensor* y, int64_t i, float value) {
   }
 }
 
-// y = x converted to `to`; x is float32, float16 or bfloat16.
+// y = x converted to `to`; both are Castable.
 void CastInto(const OperatorDef& def, const Tensor& x, DataType to, bool in_place, Tensor* y) {
   if (to == x.dtype()) return y->CopyFrom(x);
   LOCKSTEP_ENFORCE(!in_place, "{}: a cast between dtypes cannot run in place", DescribeOperator(def));
   y->Resize(x.shape(), to);
   if (x.numel() == 0) return;
+  if (IsInteger(x.dtype()) || IsInteger(to)) {
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      // An int64 beyond 2^53 goes through double inexactly only on its way to a float, which rounds anyway.
+      const double value = IsInteger(x.dtype()) ? static_cast<double>(LoadInteger(x, i)) : Load(x, i);
+      if (IsInteger(to))
+        StoreInteger(def, y, i, value);
+      else
+        Store(y, i, static_cast<float>(value));
+    }
+    return;
+  }
   // float32 <-> bfloat16 with oneDNN's threaded, vectorized reorder.
   if (x.dtype() != DataType::kFloat16 && to != DataType::kFloat16) {
     const Shape flat{x.numel()};
@@ -74,11 +135,12 @@ class CastOp : public Operator {
   using Operator::Operator;
 
   void Run() override {
-    const Tensor& x = Input(0);  // x is any shape: float32, float16 or bfloat16
+    const Tensor& x = Input(0);  // x is any shape: float32, float16, bfloat16, uint8, int32 or int64
     const DataType to = TargetType(def_, InputSize() == 2 ? Input(1).dtype() : DataType::kUndefined);
-    if (!Castable(x.dtype()))
-      FailOperator(def_, fmt::format("cannot cast {} '{}'; Cast converts float32, float16 and bfloat16",
-                                     DataTypeName(x.dtype()), InputName(0)));
+    if (!Castable(x.dtype()) || !Castable(to))
+      FailOperator(def_, fmt::format("cannot cast {} '{}' to {}; Cast converts float32, float16, bfloat16, "
+                                     "uint8, int32 and int64",
+                                     DataTypeName(x.dtype()), InputName(0), DataTypeName(to)));
     CastInto(def_, x, to, IsInplace(0, 0), Output(0));  // y has x's shape, dtype `to`
   }
 };
@@ -121,12 +183,15 @@ void DeclareFixedCast(OpSchema& schema) {
 }  // namespace
 
 LOCKSTEP_OPERATOR_SCHEMA(Cast)
-    .SetDoc("Y = X converted to another dtype: float32, float16 and bfloat16 (rounding to nearest even).")
+    .SetDoc(
+        "Y = X converted to another dtype: float32, float16 and bfloat16 (rounding to nearest even), and on "
+        "CPUs uint8, int32 and int64 (toward zero; a value the dtype cannot hold is refused).")
     .Input(0, "X", "any shape")
     .OptionalInput(1, "like", "Y takes its dtype")
     .Output(0, "Y", "X's shape")
     .Arg("to", ArgType::kInt,
-         "Y's dtype as a TensorProto.DataType (1 float32, 12 float16, 16 bfloat16); required without input 1")
+         "Y's dtype as a TensorProto.DataType (1 float32, 12 float16, 16 bfloat16, 2 int32, 6 uint8, 10 "
+         "int64); required without input 1")
     .ShapeFunction([](const OperatorDef& def, const std::vector<TensorShape>& in) {
       return std::vector<TensorShape>{
           {in[0].dims, TargetType(def, in.size() == 2 ? in[1].dtype : DataType::kUndefined)}};

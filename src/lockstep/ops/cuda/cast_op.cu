@@ -27,7 +27,8 @@ class CudaCastOp : public Operator {
       FailOperator(def_, "needs the target dtype: arg to or input 1");
     const DataType to = InputSize() == 2 ? Input(1).dtype() : static_cast<DataType>(IntArg("to"));
     if (!Castable(x.dtype()) || !Castable(to))
-      FailOperator(def_, fmt::format("cannot cast {} to {}; Cast converts float32, float16 and bfloat16",
+      FailOperator(def_, fmt::format("cannot cast {} to {}; on CUDA devices Cast converts float32, float16 "
+                                     "and bfloat16 (integers on CPUs)",
                                      DataTypeName(x.dtype()), DataTypeName(to)));
     Tensor* y = Output(0);  // y has x's shape, dtype `to`
     if (to == x.dtype()) return y->CopyFrom(x);
