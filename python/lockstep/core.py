@@ -269,7 +269,105 @@ def NextNetName(basename):
     return basename if uses == 0 else f"{basename}_{uses}"
 
 
-class Net:
+class NetDefMethods:
+    """Caffe2's Net methods that read or edit the NetDef, through Proto(): the same on a standalone Net and on
+    a model's nets."""
+
+    def BlobIsDefined(self, blob):
+        """Whether an operator writes ``blob`` or it is an external input."""
+        net, name = self.Proto(), str(blob)
+        return name in net.external_input or any(name in op.output for op in net.op)
+
+    def UsesBlob(self, blob):
+        """Whether an operator reads ``blob`` or it is an external input."""
+        net, name = self.Proto(), str(blob)
+        return name in net.external_input or any(name in op.input for op in net.op)
+
+    def UsedBlobNames(self):
+        net = self.Proto()
+        names = set(net.external_input) | set(net.external_output)
+        for op in net.op:
+            names.update(op.input)
+            names.update(op.output)
+        return names
+
+    def GetBlobRef(self, blob_name):
+        if not self.BlobIsDefined(blob_name):
+            raise KeyError(f"Net does not define blob {blob_name}")
+        return BlobReference(str(blob_name), self)
+
+    def AddExternalInput(self, *inputs):
+        """Lists blobs that the net reads from outside it (fed, or another net's); returns their references."""
+        net, names = self.Proto(), [str(blob) for blob in inputs]
+        if not names:
+            raise InvalidInput(f"net '{self.Name()}': AddExternalInput needs at least one blob")
+        for name in names:
+            if name in net.external_input:
+                raise InvalidInput(f"net '{self.Name()}' already has an external input named {name}")
+        net.external_input.extend(names)
+        refs = tuple(BlobReference(name, self) for name in names)
+        return refs[0] if len(refs) == 1 else refs
+
+    def AddExternalOutput(self, *outputs):
+        """Lists blobs that the net writes for others to read; each must be written by the net."""
+        undefined = [str(blob) for blob in outputs if not self.BlobIsDefined(blob)]
+        if undefined:
+            raise InvalidInput(f"net '{self.Name()}': AddExternalOutput: no operator writes {', '.join(undefined)}")
+        self.Proto().external_output.extend(str(blob) for blob in outputs)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def AppendNet(self, net, device_option=None):
+        """Appends ``net``'s operators (on ``device_option`` when given) and its external blobs that this net
+        neither lists nor writes."""
+        mine, theirs = self.Proto(), net.Proto()
+        written = {blob for op in mine.op for blob in op.output}
+        inputs = [blob for blob in theirs.external_input if blob not in mine.external_input and blob not in written]
+        outputs = [blob for blob in theirs.external_output if blob not in mine.external_output]
+        mine.external_input.extend(inputs)
+        mine.external_output.extend(outputs)
+        ops = [lockstep_pb2.OperatorDef.FromString(op.SerializeToString()) for op in theirs.op]
+        if device_option is not None:
+            for op in ops:
+                op.device_option.CopyFrom(DeviceOption.of(device_option).proto())
+        mine.op.extend(ops)
+        return self
+
+    def Clone(self, name, blob_remap=None, op_id_mask=None, remap_funcs=None, keep_schema=True,
+              update_external_list=False):
+        """A standalone copy named ``name`` (made unique as every net's name) of the operators ``op_id_mask``
+        lists (default all), each blob renamed by ``blob_remap``; with ``update_external_list`` its external
+        inputs are the blobs it reads before writing and its outputs those it writes and does not read."""
+        if remap_funcs:
+            raise InvalidInput("Clone: remap_funcs (for RecurrentNetwork's step nets) is not supported; lockstep "
+                               "has no operator with nets in its arguments")
+        remap = {str(old): str(new) for old, new in (blob_remap or {}).items()}
+        source = self.Proto()
+        clone = lockstep_pb2.NetDef()
+        clone.CopyFrom(source)
+        clone.name = name
+        del clone.op[:]
+        for index in (range(len(source.op)) if op_id_mask is None else op_id_mask):
+            op = clone.op.add()
+            op.CopyFrom(source.op[index])
+            op.input[:] = [remap.get(blob, blob) for blob in op.input]
+            op.output[:] = [remap.get(blob, blob) for blob in op.output]
+        clone.external_input[:] = [remap.get(blob, blob) for blob in clone.external_input]
+        clone.external_output[:] = [remap.get(blob, blob) for blob in clone.external_output]
+        if update_external_list:
+            written, read_after = set(), set()
+            del clone.external_input[:]
+            for op in clone.op:
+                for blob in op.input:
+                    if blob in written:
+                        read_after.add(blob)
+                    elif blob not in clone.external_input:
+                        clone.external_input.append(blob)
+                written.update(op.output)
+            clone.external_output[:] = sorted(written - read_after)
+        return Net(clone)
+
+
+class Net(NetDefMethods):
     """A NetDef built from Python, outside any model: ``Net("init")`` or ``Net(netdef)`` (a copy).
     ``net.ConstantFill([], "x", shape=[2], value=1.0)`` appends an operator (plain names under the current
     name scope, BlobReferences as given) and returns its outputs. workspace.RunNetOnce / CreateNet take it.

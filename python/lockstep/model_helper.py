@@ -9,7 +9,7 @@ from lockstep import core
 from lockstep._core import C, InvalidInput
 
 
-class Net:
+class Net(core.NetDefMethods):
     """One of a model's nets. ``net.Relu("x", "y")`` adds a Relu; plain names are scoped, BlobReferences
     are used as given. Returns the output as a BlobReference, or a tuple of them for several outputs."""
 

@@ -61,6 +61,36 @@ def test_nets_of_one_name_get_names_of_their_own_as_in_caffe2():
         "standalone", "standalone_1", "standalone_2")
 
 
+@pytest.mark.parametrize("make", [lambda: core.Net("edited"), lambda: model_helper.ModelHelper(name="edited").net])
+def test_caffe2s_net_methods_read_and_edit_the_netdef(make):
+    net = make()
+    x = net.AddExternalInput("x")
+    with pytest.raises(InvalidInput, match="already has an external input named x"):
+        net.AddExternalInput("x")
+    y = net.Relu(x, "y")
+    z = net.Scale(y, "z", scale=2.0)
+    assert net.BlobIsDefined("y") and net.BlobIsDefined("x") and not net.BlobIsDefined("w")
+    assert net.UsesBlob("y") and not net.UsesBlob("z") and net.UsedBlobNames() == {"x", "y", "z"}
+    assert net.GetBlobRef("z") == "z"
+    with pytest.raises(KeyError, match="Net does not define blob w"):
+        net.GetBlobRef("w")
+    with pytest.raises(InvalidInput, match="AddExternalOutput: no operator writes w"):
+        net.AddExternalOutput(core.BlobReference("w"))
+    net.AddExternalOutput(z)
+    # A clone of the second op alone, its input renamed: it reads u and writes z.
+    clone = net.Clone("half", blob_remap={"y": "u"}, op_id_mask=[1], update_external_list=True)
+    assert clone.Name().startswith("half") and clone.Name() != net.Name()
+    assert [list(op.input) for op in clone.Proto().op] == [["u"]]
+    assert list(clone.Proto().external_input) == ["u"] and list(clone.Proto().external_output) == ["z"]
+    whole = core.Net("whole")
+    whole.AppendNet(net)
+    assert [op.type for op in whole.Proto().op] == ["Relu", "Scale"]
+    assert list(whole.Proto().external_input) == ["x"] and list(whole.Proto().external_output) == ["z"]
+    workspace.FeedBlob("x", np.array([-1.0, 3.0], np.float32))
+    workspace.RunNetOnce(net)
+    np.testing.assert_array_equal(workspace.FetchBlob("z"), [0.0, 6.0])
+
+
 def test_any_registered_operator_through_net_attributes():
     model = model_helper.ModelHelper(name="ops")
     out = model.net.Scale("x", "y", scale=2.5)
@@ -78,8 +108,8 @@ def test_a_name_that_is_no_operator_type_is_no_attribute():
     model = model_helper.ModelHelper(name="m")
     with pytest.raises(AttributeError, match=r"^Net has no attribute or operator type 'Rleu'; did you mean Relu"):
         model.net.Rleu("a", "b")
-    with pytest.raises(AttributeError, match=r"^Net has no attribute or operator type 'AddExternalInput'"):
-        model.net.AddExternalInput("x")
+    with pytest.raises(AttributeError, match=r"^Net has no attribute or operator type 'DotProduct'"):
+        model.net.DotProduct("x", "y")
     with pytest.raises(AttributeError, match=r"^ModelHelper has no attribute or operator type 'Bogus'"):
         model.Bogus("a", "b")
     assert not hasattr(core.Net("n"), "external_inputs") and not hasattr(model, "_private")
