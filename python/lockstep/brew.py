@@ -126,8 +126,10 @@ def average_pool(model, blob_in, blob_out, **kwargs):
     return _pool("average_pool", "AveragePool", C.average_pool, model, blob_in, blob_out, kwargs)
 
 
-def spatial_bn(model, blob_in, blob_out, dim_in, epsilon=None, momentum=None, is_test=False, **kwargs):
-    """epsilon and momentum default to SpatialBN's."""
+def spatial_bn(model, blob_in, blob_out, dim_in, epsilon=None, momentum=None, is_test=False, init_scale=1.0,
+               init_bias=0.0, **kwargs):
+    """epsilon and momentum default to SpatialBN's; init_scale and init_bias are the scale's and bias' first
+    values, as Caffe2's."""
     _sizes("spatial_bn", dim_in=dim_in)
     _options("spatial_bn", model, kwargs, set())
     defaults = core.arg_defaults("SpatialBN")
@@ -135,7 +137,7 @@ def spatial_bn(model, blob_in, blob_out, dim_in, epsilon=None, momentum=None, is
     momentum = defaults["momentum"] if momentum is None else momentum
     with model.scopes():
         return _out(C.spatial_bn(model._cpp, _in(model, blob_in), blob_out, dim_in, bool(is_test), False,
-                                 float(epsilon), float(momentum)))
+                                 float(epsilon), float(momentum), float(init_scale), float(init_bias)))
 
 
 def dropout(model, blob_in, blob_out, ratio=None, is_test=False, **kwargs):

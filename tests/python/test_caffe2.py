@@ -359,6 +359,18 @@ def test_arg_scope_initializers_and_create_param_with_an_initializer():
         model.create_param("q", [3], Initializer())
 
 
+def test_brew_spatial_bn_takes_caffe2s_arguments_in_caffe2s_order():
+    model = model_helper.ModelHelper(name="bn_init")
+    brew.spatial_bn(model, "x", "bn", 2, 0.5, -1.0, epsilon=1e-3, is_test=True, order="NCHW")
+    workspace.RunNetOnce(model.param_init_net)
+    np.testing.assert_array_equal(workspace.FetchBlob("bn_s"), [0.5, 0.5])
+    np.testing.assert_array_equal(workspace.FetchBlob("bn_b"), [-1.0, -1.0])
+    (op,) = model.net.Proto().op
+    assert [a.f for a in op.arg if a.name == "epsilon"] == [pytest.approx(1e-3)]
+    with pytest.raises(Unsupported, match="brew.spatial_bn: ScaleInitializer is not supported"):
+        brew.spatial_bn(model, "x", "bn2", 2, ScaleInitializer=Initializer("ConstantFill", value=1.0))
+
+
 def test_brew_softmax_as_the_mnist_tutorial_writes_it():
     model = model_helper.ModelHelper(name="tutorial")
     with core.NameScope("gpu_0"):

@@ -100,7 +100,22 @@ def _helper(name):
 relu = _helper("relu")
 max_pool = _helper("max_pool")
 average_pool = _helper("average_pool")
-spatial_bn = _helper("spatial_bn")
+
+
+def spatial_bn(model, blob_in, blob_out, dim_in, init_scale=1.0, init_bias=0.0, ScaleInitializer=None,
+               BiasInitializer=None, RunningMeanInitializer=None, RunningVarianceInitializer=None, **kwargs):
+    """Caffe2's signature (init_scale is the fifth argument; epsilon, momentum and is_test are keywords)."""
+    initializers = dict(ScaleInitializer=ScaleInitializer, BiasInitializer=BiasInitializer,
+                        RunningMeanInitializer=RunningMeanInitializer,
+                        RunningVarianceInitializer=RunningVarianceInitializer)
+    given = [name for name, value in initializers.items() if value is not None]
+    if given:
+        refuse(f"brew.spatial_bn: {', '.join(given)} is not supported; pass init_scale and init_bias (the running "
+               "statistics start at 0 and 1)")
+    return _brew.spatial_bn(model, blob_in, blob_out, dim_in, init_scale=init_scale, init_bias=init_bias,
+                            **_arguments("spatial_bn", kwargs))
+
+
 dropout = _helper("dropout")
 sum = _helper("sum")  # noqa: A001 (Caffe2's name)
 softmax = _helper("softmax")

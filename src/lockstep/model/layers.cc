@@ -126,10 +126,13 @@ std::string GlobalAveragePool(ModelHelper& model, const std::string& in, const s
 }
 
 std::string SpatialBN(ModelHelper& model, const std::string& in, const std::string& out, int channels,
-                      bool is_test, bool relu, float epsilon, float momentum) {
+                      bool is_test, bool relu, float epsilon, float momentum, float init_scale,
+                      float init_bias) {
   std::string output = model.Scoped(out);
-  std::string scale = model.CreateParam(out + "_s", {channels}, FillSpec::Constant(1), ParamTag::kWeight);
-  std::string bias = model.CreateParam(out + "_b", {channels}, FillSpec::Constant(0), ParamTag::kBias);
+  std::string scale =
+      model.CreateParam(out + "_s", {channels}, FillSpec::Constant(init_scale), ParamTag::kWeight);
+  std::string bias =
+      model.CreateParam(out + "_b", {channels}, FillSpec::Constant(init_bias), ParamTag::kBias);
   std::string mean = model.CreateParam(out + "_rm", {channels}, FillSpec::Constant(0), ParamTag::kComputed);
   std::string var = model.CreateParam(out + "_riv", {channels}, FillSpec::Constant(1), ParamTag::kComputed);
   std::vector<std::string> outputs = {output};

@@ -47,10 +47,12 @@ std::string GlobalAveragePool(ModelHelper& model, const std::string& in, const s
 // Parameters "<out>_s", "<out>_b" (trained) and "<out>_rm", "<out>_riv" (running mean / variance, computed).
 // relu = true fuses a following Relu: the output is relu(BN(in)), and training keeps the ReLU mask in
 // "<out>_relu_mask" for the gradient.
+// init_scale and init_bias are the trained parameters' first values (Caffe2's brew.spatial_bn).
 std::string SpatialBN(ModelHelper& model, const std::string& in, const std::string& out, int channels,
                       bool is_test, bool relu = false,
                       float epsilon = DefaultFloatArg("SpatialBN", "epsilon"),
-                      float momentum = DefaultFloatArg("SpatialBN", "momentum"));
+                      float momentum = DefaultFloatArg("SpatialBN", "momentum"), float init_scale = 1.0f,
+                      float init_bias = 0.0f);
 std::string Dropout(ModelHelper& model, const std::string& in, const std::string& out, float ratio,
                     bool is_test);
 std::string Add(ModelHelper& model, const std::string& a, const std::string& b, const std::string& out);
