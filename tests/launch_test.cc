@@ -294,8 +294,8 @@ TEST(Launch, FailureAfterTheLastCheckpointLeavesTheJobComplete) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   TempDirectory dir;
   Process agent(Launch(dir.path(), {"--nproc_per_node", "2", "--max_restarts", "0"},
-                       LeNetShard(dir.path(), {"--train_data", "fashion-mnist", "--test_data", "fashion-mnist",
-                                               "--epoch_size", "800", "--num_epochs", "1"})),
+                       LeNetShard(dir.path(), {"--train_data", "fashion-mnist", "--test_data",
+                                               "fashion-mnist", "--epoch_size", "800", "--num_epochs", "1"})),
                 dir / "agent.out");
   std::optional<pid_t> victim = ShardPid(agent, 0, 1, kJobLimit);
   ASSERT_TRUE(victim) << agent.Output();
@@ -449,6 +449,34 @@ void ExpectTwoAgentsRestartTogether(const std::string& rdzv) {
     EXPECT_NE(p->Output().find("round 1: run id two_r1, 2 shards"), std::string::npos) << p->Output();
   }
   EXPECT_TRUE(fs::exists(dir / "m_4.safetensors"));
+}
+
+// Agents whose flags differ would train on the first one's (its global batch) or wait on each other without
+// end (--nnodes 2 beside --nnodes 1): the round fails at once, naming the flag, and no restart is tried.
+TEST(Launch, AgentsWithOtherFlagsAreRefusedNamingTheFlag) {
+  TempDirectory dir;
+  const Args training = Concat(NullTraining(dir.path(), 1), {"--file_store_path", dir.path()});
+  auto agent = [&](const std::string& job, const std::string& name, const std::string& nodes,
+                   const Args& more) {
+    return std::make_unique<Process>(
+        Concat(Launch(dir.path(), {"--nnodes", nodes, "--job_id", job}, training), more),
+        dir / (job + name + ".out"));
+  };
+  for (const auto& [job, second_nodes, more, expected] :
+       std::vector<std::tuple<std::string, std::string, Args, std::string>>{
+           {"batch", "2", {"--batch_size", "16"}, "has `--batch_size 16` where agent "},
+           {"nodes", "1", {}, "has `--nnodes 1:1` where agent "}}) {
+    auto first = agent(job, "a", "2", {});
+    ASSERT_TRUE(WaitForFile(dir / ("lockstep_launch_" + job + "/round0.flags"), *first, seconds(30)));
+    auto second = agent(job, "b", second_nodes, more);
+    for (Process* p : {first.get(), second.get()}) {
+      EXPECT_EQ(p->Wait(seconds(60)), std::optional<int>(kExitNotRetryable)) << p->Output();
+      const std::string error = ErrorLine(p->Output());
+      EXPECT_NE(error.find("would fail the same way on a restart, so none was tried"), std::string::npos)
+          << error;
+      EXPECT_NE(error.find(expected), std::string::npos) << error;
+    }
+  }
 }
 
 TEST(Launch, TwoAgentsRestartTogetherThroughFileStore) {

@@ -1,4 +1,5 @@
-// The agent's keys in its store, for round r: "round{r}.slot{k}" (the k-th agent to join: "<id> <shards>
+// The agent's keys in its store, for round r: "round{r}.flags" (the first agent's id and the flags every
+// agent of the round must share, a line each), "round{r}.slot{k}" (the k-th agent to join: "<id> <shards>
 // <host> <pid>"), "round{r}.roster", "round{r}.failed" (the round's first failure, one line),
 // "round{r}.final" (set before "failed" when that failure repeats on restart) and "round{r}.done.{id}".
 #include "lockstep/launch/agent.h"
@@ -55,6 +56,7 @@ void Say(const std::string& line) {
   std::fflush(stderr);
 }
 
+std::string FlagsKey(int round) { return fmt::format("round{}.flags", round); }
 std::string SlotKey(int round, int slot) { return fmt::format("round{}.slot{}", round, slot); }
 std::string RosterKey(int round) { return fmt::format("round{}.roster", round); }
 std::string FailedKey(int round) { return fmt::format("round{}.failed", round); }
@@ -68,6 +70,31 @@ std::string RunId(const std::string& job_id, int round) { return fmt::format("{}
 // "shard 2" or "shards 2-5".
 std::string ShardRange(int first, int count) {
   return count == 1 ? fmt::format("shard {}", first) : fmt::format("shards {}-{}", first, first + count - 1);
+}
+
+// Seconds of waiting for other agents before the first line that says so, and between such lines.
+constexpr double kFirstWaitReport = 10, kWaitReportInterval = 60;
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The flag where two agents' flag lists first differ, as each gives it ("--batch_size 64", "no such flag").
+std::pair<std::string, std::string> FirstDifference(const std::vector<std::string>& mine,
+                                                    const std::vector<std::string>& theirs) {
+  size_t i = 0;
+  while (i < mine.size() && i < theirs.size() && mine[i] == theirs[i]) ++i;
+  // From the flag whose value differs.
+  if (i > 0 && i < mine.size() && i < theirs.size() && mine[i].rfind("--", 0) != 0) --i;
+  auto flag = [i](const std::vector<std::string>& flags) -> std::string {
+    if (i >= flags.size()) return "no more flags";
+    const bool valued = i + 1 < flags.size() && flags[i + 1].rfind("--", 0) != 0;
+    return "`" + (valued ? flags[i] + " " + flags[i + 1] : flags[i]) + "`";
+  };
+  return {flag(mine), flag(theirs)};
 }
 
 int ParseCount(const std::string& text, const std::string& what) {
@@ -187,12 +214,20 @@ class Agent {
       *formed_before_joining = true;
       return Roster::Parse(*text);
     }
+    if (std::optional<std::string> differ = FlagsDiffer(round)) {
+      // Every restart would find the same flags.
+      if (!store_->Get(FailedKey(round))) store_->Create(FinalKey(round), "");
+      *failure = Fail(round, *differ);
+      Say(*failure);
+      return std::nullopt;
+    }
     int slot = -1;
     const std::string claim =
         fmt::format("{} {} {} {}", options_.agent_id, options_.nproc_per_node, HostName(), getpid());
     for (int k = 0; k < options_.max_nodes && slot < 0; ++k)
       if (store_->Create(SlotKey(round, k), claim)) slot = k;
     const auto start = Clock::now();
+    double next_report = kFirstWaitReport;
     std::optional<Clock::time_point> enough_since;
     while (!stop_signal) {
       if (auto text = store_->Get(RosterKey(round))) return Roster::Parse(*text);
@@ -211,7 +246,16 @@ class Agent {
         store_->Create(RosterKey(round), FormRoster(round, joined).ToText());
         continue;
       }
-      if (!enough_since && SecondsSince(start) > options_.join_timeout)
+      if (!enough_since && SecondsSince(start) >= next_report) {
+        Say(
+            fmt::format("round {}: {} of at least {} agents joined job '{}' in {} after {:.0f} s; waiting up "
+                        "to --join_timeout {:g} s",
+                        round, joined, options_.min_nodes, options_.job_id, store_->description(),
+                        SecondsSince(start), options_.join_timeout));
+        next_report += kWaitReportInterval;
+      }
+      // Without a place (the round's --nnodes agents came first) it waits for their roster as long.
+      if ((slot < 0 || !enough_since) && SecondsSince(start) > options_.join_timeout)
         throw IoError(
             fmt::format("round {}: {} of at least {} agents joined job '{}' in {} within {} s; start "
                         "an agent on each machine with the same --job_id and --rdzv, or raise "
@@ -221,6 +265,26 @@ class Agent {
       std::this_thread::sleep_for(std::min(Milliseconds(options_.monitor_interval), Milliseconds(0.1)));
     }
     return std::nullopt;
+  }
+
+  // Why this agent may not take part in `round`: its training flags, --nnodes or --max_restarts differ from
+  // those of the round's first agent, whose global batch every shard would get and whose restarts would end
+  // the job while others waited for it; nothing when they agree.
+  std::optional<std::string> FlagsDiffer(int round) {
+    std::vector<std::string> mine = {"--nnodes", fmt::format("{}:{}", options_.min_nodes, options_.max_nodes),
+                                     "--max_restarts", std::to_string(options_.max_restarts), "--"};
+    mine.insert(mine.end(), options_.train_arguments.begin(), options_.train_arguments.end());
+    std::string text = options_.agent_id;
+    for (const std::string& flag : mine) text += "\n" + flag;
+    store_->Create(FlagsKey(round), text);
+    std::vector<std::string> theirs = Lines(store_->Get(FlagsKey(round)).value_or(""));
+    if (theirs.empty() || theirs[0] == options_.agent_id) return std::nullopt;
+    const std::string first = theirs[0];
+    theirs.erase(theirs.begin());
+    if (theirs == mine) return std::nullopt;
+    const auto [here, there] = FirstDifference(mine, theirs);
+    return fmt::format("agent {} has {} where agent {} has {}; start every agent with the same flags",
+                       options_.agent_id, here, first, there);
   }
 
   // The roster of the first `joined` agents. No shard of the job runs now (every agent joins only after

@@ -49,7 +49,7 @@ class RedisAgentStore : public AgentStore {
  public:
   RedisAgentStore(const AgentStoreAddress& address, const std::string& job_id)
       : prefix_(fmt::format("lockstep_launch/{}/", job_id)),
-        description_(fmt::format("Redis {}:{}, job '{}'", address.redis_host, address.redis_port, job_id)) {
+        description_(fmt::format("Redis {}:{}", address.redis_host, address.redis_port)) {
     try {
       redis_ = std::make_unique<RedisStore>(address.redis_host, address.redis_port, "lockstep launch");
     } catch (const IoError& e) {

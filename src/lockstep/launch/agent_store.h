@@ -26,7 +26,7 @@ class AgentStore {
   virtual bool Create(const std::string& key, const std::string& value) = 0;
   // The key's value, or nothing when it does not exist (yet).
   virtual std::optional<std::string> Get(const std::string& key) = 0;
-  // "file store /dir/lockstep_launch_<job>" or "Redis host:port, job <job>"
+  // "file store /dir/lockstep_launch_<job>" or "Redis host:port"
   virtual std::string description() const = 0;
 };
 
