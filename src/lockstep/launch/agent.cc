@@ -11,6 +11,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -116,9 +117,9 @@ class Agent {
       std::string failure;
       if (std::optional<int> code = TakePart(round, &failure)) return *code;
       history_.push_back(failure);
-      if (store_->Get(FinalKey(round)))
+      if (!store_lost_ && store_->Get(FinalKey(round)))
         return GiveUp("would fail the same way on a restart, so none was tried", kExitNotRetryable);
-      if (++failed_rounds_ > options_.max_restarts) {
+      if (store_lost_ || ++failed_rounds_ > options_.max_restarts) {
         // A failure after the last epoch's checkpoint (in the test pass, say) lost nothing.
         const std::string newest = LatestCheckpoint(options_.checkpoint_directory, options_.save_model_name);
         if (HasEveryEpoch(newest)) {
@@ -126,7 +127,9 @@ class Agent {
                           options_.num_epochs));
           return 0;
         }
-        return GiveUp(fmt::format("--max_restarts {} restarts are spent", options_.max_restarts),
+        return GiveUp(store_lost_
+                          ? fmt::format("{} is lost, so no other round can form", store_->description())
+                          : fmt::format("--max_restarts {} restarts are spent", options_.max_restarts),
                       kExitFailure);
       }
       ++round;
@@ -199,11 +202,43 @@ class Agent {
     return std::nullopt;
   }
 
+  std::string RoundFailure(int round, const std::string& what) const {
+    return fmt::format("round {} (run id {}): {}", round, RunId(options_.job_id, round), what);
+  }
+
   // Publishes `what` as the failure of `round`, unless one came first; returns the round's failure.
   std::string Fail(int round, const std::string& what) {
-    store_->Create(FailedKey(round),
-                   fmt::format("round {} (run id {}): {}", round, RunId(options_.job_id, round), what));
+    store_->Create(FailedKey(round), RoundFailure(round, what));
     return store_->Get(FailedKey(round)).value_or("");
+  }
+
+  // While shards run, `use` of the store; when the store cannot be reached (after its minute of trying to
+  // connect again), says so once and goes on without it: the running shards need it no more, and a failure
+  // of another agent's shard reaches them through their own connections. False without the store.
+  bool WithStore(const std::function<void()>& use) {
+    if (store_lost_) return false;
+    try {
+      use();
+      return true;
+    } catch (const IoError& e) {
+      store_lost_ = true;
+      Say(
+          fmt::format("{}; the shards run on without it (a failure elsewhere reaches them through their "
+                      "connections), but no other round can form",
+                      e.what()));
+      return false;
+    }
+  }
+
+  // Publishes `what` as the failure of `round` where the store can be reached; returns the round's failure.
+  std::string FailWithoutStore(int round, const std::string& what, bool final) {
+    std::string failure = RoundFailure(round, what);
+    WithStore([&] {
+      // Final only when it is the round's first failure: a shard's refusal can follow another's death.
+      if (final && !store_->Get(FailedKey(round))) store_->Create(FinalKey(round), "");
+      failure = Fail(round, what);
+    });
+    return failure;
   }
 
   // Claims a place in `round` and waits until the round forms. Nothing when the agent was stopped, or when
@@ -344,40 +379,46 @@ class Agent {
       if (bad == exits.end())
         bad = std::find_if(exits.begin(), exits.end(), [](const ShardExit& e) { return !e.ok(); });
       if (bad != exits.end()) {
-        // Final only when it is the round's first failure: a shard's refusal can follow another's death.
-        if (bad->exit_code == kExitNotRetryable && !store_->Get(FailedKey(round)))
-          store_->Create(FinalKey(round), "");
         published =
-            Fail(round, fmt::format("shard {} {} after {:.1f} s{}", bad->shard, bad->Describe(), bad->seconds,
-                                    bad->last_error.empty() ? "" : ": " + bad->last_error));
+            FailWithoutStore(round,
+                             fmt::format("shard {} {} after {:.1f} s{}", bad->shard, bad->Describe(),
+                                         bad->seconds, bad->last_error.empty() ? "" : ": " + bad->last_error),
+                             bad->exit_code == kExitNotRetryable);
       } else if (shards.AllExited()) {
-        store_->Create(DoneKey(round, options_.agent_id), "done");
+        WithStore([&] { store_->Create(DoneKey(round, options_.agent_id), "done"); });
         Say(fmt::format("round {}: {} finished", round, ShardRange(first, options_.nproc_per_node)));
         return true;
       } else if (first_finished && SecondsSince(*first_finished) > options_.straggler_timeout) {
         // Its peers are done and wait for nothing from it: a stopped or hung shard would hold the job
         // forever.
-        published =
-            Fail(round, fmt::format("a shard still runs {:.0f} s after another one finished (the longer "
-                                    "of --timeout and --first_iter_timeout, {} s): it is stalled",
-                                    SecondsSince(*first_finished), options_.straggler_timeout));
+        published = FailWithoutStore(
+            round,
+            fmt::format("a shard still runs {:.0f} s after another one finished (the longer of --timeout "
+                        "and --first_iter_timeout, {} s): it is stalled",
+                        SecondsSince(*first_finished), options_.straggler_timeout),
+            false);
       } else if (Clock::now() - last_look >= interval) {
-        published = store_->Get(FailedKey(round));
-        for (const auto& agent : roster.agents)
-          if (!first_finished && store_->Get(DoneKey(round, agent.first))) first_finished = Clock::now();
+        WithStore([&] {
+          published = store_->Get(FailedKey(round));
+          for (const auto& agent : roster.agents)
+            if (!first_finished && store_->Get(DoneKey(round, agent.first))) first_finished = Clock::now();
+        });
         last_look = Clock::now();
       }
     }
+    bool signalled = stop_signal;
     if (stop_signal) {
-      store_->Create(SignalledKey(round), options_.agent_id);  // before the failure that others act on
-      Fail(round, fmt::format("agent {} was stopped by signal {}", options_.agent_id,
-                              static_cast<int>(stop_signal)));
+      WithStore([&] {
+        store_->Create(SignalledKey(round), options_.agent_id);  // before the failure that others act on
+        Fail(round, fmt::format("agent {} was stopped by signal {}", options_.agent_id,
+                                static_cast<int>(stop_signal)));
+      });
     } else {
       Say(fmt::format("{}; stopping {}", *published, ShardRange(first, options_.nproc_per_node)));
+      WithStore([&] { signalled = store_->Get(SignalledKey(round)).has_value(); });
     }
     // Stopped by a signal, here or at another agent, every shard lives: they agree on a step, finish it, and
     // shard 0 saves a checkpoint (train/stop_vote.h).
-    const bool signalled = stop_signal || store_->Get(SignalledKey(round));
     const double grace = signalled ? options_.stop_grace : kFailureStopGrace;
     if (signalled && grace > 0)
       Say(fmt::format("stopping {}: they finish the step{}; SIGKILL in {:g} s (--stop_grace){}",
@@ -457,6 +498,7 @@ class Agent {
   std::unique_ptr<AgentStore> store_;
   std::vector<std::string> history_;  // one line per failed round this agent took part in
   int failed_rounds_ = 0;             // of the job, those before this agent came too
+  bool store_lost_ = false;           // it could not be reached while shards ran: no round forms again
 };
 
 }  // namespace
