@@ -35,6 +35,14 @@ class GlooRedisStore : public gloo::rendezvous::RedisStore {
   }
 };
 
+// Gloo's message of a failed command; hiredis reports a command that timed out as EAGAIN's text.
+std::string FailureOf(const gloo::IoException& e) {
+  const std::string message = GlooMessage(e.what());
+  if (message.find("Resource temporarily unavailable") != std::string::npos)
+    return fmt::format("no answer within {} s", kCommandTimeout.tv_sec);
+  return message;
+}
+
 }  // namespace
 
 RedisStore::RedisStore(std::string host, int port, std::string who, std::chrono::seconds reconnect_for)
@@ -62,10 +70,10 @@ auto RedisStore::Reconnecting(const std::string& what, Operation operation) {
       redis_.reset();
       if (std::chrono::steady_clock::now() >= deadline)
         throw StoreUnavailable(fmt::format("Redis {}:{}: {} failed for {} s: {}", host_, port_, what,
-                                           reconnect_for_.count(), GlooMessage(e.what())));
+                                           reconnect_for_.count(), FailureOf(e)));
       if (!retry)
         std::fprintf(stderr, "%s: Redis %s:%d: %s failed (%s); connecting again for up to %lld s\n",
-                     who_.c_str(), host_.c_str(), port_, what.c_str(), GlooMessage(e.what()).c_str(),
+                     who_.c_str(), host_.c_str(), port_, what.c_str(), FailureOf(e).c_str(),
                      static_cast<long long>(reconnect_for_.count()));
     }
   }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -187,6 +188,16 @@ class Agent {
       // This agent's id ran in the round before this agent started: its earlier self died, and its shards
       // too.
       *failure = Fail(round, fmt::format("agent {} started again while the round ran", options_.agent_id));
+      Say(*failure);
+      return std::nullopt;
+    }
+    std::error_code error;
+    if (in_roster && !roster->checkpoint.empty() && !std::filesystem::exists(roster->checkpoint, error)) {
+      // The agent that formed the round found it in its --file_store_path; every restart would look there.
+      if (!store_->Get(FailedKey(round))) store_->Create(FinalKey(round), "");
+      *failure = Fail(round, fmt::format("the round resumes from {}, which is not on {}: with several "
+                                         "machines, --file_store_path must be a directory they all share",
+                                         roster->checkpoint, HostName()));
       Say(*failure);
       return std::nullopt;
     }
