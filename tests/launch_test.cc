@@ -424,6 +424,9 @@ TEST(Launch, RedisRestartedMidRunDoesNotEndTheJob) {
   EXPECT_NE(agent.Output().find("; connecting again for up to 60 s"), std::string::npos) << agent.Output();
   // The shards meet there too: they reconnect, end their run together and exit 0, with no restart.
   EXPECT_NE(agent.Output().find("round 0: shards 0-1 finished"), std::string::npos) << agent.Output();
+  EXPECT_NE(agent.Output().find("finished in round 0; its last checkpoint: " + (dir / "m_3.safetensors")),
+            std::string::npos)
+      << agent.Output();
   EXPECT_EQ(agent.Output().find("round 1"), std::string::npos) << agent.Output();
   EXPECT_TRUE(fs::exists(dir / "m_3.safetensors"));
 }

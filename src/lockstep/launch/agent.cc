@@ -398,6 +398,13 @@ class Agent {
       } else if (shards.AllExited()) {
         WithStore([&] { store_->Create(DoneKey(round, options_.agent_id), "done"); });
         Say(fmt::format("round {}: {} finished", round, ShardRange(first, options_.nproc_per_node)));
+        // Shards of a job end well only together, at its end.
+        const std::string newest =
+            options_.save_model_name.empty()
+                ? ""
+                : LatestCheckpoint(options_.checkpoint_directory, options_.save_model_name);
+        Say(fmt::format("job '{}' finished in round {}{}", options_.job_id, round,
+                        newest.empty() ? "" : "; its last checkpoint: " + newest));
         return true;
       } else if (first_finished && SecondsSince(*first_finished) > options_.straggler_timeout) {
         // Its peers are done and wait for nothing from it: a stopped or hung shard would hold the job
