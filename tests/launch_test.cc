@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "lockstep/comm/redis_store.h"
 #include "lockstep/core/enforce.h"
 #include "lockstep/launch/agent.h"
 #include "lockstep/launch/agent_store.h"
@@ -429,6 +430,34 @@ TEST(Launch, RedisRestartedMidRunDoesNotEndTheJob) {
       << agent.Output();
   EXPECT_EQ(agent.Output().find("round 1"), std::string::npos) << agent.Output();
   EXPECT_TRUE(fs::exists(dir / "m_3.safetensors"));
+}
+
+// Redis started again, empty, while an agent waits for another: its place is gone, it takes one again, and
+// the round forms when the other comes.
+TEST(Launch, RedisRestartedWhileAgentsMeetLosesNoAgent) {
+  if (!RedisServer::Available()) GTEST_SKIP() << "redis-server is not installed";
+  TempDirectory dir;
+  RedisServer redis;
+  const Args flags = {
+      "--monitor_interval", "0.2", "--rdzv",   fmt::format("redis://127.0.0.1:{}", redis.port()),
+      "--nnodes",           "2",   "--job_id", "wiped",
+      "--join_timeout",     "60",  "--"};
+  const Args training = Concat(NullTraining(dir.path(), 1), {"--file_store_path", dir.path()});
+  auto agent = [&](const std::string& name) {
+    return std::make_unique<Process>(Concat(Concat({CliPath(), "launch"}, flags), training), dir / name);
+  };
+  auto first = agent("first.out");
+  RedisStore probe("127.0.0.1", redis.port(), "test");
+  const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+  while (!probe.check({"lockstep_launch/wiped/round0.slot0"}) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(50));
+  redis.Restart();
+  auto second = agent("second.out");
+  for (Process* p : {first.get(), second.get()})
+    EXPECT_EQ(p->Wait(kJobLimit), std::optional<int>(0)) << p->Output();
+  EXPECT_NE(first->Output().find("round 0: this agent's place in Redis 127.0.0.1:"), std::string::npos)
+      << first->Output();
+  EXPECT_NE(first->Output().find("round 0: run id wiped_r0, 2 shards"), std::string::npos) << first->Output();
 }
 
 // Two agents with one shard each meet through `rdzv`; a killed shard restarts both agents' shards.

@@ -267,14 +267,18 @@ class Agent {
       Say(*failure);
       return std::nullopt;
     }
-    int slot = -1;
     const std::string claim =
         fmt::format("{} {} {} {}", options_.agent_id, options_.nproc_per_node, HostName(), getpid());
-    for (int k = 0; k < options_.max_nodes && slot < 0; ++k)
-      if (store_->Create(SlotKey(round, k), claim)) slot = k;
+    auto take_place = [&] {
+      for (int k = 0; k < options_.max_nodes; ++k)
+        if (store_->Create(SlotKey(round, k), claim)) return k;
+      return -1;
+    };
+    int slot = take_place();
     const auto start = Clock::now();
     double next_report = kFirstWaitReport;
-    std::optional<Clock::time_point> enough_since;
+    bool enough = false;  // MIN agents have joined, since enough_since
+    Clock::time_point enough_since;
     while (!stop_signal) {
       if (auto text = store_->Get(RosterKey(round))) return Roster::Parse(*text);
       if (std::optional<std::string> gone = GoneAgentHere(round))
@@ -284,15 +288,28 @@ class Agent {
         Say(*failure);
         return std::nullopt;
       }
+      if (slot >= 0 && store_->Get(SlotKey(round, slot)) != claim) {
+        // A Redis server started again empty lost the agents' places: each takes one again.
+        Say(fmt::format(
+            "round {}: this agent's place in {} is gone (the store lost its keys); taking one again", round,
+            store_->description()));
+        FlagsDiffer(round);  // the flags' key went too; a difference shows at the next agent's
+        slot = take_place();
+      }
       int joined = 0;
       while (joined < options_.max_nodes && store_->Get(SlotKey(round, joined))) ++joined;
-      if (joined >= options_.min_nodes && !enough_since) enough_since = Clock::now();
+      if (joined < options_.min_nodes) {
+        enough = false;
+      } else if (!enough) {
+        enough = true;
+        enough_since = Clock::now();
+      }
       const bool full = joined >= options_.max_nodes;
-      if (slot >= 0 && (full || (enough_since && SecondsSince(*enough_since) >= options_.join_grace))) {
+      if (slot >= 0 && (full || (enough && SecondsSince(enough_since) >= options_.join_grace))) {
         store_->Create(RosterKey(round), FormRoster(round, joined).ToText());
         continue;
       }
-      if (!enough_since && SecondsSince(start) >= next_report) {
+      if (!enough && SecondsSince(start) >= next_report) {
         Say(
             fmt::format("round {}: {} of at least {} agents joined job '{}' in {} after {:.0f} s; waiting up "
                         "to --join_timeout {:g} s",
@@ -301,7 +318,7 @@ class Agent {
         next_report += kWaitReportInterval;
       }
       // Without a place (the round's --nnodes agents came first) it waits for their roster as long.
-      if ((slot < 0 || !enough_since) && SecondsSince(start) > options_.join_timeout)
+      if ((slot < 0 || !enough) && SecondsSince(start) > options_.join_timeout)
         throw IoError(
             fmt::format("round {}: {} of at least {} agents joined job '{}' in {} within {} s; start "
                         "an agent on each machine with the same --job_id and --rdzv, or raise "
