@@ -423,6 +423,9 @@ TEST(Launch, RedisRestartedMidRunDoesNotEndTheJob) {
   ASSERT_EQ(agent.Wait(kJobLimit), std::optional<int>(0)) << agent.Output();
   EXPECT_NE(agent.Output().find("failed ("), std::string::npos) << agent.Output();
   EXPECT_NE(agent.Output().find("; connecting again for up to 60 s"), std::string::npos) << agent.Output();
+  EXPECT_NE(agent.Output().find(fmt::format("Redis 127.0.0.1:{}: connected again", redis.port())),
+            std::string::npos)
+      << agent.Output();
   // The shards meet there too: they reconnect, end their run together and exit 0, with no restart.
   EXPECT_NE(agent.Output().find("round 0: shards 0-1 finished"), std::string::npos) << agent.Output();
   EXPECT_NE(agent.Output().find("finished in round 0; its last checkpoint: " + (dir / "m_3.safetensors")),

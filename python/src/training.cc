@@ -14,6 +14,7 @@
 #include "lockstep/core/enforce.h"
 #include "lockstep/core/workspace.h"
 #include "lockstep/data/batch_reader.h"
+#include "lockstep/ops/store_handler.h"
 #include "lockstep/parallel/fingerprint.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/csv_log.h"
@@ -115,6 +116,7 @@ void BindShards(py::module_& m) {
         s.gloo->Close();
       });
   m.def("connect_shards", &ConnectShards, "workspace"_a, "object"_a, "rendezvous"_a, "network"_a);
+  m.attr("RUN_ID_WITHOUT_PREFIX") = kRunIdWithoutPrefix;
 }
 
 // The trainer state's counters by name, as the checkpoint's metadata names them.

@@ -403,6 +403,10 @@ def test_store_handler_becomes_lockstep_rendezvous(tmp_path):
     options = data_parallel_model._rendezvous(rendezvous, barrier_net_timeout_sec=30)
     assert options == dict(num_shards=2, shard_id=1, engine="GLOO", transport="tcp", first_iter_timeout=30,
                            file_store_path=str(tmp_path), run_id="run7")
+    # Without a prefix, as Caffe2 allows: the run id the operator takes.
+    workspace.RunOperatorOnce(core.CreateOperator("FileStoreHandlerCreate", [], ["no_prefix"], path=str(tmp_path)))
+    options = data_parallel_model._rendezvous(dict(rendezvous, kv_handler="no_prefix"), barrier_net_timeout_sec=30)
+    assert options["run_id"] == "default"
     with pytest.raises(Unsupported, match="mpi_rendezvous"):
         data_parallel_model._rendezvous(dict(rendezvous, kv_handler=None, mpi_rendezvous=True), None)
     with pytest.raises(Unsupported, match="kv_handler 'other'"):

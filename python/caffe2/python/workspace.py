@@ -71,7 +71,8 @@ def RunOperatorOnce(operator):
     elif operator.type == "RedisStoreHandlerCreate":
         where = dict(redis_host=_argument(operator, "host", ""), redis_port=_argument(operator, "port", 6379))
     if where is not None:
-        _store_handlers[operator.output[0]] = dict(where, run_id=_argument(operator, "prefix", ""))
+        _store_handlers[operator.output[0]] = dict(where, run_id=_argument(operator, "prefix", "") or
+                                                   C.RUN_ID_WITHOUT_PREFIX)
         if operator.type not in C.operator_types(core.CPU):
             return True  # a build without the op: Parallelize meets the other shards from these settings
     return _workspace.RunOperatorOnce(operator)

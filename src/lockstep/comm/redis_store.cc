@@ -65,7 +65,10 @@ auto RedisStore::Reconnecting(const std::string& what, Operation operation) {
     // of the server (a key that exists) is another exception, which `operation` sees or passes on.
     try {
       if (!redis_) redis_ = std::make_unique<GlooRedisStore>(host_, port_);
-      return operation(*redis_, retry);
+      auto result = operation(*redis_, retry);
+      if (retry)
+        std::fprintf(stderr, "%s: Redis %s:%d: connected again\n", who_.c_str(), host_.c_str(), port_);
+      return result;
     } catch (const gloo::IoException& e) {
       redis_.reset();
       if (std::chrono::steady_clock::now() >= deadline)

@@ -232,13 +232,13 @@ void Rendezvous::Join() {
     if (holder.DeadHere())
       return InvalidInput(
           fmt::format("shard {} of {} was held by {}, which has exited: keys of an earlier run "
-                      "with this run id; pass a fresh --run_id",
-                      me, description_, holder.Describe()));
+                      "with this run id; pass a fresh {}",
+                      me, description_, holder.Describe(), options_.run_id_flag));
     return InvalidInput(
         fmt::format("shard {} of {} is already held by {}: another process runs with --shard_id "
-                    "{}, or an earlier run used this run id; pass a fresh --run_id or a free "
+                    "{}, or an earlier run used this run id; pass a fresh {} or a free "
                     "--shard_id",
-                    me, description_, holder.Describe(), me));
+                    me, description_, holder.Describe(), me, options_.run_id_flag));
   };
   if (Exists(place)) throw taken();
   try {
@@ -289,8 +289,8 @@ void Rendezvous::WaitForTheOthers() {
     if (i != me && holder.DeadHere())  // it died since it joined, or an earlier run left its keys
       throw IoError(
           fmt::format("shard {} of {} is held by {}, which has exited: it died, or an earlier run with "
-                      "this run id left its keys (then pass a fresh --run_id to every shard)",
-                      i, description_, holder.Describe()));
+                      "this run id left its keys (then pass a fresh {} to every shard)",
+                      i, description_, holder.Describe(), options_.run_id_flag));
     holders_.push_back(text);
   }
 }

@@ -30,7 +30,8 @@ inline constexpr char kRendezvousKeysFolder[] = "rendezvous";
 struct RendezvousOptions {
   int num_shards = 1, shard_id = 0;
   std::string run_id;
-  std::string redis_host;  // Redis when set, else the directory file_store_path
+  std::string run_id_flag = "--run_id";  // how users give it, for messages ("a store handler's prefix")
+  std::string redis_host;                // Redis when set, else the directory file_store_path
   int redis_port = 6379;
   std::string file_store_path;
   std::chrono::milliseconds timeout{std::chrono::minutes(20)};  // how long to wait for the other shards

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -82,21 +83,6 @@ std::vector<std::string> Lines(const std::string& text) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
-}
-
-// The flag where two agents' flag lists first differ, as each gives it ("--batch_size 64", "no such flag").
-std::pair<std::string, std::string> FirstDifference(const std::vector<std::string>& mine,
-                                                    const std::vector<std::string>& theirs) {
-  size_t i = 0;
-  while (i < mine.size() && i < theirs.size() && mine[i] == theirs[i]) ++i;
-  // From the flag whose value differs.
-  if (i > 0 && i < mine.size() && i < theirs.size() && mine[i].rfind("--", 0) != 0) --i;
-  auto flag = [i](const std::vector<std::string>& flags) -> std::string {
-    if (i >= flags.size()) return "no more flags";
-    const bool valued = i + 1 < flags.size() && flags[i + 1].rfind("--", 0) != 0;
-    return "`" + (valued ? flags[i] + " " + flags[i + 1] : flags[i]) + "`";
-  };
-  return {flag(mine), flag(theirs)};
 }
 
 int ParseCount(const std::string& text, const std::string& what) {
@@ -191,15 +177,13 @@ class Agent {
       Say(*failure);
       return std::nullopt;
     }
-    std::error_code error;
-    if (in_roster && !roster->checkpoint.empty() && !std::filesystem::exists(roster->checkpoint, error)) {
-      // The agent that formed the round found it in its --file_store_path; every restart would look there.
-      if (!store_->Get(FailedKey(round))) store_->Create(FinalKey(round), "");
-      *failure = Fail(round, fmt::format("the round resumes from {}, which is not on {}: with several "
-                                         "machines, --file_store_path must be a directory they all share",
-                                         roster->checkpoint, HostName()));
-      Say(*failure);
-      return std::nullopt;
+    if (in_roster && !roster->checkpoint.empty()) {
+      if (std::optional<std::string> missing = MissingHere(roster->checkpoint)) {
+        // The agent that formed the round found it in its --file_store_path; every restart would look there.
+        *failure = FailForGood(round, *missing);
+        Say(*failure);
+        return std::nullopt;
+      }
     }
     if (!in_roster) {
       Say(fmt::format("round {} formed without this agent ({} agents at most); waiting for it to end", round,
@@ -213,6 +197,21 @@ class Agent {
     return std::nullopt;
   }
 
+  // Why `checkpoint`, which the agent that formed the round found, cannot be read on this machine; nothing
+  // when it can. A file just written elsewhere may take a moment to show on a network filesystem.
+  std::optional<std::string> MissingHere(const std::string& checkpoint) {
+    std::error_code error;
+    for (int look = 0; look < 10; ++look, std::this_thread::sleep_for(std::chrono::milliseconds(500)))
+      if (std::filesystem::exists(checkpoint, error)) return std::nullopt;
+    if (error)
+      return fmt::format("the round resumes from {}, which {} cannot read: {}", checkpoint, HostName(),
+                         error.message());
+    return fmt::format(
+        "the round resumes from {}, which is not on {}: with several machines, "
+        "--file_store_path must be a directory they all share",
+        checkpoint, HostName());
+  }
+
   std::string RoundFailure(int round, const std::string& what) const {
     return fmt::format("round {} (run id {}): {}", round, RunId(options_.job_id, round), what);
   }
@@ -221,6 +220,13 @@ class Agent {
   std::string Fail(int round, const std::string& what) {
     store_->Create(FailedKey(round), RoundFailure(round, what));
     return store_->Get(FailedKey(round)).value_or("");
+  }
+
+  // Fail() for a failure that every restart would meet again, so that the agents give up: final only when it
+  // is the round's first failure (a shard's refusal can follow another's death).
+  std::string FailForGood(int round, const std::string& what) {
+    if (!store_->Get(FailedKey(round))) store_->Create(FinalKey(round), "");
+    return Fail(round, what);
   }
 
   // While shards run, `use` of the store; when the store cannot be reached (after its minute of trying to
@@ -232,23 +238,47 @@ class Agent {
       use();
       return true;
     } catch (const IoError& e) {
-      store_lost_ = true;
-      Say(
-          fmt::format("{}; the shards run on without it (a failure elsewhere reaches them through their "
-                      "connections), but no other round can form",
-                      e.what()));
+      LoseStore(e.what());
       return false;
     }
   }
 
-  // Publishes `what` as the failure of `round` where the store can be reached; returns the round's failure.
-  std::string FailWithoutStore(int round, const std::string& what, bool final) {
-    std::string failure = RoundFailure(round, what);
-    WithStore([&] {
-      // Final only when it is the round's first failure: a shard's refusal can follow another's death.
-      if (final && !store_->Get(FailedKey(round))) store_->Create(FinalKey(round), "");
-      failure = Fail(round, what);
+  void LoseStore(const std::string& why) {
+    store_lost_ = true;
+    Say(
+        fmt::format("{}; the shards run on without it (a failure elsewhere reaches them through their "
+                    "connections), but no other round can form",
+                    why));
+  }
+
+  // What a look at the store found while shards run: the round's failure, whether some agent's shards
+  // finished, and why the store could not be read ("" when it could).
+  struct StoreLook {
+    std::optional<std::string> failure;
+    bool finished_somewhere = false;
+    std::string lost;
+  };
+
+  // Looks at the store on a thread of its own: a Redis server that answers nothing (for up to its minute of
+  // connecting again) holds neither the shards' output nor a Ctrl-C.
+  std::future<StoreLook> LookAtStore(int round, const Roster& roster) {
+    return std::async(std::launch::async, [this, round, &roster] {
+      StoreLook look;
+      try {
+        look.failure = store_->Get(FailedKey(round));
+        for (const auto& agent : roster.agents)
+          look.finished_somewhere = look.finished_somewhere || store_->Get(DoneKey(round, agent.first));
+      } catch (const IoError& e) {
+        look.lost = e.what();
+      }
+      return look;
     });
+  }
+
+  // Publishes `what` as the failure of `round` where the store can be reached; returns the round's failure.
+  std::string PublishFailure(int round, const std::string& what, bool final) {
+    std::string failure = RoundFailure(round, what);
+    WithStore([&] { failure = final ? FailForGood(round, what) : Fail(round, what); });
     return failure;
   }
 
@@ -261,9 +291,7 @@ class Agent {
       return Roster::Parse(*text);
     }
     if (std::optional<std::string> differ = FlagsDiffer(round)) {
-      // Every restart would find the same flags.
-      if (!store_->Get(FailedKey(round))) store_->Create(FinalKey(round), "");
-      *failure = Fail(round, *differ);
+      *failure = FailForGood(round, *differ);  // every restart would find the same flags
       Say(*failure);
       return std::nullopt;
     }
@@ -272,7 +300,7 @@ class Agent {
     auto take_place = [&] {
       for (int k = 0; k < options_.max_nodes; ++k)
         if (store_->Create(SlotKey(round, k), claim)) return k;
-      return -1;
+      return -1;  // the round's --nnodes MAX agents came first: it forms without this one
     };
     int slot = take_place();
     const auto start = Clock::now();
@@ -293,11 +321,16 @@ class Agent {
         Say(fmt::format(
             "round {}: this agent's place in {} is gone (the store lost its keys); taking one again", round,
             store_->description()));
-        FlagsDiffer(round);  // the flags' key went too; a difference shows at the next agent's
+        if (std::optional<std::string> differ = FlagsDiffer(round)) {  // that key went too
+          *failure = FailForGood(round, *differ);
+          Say(*failure);
+          return std::nullopt;
+        }
         slot = take_place();
       }
       int joined = 0;
       while (joined < options_.max_nodes && store_->Get(SlotKey(round, joined))) ++joined;
+      if (slot < 0 && joined < options_.max_nodes) slot = take_place();  // a place came free
       if (joined < options_.min_nodes) {
         enough = false;
       } else if (!enough) {
@@ -317,8 +350,12 @@ class Agent {
                         SecondsSince(start), options_.join_timeout));
         next_report += kWaitReportInterval;
       }
-      // Without a place (the round's --nnodes agents came first) it waits for their roster as long.
-      if ((slot < 0 || !enough) && SecondsSince(start) > options_.join_timeout)
+      if (slot < 0 && SecondsSince(start) > options_.join_timeout)
+        throw IoError(fmt::format(
+            "round {}: --nnodes {} agents took the places of job '{}' in {}, but their "
+            "round did not form within --join_timeout {:g} s; are they still running?",
+            round, options_.max_nodes, options_.job_id, store_->description(), options_.join_timeout));
+      if (!enough && SecondsSince(start) > options_.join_timeout)
         throw IoError(
             fmt::format("round {}: {} of at least {} agents joined job '{}' in {} within {} s; start "
                         "an agent on each machine with the same --job_id and --rdzv, or raise "
@@ -330,24 +367,27 @@ class Agent {
     return std::nullopt;
   }
 
-  // Why this agent may not take part in `round`: its training flags, --nnodes or --max_restarts differ from
-  // those of the round's first agent, whose global batch every shard would get and whose restarts would end
-  // the job while others waited for it; nothing when they agree.
+  // Why this agent may not take part in `round`: a flag that the agents act on differs from the round's
+  // first agent's (the shards would get that one's global batch; their restarts would end the job while
+  // others waited); nothing when they agree. The shards compare the other training flags themselves, and
+  // some differ by machine (--distributed_interfaces, --log_dir).
   std::optional<std::string> FlagsDiffer(int round) {
-    std::vector<std::string> mine = {"--nnodes", fmt::format("{}:{}", options_.min_nodes, options_.max_nodes),
-                                     "--max_restarts", std::to_string(options_.max_restarts), "--"};
-    mine.insert(mine.end(), options_.train_arguments.begin(), options_.train_arguments.end());
+    const std::vector<std::string> mine = {
+        fmt::format("--nnodes {}:{}", options_.min_nodes, options_.max_nodes),
+        fmt::format("--max_restarts {}", options_.max_restarts),
+        fmt::format("--batch_size {}", options_.batch_size),
+        fmt::format("--num_epochs {}", options_.num_epochs),
+        fmt::format("--save_model_name {}", options_.save_model_name)};
     std::string text = options_.agent_id;
     for (const std::string& flag : mine) text += "\n" + flag;
     store_->Create(FlagsKey(round), text);
     std::vector<std::string> theirs = Lines(store_->Get(FlagsKey(round)).value_or(""));
     if (theirs.empty() || theirs[0] == options_.agent_id) return std::nullopt;
-    const std::string first = theirs[0];
-    theirs.erase(theirs.begin());
-    if (theirs == mine) return std::nullopt;
-    const auto [here, there] = FirstDifference(mine, theirs);
-    return fmt::format("agent {} has {} where agent {} has {}; start every agent with the same flags",
-                       options_.agent_id, here, first, there);
+    for (size_t i = 0; i < mine.size(); ++i)
+      if (i + 1 >= theirs.size() || theirs[i + 1] != mine[i])
+        return fmt::format("agent {} has `{}` where agent {} has `{}`; start every agent with the same flags",
+                           options_.agent_id, mine[i], theirs[0], i + 1 < theirs.size() ? theirs[i + 1] : "");
+    return std::nullopt;
   }
 
   // The roster of the first `joined` agents. No shard of the job runs now (every agent joins only after
@@ -395,6 +435,7 @@ class Agent {
                     roster.checkpoint.empty() ? "fresh start" : "resuming from " + roster.checkpoint, pids));
     const auto interval = Milliseconds(options_.monitor_interval);
     auto last_look = Clock::now();
+    std::future<StoreLook> look;  // one at a time
     std::optional<std::string> published;
     std::optional<Clock::time_point> first_finished;  // when a shard of the job was first seen to finish
     while (!published && !stop_signal) {
@@ -408,10 +449,10 @@ class Agent {
         bad = std::find_if(exits.begin(), exits.end(), [](const ShardExit& e) { return !e.ok(); });
       if (bad != exits.end()) {
         published =
-            FailWithoutStore(round,
-                             fmt::format("shard {} {} after {:.1f} s{}", bad->shard, bad->Describe(),
-                                         bad->seconds, bad->last_error.empty() ? "" : ": " + bad->last_error),
-                             bad->exit_code == kExitNotRetryable);
+            PublishFailure(round,
+                           fmt::format("shard {} {} after {:.1f} s{}", bad->shard, bad->Describe(),
+                                       bad->seconds, bad->last_error.empty() ? "" : ": " + bad->last_error),
+                           bad->exit_code == kExitNotRetryable);
       } else if (shards.AllExited()) {
         WithStore([&] { store_->Create(DoneKey(round, options_.agent_id), "done"); });
         Say(fmt::format("round {}: {} finished", round, ShardRange(first, options_.nproc_per_node)));
@@ -426,19 +467,20 @@ class Agent {
       } else if (first_finished && SecondsSince(*first_finished) > options_.straggler_timeout) {
         // Its peers are done and wait for nothing from it: a stopped or hung shard would hold the job
         // forever.
-        published = FailWithoutStore(
+        published = PublishFailure(
             round,
             fmt::format("a shard still runs {:.0f} s after another one finished (the longer of --timeout "
                         "and --first_iter_timeout, {} s): it is stalled",
                         SecondsSince(*first_finished), options_.straggler_timeout),
             false);
-      } else if (Clock::now() - last_look >= interval) {
-        WithStore([&] {
-          published = store_->Get(FailedKey(round));
-          for (const auto& agent : roster.agents)
-            if (!first_finished && store_->Get(DoneKey(round, agent.first))) first_finished = Clock::now();
-        });
+      } else if (look.valid() && look.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        StoreLook seen = look.get();
+        if (!seen.lost.empty() && !store_lost_) LoseStore(seen.lost);
+        published = seen.failure;
+        if (seen.finished_somewhere && !first_finished) first_finished = Clock::now();
         last_look = Clock::now();
+      } else if (!look.valid() && !store_lost_ && Clock::now() - last_look >= interval) {
+        look = LookAtStore(round, roster);
       }
     }
     bool signalled = stop_signal;

@@ -13,6 +13,10 @@
 
 namespace lockstep {
 
+// The run id of a store handler made without Caffe2's `prefix`. Its keys stay in the store after the run, so
+// a later run there needs a prefix of its own.
+inline constexpr const char* kRunIdWithoutPrefix = "default";
+
 class StoreHandler {
  public:
   // `where` names the store and the run id; its shard id and count are left to Connect.

@@ -49,9 +49,7 @@ class StoreHandlerCreateOp : public Operator {
   RendezvousOptions where_;
 };
 
-// Caffe2's prefix may be left out; the run id may not (rendezvous.h): such a run takes this one.
-constexpr const char* kRunIdWithoutPrefix = "default";
-
+// Caffe2's prefix may be left out; the run id may not (rendezvous.h).
 std::string RunId(const OperatorDef& def) {
   std::string prefix = StringArg(def, "prefix");
   return prefix.empty() ? kRunIdWithoutPrefix : prefix;
@@ -63,6 +61,7 @@ RendezvousOptions FileStore(const OperatorDef& def) {
   RendezvousOptions where;
   where.file_store_path = StringArg(def, "path");
   where.run_id = RunId(def);
+  where.run_id_flag = "prefix (the store handler's run id)";
   return where;
 }
 
@@ -73,6 +72,7 @@ RendezvousOptions RedisStore(const OperatorDef& def) {
   where.redis_host = StringArg(def, "host");
   where.redis_port = static_cast<int>(IntArg(def, "port"));
   where.run_id = RunId(def);
+  where.run_id_flag = "prefix (the store handler's run id)";
   return where;
 }
 
@@ -87,7 +87,7 @@ void DeclareStoreHandler(OpSchema& schema) {
   schema.Output(0, "handler", "a workspace object: the store handler, CreateCommonWorld's input 0")
       .Arg("prefix", ArgType::kString, "",
            "the run id, which prefixes every key, so that runs with different ids never meet; none: "
-           "'default' (give concurrent runs on one store prefixes of their own)")
+           "'default' (a run's keys stay: give each run on one store a prefix of its own)")
       .ObjectOutputs(1)
       .ShapeFunction([](const OperatorDef&, const std::vector<TensorShape>&) {
         return std::vector<TensorShape>{{{}, DataType::kUndefined}};  // an object, not a tensor
