@@ -101,6 +101,23 @@ TEST(CastOp, IntegersToAndFromFloats) {
   EXPECT_THROW(cast("x_int64", DataType::kUInt8), InvalidInput) << "-1 is no uint8";
   y = cast("x_int64", DataType::kBFloat16);
   EXPECT_EQ(ToFloat(y->data<BFloat16>()[1]), 2.0f);
+  try {
+    cast("x_int64", DataType::kFloat16);
+    ADD_FAILURE() << "3000000000 went into a float16";
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(),
+                 "Cast(x_int64) -> x_int64_float16: element 3 is 3000000000, which float16 cannot hold");
+  }
+  Tensor big({1}, DataType::kInt64);
+  big.data<int64_t>()[0] = (int64_t{1} << 62) + 1;
+  Feed(&ws, "big", big);
+  try {
+    cast("big", DataType::kInt32);
+    ADD_FAILURE() << "2^62 + 1 went into an int32";
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(),
+                 "Cast(big) -> big_int32: element 0 is 4611686018427387905, which int32 cannot hold");
+  }
 }
 
 TEST(CastOp, GradientCastsBackToTheInputsDtype) {

@@ -190,6 +190,8 @@ TEST(PoolOp, RejectsBadArguments) {
   expect_invalid({Arg("kernel", 2), Arg("stride", 0)}, "argument 'stride' must be at least 1, got 0");
   expect_invalid({Arg("kernel", 2), Arg("kernel_h", 2)}, "only one of");
   expect_invalid({Arg("kernel", 2), Arg("order", "NHWC")}, "NCHW");
+  expect_invalid({Arg("kernel", 2), Arg("pad_t", 1)},
+                 "'pad_t', 'pad_l', 'pad_b' and 'pad_r' must be given together");
 }
 
 }  // namespace

@@ -17,10 +17,10 @@ _ZERO = ("ConstantFill", {"value": 0.0})
 _ACCEPTED = {"order": "NCHW", "use_cudnn": None, "cudnn_exhaustive_search": None, "ws_nbytes_limit": None,
              "engine": None, "shared_buffer": None}
 # The per-side spellings of a window that is not square, which the operators take as Caffe2's do.
-_KERNEL_SIDES = ("kernel_h", "kernel_w", "kernels")
-_STRIDE_AND_PAD_SIDES = ("stride_h", "stride_w", "strides", "pad_t", "pad_l", "pad_b", "pad_r", "pads")
-_POOL_SIDES = _KERNEL_SIDES + _STRIDE_AND_PAD_SIDES
-_CONV_SIDES = _STRIDE_AND_PAD_SIDES + ("dilation_h", "dilation_w", "dilations")
+_SIDES = {"kernel": ("kernel_h", "kernel_w", "kernels"), "stride": ("stride_h", "stride_w", "strides"),
+          "pad": ("pad_t", "pad_l", "pad_b", "pad_r", "pads"), "dilation": ("dilation_h", "dilation_w", "dilations")}
+_POOL_SIDES = _SIDES["kernel"] + _SIDES["stride"] + _SIDES["pad"]
+_CONV_SIDES = _SIDES["stride"] + _SIDES["pad"] + _SIDES["dilation"]
 
 
 def _options(layer, model, kwargs, known):
@@ -64,9 +64,16 @@ def _out(name):
     return core.BlobReference(name)
 
 
-def _sides(options, names):
-    """The per-side window arguments among ``options`` (C++ layers: WindowSides)."""
-    return {name: options[name] for name in names if name in options}
+def _sides(layer, given):
+    """The per-side window arguments among the ``given`` ones (C++ layers: WindowSides); a role given both
+    ways (stride and stride_h) is refused, as the operators refuse it."""
+    sides = {}
+    for role, names in _SIDES.items():
+        spelled = {name: given[name] for name in names if name in given}
+        if spelled and role in given:
+            raise InvalidInput(f"brew.{layer}: give {role} or {'/'.join(names)}, not both")
+        sides.update(spelled)
+    return sides
 
 
 def conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=None, bias_init=None, **kwargs):
@@ -81,8 +88,9 @@ def conv(model, blob_in, blob_out, dim_in, dim_out, kernel, weight_init=None, bi
         kernel = kernel[0]
     _sizes("conv", dim_in=dim_in, dim_out=dim_out, kernel=kernel)
     known = {"stride", "pad", "dilation", "group", "no_bias", *_CONV_SIDES}
-    o = {**core.arg_defaults("Conv"), **_options("conv", model, kwargs, known)}
-    sides.update(_sides(o, _CONV_SIDES))
+    given = _options("conv", model, kwargs, known)
+    o = {**core.arg_defaults("Conv"), **given}
+    sides.update(_sides("conv", given))
     w, b = _fill(weight_init, _XAVIER, "conv"), _fill(bias_init, _ZERO, "conv")
     with model.scopes():
         return _out(C.conv(model._cpp, _in(model, blob_in), blob_out, dim_in, dim_out, kernel, o["stride"], o["pad"],
@@ -106,14 +114,15 @@ def relu(model, blob_in, blob_out, **kwargs):
 
 def _pool(layer, op_type, op, model, blob_in, blob_out, kwargs):
     known = {"kernel", "stride", "pad", "global_pooling", *_POOL_SIDES}
-    o = {**core.arg_defaults(op_type), **_options(layer, model, kwargs, known)}
-    sides = _sides(o, _POOL_SIDES)
+    given = _options(layer, model, kwargs, known)
+    o = {**core.arg_defaults(op_type), **given}
+    sides = _sides(layer, given)
     with model.scopes():
         if o.get("global_pooling"):
             if layer != "average_pool":
                 raise InvalidInput(f"brew.{layer}: global_pooling is supported by average_pool only")
             return _out(C.global_average_pool(model._cpp, _in(model, blob_in), blob_out))
-        if "kernel" not in o and not sides.keys() & set(_KERNEL_SIDES):
+        if "kernel" not in o and not sides.keys() & set(_SIDES["kernel"]):
             raise InvalidInput(f"brew.{layer}: 'kernel' (or kernel_h and kernel_w) is required, or global_pooling=True")
         return _out(op(model._cpp, _in(model, blob_in), blob_out, o.get("kernel", 0), o["stride"], o["pad"], sides))
 

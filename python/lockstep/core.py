@@ -301,8 +301,8 @@ class NetDefMethods:
         net, names = self.Proto(), [str(blob) for blob in inputs]
         if not names:
             raise InvalidInput(f"net '{self.Name()}': AddExternalInput needs at least one blob")
-        for name in names:
-            if name in net.external_input:
+        for index, name in enumerate(names):
+            if name in net.external_input or name in names[:index]:
                 raise InvalidInput(f"net '{self.Name()}' already has an external input named {name}")
         net.external_input.extend(names)
         refs = tuple(BlobReference(name, self) for name in names)

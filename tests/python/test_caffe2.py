@@ -369,6 +369,12 @@ def test_brew_spatial_bn_takes_caffe2s_arguments_in_caffe2s_order():
     assert [a.f for a in op.arg if a.name == "epsilon"] == [pytest.approx(1e-3)]
     with pytest.raises(Unsupported, match="brew.spatial_bn: ScaleInitializer is not supported"):
         brew.spatial_bn(model, "x", "bn2", 2, ScaleInitializer=Initializer("ConstantFill", value=1.0))
+    with brew.arg_scope([brew.spatial_bn], init_scale=0.25, is_test=True):
+        brew.spatial_bn(model, "x", "scoped", 2)
+        with pytest.raises(Unsupported, match="brew.spatial_bn: BiasInitializer is not supported"):
+            brew.spatial_bn(model, "x", "bn3", 2, 1.0, 0.0, None, Initializer("ConstantFill", value=1.0))
+    workspace.RunNetOnce(model.param_init_net)
+    np.testing.assert_array_equal(workspace.FetchBlob("scoped_s"), [0.25, 0.25])
 
 
 def test_brew_softmax_as_the_mnist_tutorial_writes_it():
@@ -393,6 +399,7 @@ def test_convert_net_for_device_scopes_and_places_a_copy():
     op = converted.Proto().op[0]
     assert (list(op.input), list(op.output), op.device_option.device_id) == (["gpu_1/x"], ["gpu_1/y"], 1)
     assert list(net.Proto().op[0].input) == ["x"]
+    assert converted.Proto().name == net.Proto().name  # a copy, as Caffe2's deepcopy
 
 
 def test_store_handler_becomes_lockstep_rendezvous(tmp_path):

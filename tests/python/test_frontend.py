@@ -171,6 +171,12 @@ def test_brew_windows_that_are_not_square_as_caffe2_spells_them():
         brew.conv(model, "x", "c2", 2, 3, [3])
     with pytest.raises(InvalidInput, match="MaxPool\\(x\\) -> p2: 'kernel_h' and 'kernel_w' must be given together"):
         brew.max_pool(model, "x", "p2", kernel_h=2)
+    with pytest.raises(InvalidInput, match="brew.max_pool: give kernel or kernel_h/kernel_w/kernels, not both"):
+        brew.max_pool(model, "x", "p3", kernel=3, kernel_h=2, kernel_w=1)
+    with pytest.raises(InvalidInput, match="brew.conv: give pad or pad_t/pad_l/pad_b/pad_r/pads, not both"):
+        brew.conv(model, "x", "c3", 2, 3, 3, pad=1, pads=[0, 1, 0, 1])
+    with pytest.raises(InvalidInput, match="'pad_t', 'pad_l', 'pad_b' and 'pad_r' must be given together"):
+        brew.conv(model, "x", "c4", 2, 3, 3, pad_t=1)
 
 
 def test_brew_concat_tanh_and_sigmoid_as_in_caffe2():

@@ -102,18 +102,20 @@ max_pool = _helper("max_pool")
 average_pool = _helper("average_pool")
 
 
-def spatial_bn(model, blob_in, blob_out, dim_in, init_scale=1.0, init_bias=0.0, ScaleInitializer=None,
-               BiasInitializer=None, RunningMeanInitializer=None, RunningVarianceInitializer=None, **kwargs):
-    """Caffe2's signature (init_scale is the fifth argument; epsilon, momentum and is_test are keywords)."""
-    initializers = dict(ScaleInitializer=ScaleInitializer, BiasInitializer=BiasInitializer,
-                        RunningMeanInitializer=RunningMeanInitializer,
-                        RunningVarianceInitializer=RunningVarianceInitializer)
-    given = [name for name, value in initializers.items() if value is not None]
+def spatial_bn(model, blob_in, blob_out, dim_in, *args, **kwargs):
+    """Caffe2's signature: (dim_in, init_scale=1.0, init_bias=0.0, ScaleInitializer=None, BiasInitializer=None,
+    RunningMeanInitializer=None, RunningVarianceInitializer=None); epsilon, momentum and is_test are keywords.
+    An arg_scope may give any of them."""
+    names = ("init_scale", "init_bias", "ScaleInitializer", "BiasInitializer", "RunningMeanInitializer",
+             "RunningVarianceInitializer")
+    if len(args) > len(names):
+        raise TypeError(f"brew.spatial_bn takes at most {4 + len(names)} positional arguments")
+    kwargs = _arguments("spatial_bn", {**kwargs, **dict(zip(names, args))})
+    given = [name for name in names[2:] if kwargs.pop(name, None) is not None]
     if given:
         refuse(f"brew.spatial_bn: {', '.join(given)} is not supported; pass init_scale and init_bias (the running "
                "statistics start at 0 and 1)")
-    return _brew.spatial_bn(model, blob_in, blob_out, dim_in, init_scale=init_scale, init_bias=init_bias,
-                            **_arguments("spatial_bn", kwargs))
+    return _brew.spatial_bn(model, blob_in, blob_out, dim_in, **kwargs)
 
 
 dropout = _helper("dropout")

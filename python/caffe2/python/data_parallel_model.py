@@ -143,6 +143,7 @@ def ConvertNetForDevice(net, device=None):
     namescope = f"{'gpu' if device.device_type == core.CUDA else 'cpu'}_{device.device_id}/"
     converted = core.Net(copy.deepcopy(net.Proto()))
     proto = converted.Proto()
+    proto.name = net.Proto().name  # a copy of the net, as Caffe2's deepcopy: the same name
     for op in proto.op:
         op.input[:] = [namescope + name for name in op.input]
         op.output[:] = [namescope + name for name in op.output]

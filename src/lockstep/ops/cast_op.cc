@@ -7,6 +7,7 @@
 // HalfToFloat are Caffe2's casts with fixed dtypes.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "lockstep/core/gradient.h"
 #include "lockstep/core/half.h"
@@ -64,33 +65,6 @@ int64_t LoadInteger(const Tensor& x, int64_t i) {
   }
 }
 
-template <typename T>
-bool Holds(double value) {
-  return value >= static_cast<double>(std::numeric_limits<T>::min()) &&
-         value <= static_cast<double>(std::numeric_limits<T>::max());
-}
-
-// y[i] = the integer value (x's, or a float's truncated toward zero); throws naming the op when y's dtype
-// cannot hold it.
-void StoreInteger(const OperatorDef& def, Tensor* y, int64_t i, double value) {
-  const double whole = std::trunc(value);
-  const DataType to = y->dtype();
-  if (!(to == DataType::kUInt8   ? Holds<uint8_t>(whole)
-        : to == DataType::kInt32 ? Holds<int32_t>(whole)
-                                 : whole >= -0x1p63 && whole < 0x1p63))
-    FailOperator(def, fmt::format("element {} is {}, which {} cannot hold", i, value, DataTypeName(to)));
-  switch (to) {
-    case DataType::kUInt8:
-      y->data<uint8_t>()[i] = static_cast<uint8_t>(whole);
-      break;
-    case DataType::kInt32:
-      y->data<int32_t>()[i] = static_cast<int32_t>(whole);
-      break;
-    default:
-      y->data<int64_t>()[i] = static_cast<int64_t>(whole);
-  }
-}
-
 void Store(Tensor* y, int64_t i, float value) {
   switch (y->dtype()) {
     case DataType::kFloat16:
@@ -104,23 +78,71 @@ void Store(Tensor* y, int64_t i, float value) {
   }
 }
 
+// Whether integer dtype `to` holds `value`, a whole number (int64_t or a truncated double).
+template <typename V>
+bool Holds(DataType to, V value) {
+  auto in = [&](auto low, auto high) {
+    if constexpr (std::is_integral_v<V>)
+      return value >= low && value <= high;
+    else  // a double: high + 1 is a power of two, exact where high itself may not be
+      return value >= static_cast<double>(low) && value < static_cast<double>(high) + 1;
+  };
+  switch (to) {
+    case DataType::kUInt8:
+      return in(0, 255);
+    case DataType::kInt32:
+      return in(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
+    default:
+      return in(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+  }
+}
+
+void StoreInteger(Tensor* y, int64_t i, int64_t value) {
+  switch (y->dtype()) {
+    case DataType::kUInt8:
+      y->data<uint8_t>()[i] = static_cast<uint8_t>(value);
+      break;
+    case DataType::kInt32:
+      y->data<int32_t>()[i] = static_cast<int32_t>(value);
+      break;
+    default:
+      y->data<int64_t>()[i] = value;
+  }
+}
+
+// y = x where one of them holds integers, element by element: floats toward zero; a value y's dtype cannot
+// hold (NaN, infinities, out of range, a float16 above 65504) is refused, naming the element.
+void CastIntegers(const OperatorDef& def, const Tensor& x, Tensor* y) {
+  const DataType to = y->dtype();
+  auto refuse = [&](int64_t i, const auto& value) {
+    FailOperator(def, fmt::format("element {} is {}, which {} cannot hold", i, value, DataTypeName(to)));
+  };
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (IsInteger(x.dtype())) {
+      const int64_t value = LoadInteger(x, i);
+      if (IsInteger(to)) {
+        if (!Holds(to, value)) refuse(i, value);
+        StoreInteger(y, i, value);
+      } else {
+        Store(y, i, static_cast<float>(value));
+        if (std::isinf(Load(*y, i))) refuse(i, value);
+      }
+    } else {
+      const float value = Load(x, i);
+      const double whole = std::trunc(static_cast<double>(value));
+      if (!Holds(to, whole)) refuse(i, static_cast<double>(value));  // NaN compares false
+      StoreInteger(y, i, static_cast<int64_t>(whole));
+    }
+  }
+}
+
 // y = x converted to `to`; both are Castable.
 void CastInto(const OperatorDef& def, const Tensor& x, DataType to, bool in_place, Tensor* y) {
   if (to == x.dtype()) return y->CopyFrom(x);
   LOCKSTEP_ENFORCE(!in_place, "{}: a cast between dtypes cannot run in place", DescribeOperator(def));
   y->Resize(x.shape(), to);
   if (x.numel() == 0) return;
-  if (IsInteger(x.dtype()) || IsInteger(to)) {
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      // An int64 beyond 2^53 goes through double inexactly only on its way to a float, which rounds anyway.
-      const double value = IsInteger(x.dtype()) ? static_cast<double>(LoadInteger(x, i)) : Load(x, i);
-      if (IsInteger(to))
-        StoreInteger(def, y, i, value);
-      else
-        Store(y, i, static_cast<float>(value));
-    }
-    return;
-  }
+  if (IsInteger(x.dtype()) || IsInteger(to)) return CastIntegers(def, x, y);
   // float32 <-> bfloat16 with oneDNN's threaded, vectorized reorder.
   if (x.dtype() != DataType::kFloat16 && to != DataType::kFloat16) {
     const Shape flat{x.numel()};

@@ -53,6 +53,9 @@ ConvPoolArgs ParseWindowArgs(const OperatorDef& def) {
   if (HasArgument(def, "pad") + split + list > 1)
     FailOperator(def, "give only one of 'pad', 'pad_t/l/b/r' and 'pads'");
   if (split) {
+    for (const char* side : {"pad_t", "pad_l", "pad_b", "pad_r"})
+      if (!HasArgument(def, side))
+        FailOperator(def, "'pad_t', 'pad_l', 'pad_b' and 'pad_r' must be given together");
     args.pad_t = IntArg(def, "pad_t");
     args.pad_l = IntArg(def, "pad_l");
     args.pad_b = IntArg(def, "pad_b");
