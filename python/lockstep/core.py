@@ -257,16 +257,24 @@ def CreateOperator(operator_type, inputs, outputs, name="", control_input=None, 
     return op
 
 
-# How many nets each name has been given to in this process (Caffe2's Net._net_names_used_counters).
+# The names given to nets in this process, and how often each was asked for (Caffe2's
+# Net._net_names_used_counters).
+_net_names = set()
 _net_name_uses = {}
 
 
 def NextNetName(basename):
-    """``basename`` the first time, then ``basename_1``, ``basename_2``...: every net of a process has a name of
-    its own, as in Caffe2, so a second model or net of the same name can be created beside the first."""
+    """``basename`` the first time, then ``basename_1``, ``basename_2``... (skipping names given already, as
+    "a_1" asked for itself): every net of a process has a name of its own, as in Caffe2, so a second model or
+    net of the same name can be created beside the first."""
     uses = _net_name_uses.get(basename, 0)
+    name = basename if uses == 0 else f"{basename}_{uses}"
+    while name in _net_names:
+        uses += 1
+        name = f"{basename}_{uses}"
     _net_name_uses[basename] = uses + 1
-    return basename if uses == 0 else f"{basename}_{uses}"
+    _net_names.add(name)
+    return name
 
 
 class NetDefMethods:

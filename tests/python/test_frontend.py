@@ -59,6 +59,7 @@ def test_nets_of_one_name_get_names_of_their_own_as_in_caffe2():
     net = core.Net("standalone")
     assert (net.Name(), core.Net(net).Name(), core.Net(net.Proto()).Name()) == (
         "standalone", "standalone_1", "standalone_2")
+    assert [core.Net(name).Name() for name in ("solo_1", "solo", "solo")] == ["solo_1", "solo", "solo_2"]
 
 
 @pytest.mark.parametrize("make", [lambda: core.Net("edited"), lambda: model_helper.ModelHelper(name="edited").net])

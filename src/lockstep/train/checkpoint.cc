@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -115,13 +116,15 @@ std::vector<std::string> PartialCheckpointsOf(const std::string& directory, cons
   return paths;
 }
 
-std::string LatestCheckpoint(const std::string& directory, const std::string& name,
-                             std::vector<std::string>* skipped) {
-  auto skip = [&](const std::string& why) {
-    if (skipped) skipped->push_back(why);
-  };
-  // (iteration, epochs_done) orders them: the epoch checkpoint wins a tie with the mid-epoch one.
-  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> candidates;
+namespace {
+
+// The lockstep training checkpoints of `name` in `directory` by where their run was, (iteration, epochs
+// done): the epoch checkpoint after the mid-epoch one of the same step. `skip` hears why each other file of
+// the name was passed over. Checksums are not read.
+std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> CheckpointsInRunOrder(
+    const std::string& directory, const std::string& name,
+    const std::function<void(const std::string&)>& skip) {
+  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> found;
   for (const std::string& path : CheckpointsOf(directory, name)) {
     std::map<std::string, std::string> metadata;
     try {
@@ -131,18 +134,30 @@ std::string LatestCheckpoint(const std::string& directory, const std::string& na
       continue;
     }
     auto format = metadata.find("format");
-    const std::pair<int64_t, int64_t> order = RunPosition(metadata);
-    if (format == metadata.end() || format->second != "lockstep" || order.first < 0 || order.second < 0) {
+    const std::pair<int64_t, int64_t> position = RunPosition(metadata);
+    if (format == metadata.end() || format->second != "lockstep" || position.first < 0 ||
+        position.second < 0) {
       skip(fmt::format("{} is not a lockstep training checkpoint", path));
       continue;
     }
-    candidates.emplace_back(order, path);
+    found.emplace_back(position, path);
   }
-  std::sort(candidates.rbegin(), candidates.rend());
-  for (const auto& [order, path] : candidates) {
+  std::sort(found.begin(), found.end());  // the names sort epoch 10 before epoch 9
+  return found;
+}
+
+}  // namespace
+
+std::string LatestCheckpoint(const std::string& directory, const std::string& name,
+                             std::vector<std::string>* skipped) {
+  auto skip = [&](const std::string& why) {
+    if (skipped) skipped->push_back(why);
+  };
+  const auto candidates = CheckpointsInRunOrder(directory, name, skip);
+  for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
     try {
-      VerifySafetensors(path);
-      return path;
+      VerifySafetensors(it->second);
+      return it->second;
     } catch (const Error& e) {
       skip(e.what());
     }
@@ -153,21 +168,18 @@ std::string LatestCheckpoint(const std::string& directory, const std::string& na
 std::vector<std::string> CheckpointsAfter(const std::string& directory, const std::string& name,
                                           const std::string& path) {
   const std::pair<int64_t, int64_t> start = RunPosition(ReadSafetensorsMetadata(path));
-  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> later;
-  for (const std::string& other : CheckpointsOf(directory, name)) {
+  std::vector<std::string> later;
+  // A file that cannot be read tells nothing of where its run was, and a corrupt one is no run's progress,
+  // as `latest` passes over it too.
+  for (const auto& [position, other] : CheckpointsInRunOrder(directory, name, [](const std::string&) {})) {
+    if (position <= start) continue;
     try {
-      const std::pair<int64_t, int64_t> position = RunPosition(ReadSafetensorsMetadata(other));
-      if (position <= start) continue;
-      VerifySafetensors(other);  // a corrupt one is no run's progress, as `latest` passes over it too
-      later.emplace_back(position, other);
+      VerifySafetensors(other);
+      later.push_back(other);
     } catch (const Error&) {
-      // Not a checkpoint that can be read: it tells nothing of where its run was.
     }
   }
-  std::sort(later.begin(), later.end());  // in run order: the names sort epoch 10 before epoch 9
-  std::vector<std::string> paths;
-  for (auto& [position, other] : later) paths.push_back(std::move(other));
-  return paths;
+  return later;
 }
 
 void CheckpointSnapshot::Take(const Workspace& ws, const std::string& scope,
