@@ -89,35 +89,30 @@ TEST(CastOp, IntegersToAndFromFloats) {
     RunOp(&ws, MakeOperatorDef("Cast", {from}, {out}, {Arg("to", int(to))}));
     return &ws.Blob(out);
   };
-  try {
-    cast("x", DataType::kInt32);
-    ADD_FAILURE() << "3e9 went into an int32";
-  } catch (const InvalidInput& e) {
-    EXPECT_STREQ(e.what(), "Cast(x) -> x_int32: element 3 is 3000000000, which int32 cannot hold");
-  }
+  auto refusal = [&](const std::string& from, DataType to) -> std::string {
+    try {
+      cast(from, to);
+    } catch (const InvalidInput& e) {
+      return e.what();
+    }
+    return "cast";
+  };
+  EXPECT_EQ(refusal("x", DataType::kInt32),
+            "Cast(x) -> x_int32: element 3 is 3000000000, which int32 cannot hold");
   const Tensor* y = cast("x", DataType::kInt64);
   EXPECT_EQ(std::vector<int64_t>(y->data<int64_t>(), y->data<int64_t>() + 4),
             (std::vector<int64_t>{-1, 2, 0, 3000000000}));
-  EXPECT_THROW(cast("x_int64", DataType::kUInt8), InvalidInput) << "-1 is no uint8";
+  EXPECT_NE(refusal("x_int64", DataType::kUInt8).find("element 0 is -1, which uint8 cannot hold"),
+            std::string::npos);
   y = cast("x_int64", DataType::kBFloat16);
   EXPECT_EQ(ToFloat(y->data<BFloat16>()[1]), 2.0f);
-  try {
-    cast("x_int64", DataType::kFloat16);
-    ADD_FAILURE() << "3000000000 went into a float16";
-  } catch (const InvalidInput& e) {
-    EXPECT_STREQ(e.what(),
-                 "Cast(x_int64) -> x_int64_float16: element 3 is 3000000000, which float16 cannot hold");
-  }
+  EXPECT_EQ(refusal("x_int64", DataType::kFloat16),
+            "Cast(x_int64) -> x_int64_float16: element 3 is 3000000000, which float16 cannot hold");
   Tensor big({1}, DataType::kInt64);
   big.data<int64_t>()[0] = (int64_t{1} << 62) + 1;
   Feed(&ws, "big", big);
-  try {
-    cast("big", DataType::kInt32);
-    ADD_FAILURE() << "2^62 + 1 went into an int32";
-  } catch (const InvalidInput& e) {
-    EXPECT_STREQ(e.what(),
-                 "Cast(big) -> big_int32: element 0 is 4611686018427387905, which int32 cannot hold");
-  }
+  EXPECT_EQ(refusal("big", DataType::kInt32),
+            "Cast(big) -> big_int32: element 0 is 4611686018427387905, which int32 cannot hold");
 }
 
 TEST(CastOp, GradientCastsBackToTheInputsDtype) {
