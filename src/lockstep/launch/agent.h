@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "lockstep/launch/agent_store.h"
+#include "lockstep/launch/roster.h"
 
 namespace lockstep {
 
@@ -44,27 +45,6 @@ struct AgentOptions {
   int64_t num_epochs = 0;               // a checkpoint with as many is a finished job
   double straggler_timeout = 1200;      // seconds a shard may run on after another one finished (the
                                         // trainer's slower phases: the last checkpoint, closing)
-};
-
-// "N" or "MIN:MAX"; throws InvalidInput naming --nnodes.
-std::pair<int, int> ParseNodeRange(const std::string& text);
-
-// The per-shard batch that keeps `global_batch` on `num_shards` shards; throws InvalidInput naming the
-// nearest shard counts that divide it.
-int64_t BatchForShards(int64_t global_batch, int num_shards);
-
-// Who runs in a round, as the agent that formed it wrote it.
-struct Roster {
-  int64_t global_batch = 0;
-  std::string checkpoint;                           // empty: start fresh
-  bool complete = false;                            // the checkpoint has every epoch: the job is done
-  std::vector<std::pair<std::string, int>> agents;  // (agent id, shards), sorted by id
-
-  int num_shards() const;
-  // The first shard id of `agent_id`, or -1 when the roster does not hold it.
-  int FirstShard(const std::string& agent_id) const;
-  std::string ToText() const;
-  static Roster Parse(const std::string& text);
 };
 
 // The arguments of local shard `shard_id` in `round` (argv[0] the program).
