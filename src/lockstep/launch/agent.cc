@@ -252,7 +252,8 @@ class Agent {
   };
 
   // Looks at the store on a thread of its own: a Redis server that answers nothing (for up to its minute of
-  // connecting again) holds neither the shards' output nor a Ctrl-C.
+  // connecting again) holds neither the shards' output nor the noticing of their exits or of a Ctrl-C (what
+  // the agent then publishes waits for the store).
   std::future<StoreLook> LookAtStore(int round, const Roster& roster) {
     return std::async(std::launch::async, [this, round, &roster] {
       StoreLook look;
