@@ -399,6 +399,21 @@ void ExpectTwoAgentsRestartTogether(const std::string& rdzv) {
   EXPECT_TRUE(fs::exists(dir / "m_4.safetensors"));
 }
 
+// An agent waiting for others says so after 10 s, and gives up after --join_timeout with one line.
+TEST(Launch, LoneAgentSaysItWaitsAndTimesOut) {
+  TempDirectory dir;
+  Process agent(Launch(dir.path(), {"--nnodes", "2", "--job_id", "alone", "--join_timeout", "11"},
+                       Concat(NullTraining(dir.path(), 1), {"--file_store_path", dir.path()})),
+                dir / "agent.out");
+  EXPECT_EQ(agent.Wait(seconds(60)), std::optional<int>(1)) << agent.Output();
+  EXPECT_NE(agent.Output().find("round 0: 1 of at least 2 agents joined job 'alone' in file store "),
+            std::string::npos)
+      << agent.Output();
+  EXPECT_NE(agent.Output().find("after 10 s; waiting up to --join_timeout 11 s"), std::string::npos)
+      << agent.Output();
+  EXPECT_NE(ErrorLine(agent.Output()).find("within 11 s; start an agent on each machine"), std::string::npos);
+}
+
 // Agents whose flags differ would train on the first one's (its global batch) or wait on each other without
 // end (--nnodes 2 beside --nnodes 1): the round fails at once, naming the flag, and no restart is tried.
 TEST(Launch, AgentsWithOtherFlagsAreRefusedNamingTheFlag) {
