@@ -1,5 +1,6 @@
-"""The current workspace ("default" until SwitchWorkspace), as Caffe2's ``workspace``: blobs fed and fetched as numpy arrays, nets created
-once and run many times. Runs happen in the C++ core with Python's lock released."""
+"""The current workspace ("default" until SwitchWorkspace), as Caffe2's ``workspace``: blobs fed and fetched
+as numpy arrays, nets created once and run many times. Runs happen in the C++ core with Python's lock
+released."""
 import numbers
 
 import numpy as np

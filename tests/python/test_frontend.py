@@ -235,7 +235,8 @@ def test_a_nets_proto_stays_live_as_in_caffe2():
     stale = model.net.Proto()
     brew.relu(model, "z", "w")
     stale.op.extend([core.CreateOperator("Relu", ["w"], ["v"])])
-    with pytest.raises(InvalidInput, match=rf"^net '{model.net.Name()}': its Proto\(\) was edited after ops were added"):
+    edited = rf"^net '{model.net.Name()}': its Proto\(\) was edited after ops were added"
+    with pytest.raises(InvalidInput, match=edited):
         workspace.RunNetOnce(model.net)
 
 
