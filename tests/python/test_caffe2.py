@@ -176,6 +176,12 @@ def test_workspaces_by_name_and_blobs_as_a_mapping_as_in_the_basics_tutorial():
         workspace.SwitchWorkspace("default")
 
 
+def test_parallelize_inside_a_gpu_device_scope_is_caffe2s_assertion():
+    with core.DeviceScope(core.DeviceOption(caffe2_pb2.CUDA, 0)):
+        with pytest.raises(AssertionError, match="Parallelize must be called without device-scope"):
+            data_parallel_model.Parallelize_GPU(None, None, None)
+
+
 def test_add_blob_sync_copies_the_first_replicas_blob_to_the_others():
     model = model_helper.ModelHelper(name="sync")
     data_parallel_model.Parallelize_CPU(model, input_builder_fun=add_null_input,

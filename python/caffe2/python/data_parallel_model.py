@@ -53,6 +53,9 @@ def Parallelize(model_helper_obj, input_builder_fun, forward_pass_builder_fun, p
     """lockstep's Parallelize (lockstep.data_parallel_model.Parallelize documents it) with Caffe2's
     arguments. Memory is planned by liveness always, so optimize_gradient_memory and
     dynamic_memory_management change nothing; barrier_net_timeout_sec bounds the shards' first meeting."""
+    scope = core.CurrentDeviceScope()
+    assert scope is None or scope.device_type == core.CPU, \
+        f"Parallelize must be called without device-scope, device scope was: {scope}"  # Caffe2's check
     if pre_grad_net_transformer_fun is not None or net_transformer_fun is not None:
         refuse("data_parallel_model.Parallelize: net transformer functions are not supported; lockstep builds "
                "the data-parallel net itself")
