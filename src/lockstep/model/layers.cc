@@ -107,18 +107,23 @@ static std::string Pool(ModelHelper& model, const char* type, const std::string&
   return output;
 }
 
+// `layer` names it in messages ("max_pool").
+static std::string WindowedPool(ModelHelper& model, const char* type, const char* layer,
+                                const std::string& in, const std::string& out, int kernel, int stride,
+                                int pad, const WindowSides& sides) {
+  return Pool(model, type, in, out,
+              WithSides(fmt::format("{} '{}'", layer, out),
+                        {Arg("kernel", kernel), Arg("stride", stride), Arg("pad", pad)}, sides));
+}
+
 std::string MaxPool(ModelHelper& model, const std::string& in, const std::string& out, int kernel, int stride,
                     int pad, const WindowSides& sides) {
-  return Pool(model, "MaxPool", in, out,
-              WithSides(fmt::format("max_pool '{}'", out),
-                        {Arg("kernel", kernel), Arg("stride", stride), Arg("pad", pad)}, sides));
+  return WindowedPool(model, "MaxPool", "max_pool", in, out, kernel, stride, pad, sides);
 }
 
 std::string AveragePool(ModelHelper& model, const std::string& in, const std::string& out, int kernel,
                         int stride, int pad, const WindowSides& sides) {
-  return Pool(model, "AveragePool", in, out,
-              WithSides(fmt::format("average_pool '{}'", out),
-                        {Arg("kernel", kernel), Arg("stride", stride), Arg("pad", pad)}, sides));
+  return WindowedPool(model, "AveragePool", "average_pool", in, out, kernel, stride, pad, sides);
 }
 
 std::string GlobalAveragePool(ModelHelper& model, const std::string& in, const std::string& out) {
